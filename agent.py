@@ -1,0 +1,215 @@
+"""Run ONE fresh Claude Code session and report what happened, behind a small seam."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKError,
+    HookMatcher,
+    ProcessError,
+    RateLimitEvent,
+    ResultMessage,
+    SystemMessage,
+    ToolUseBlock,
+    query,
+)
+
+from config import SessionType
+from security import PERMISSION_MODE, path_decision
+
+NOT_LOGGED_IN_HINTS = ("not logged in", "please run /login", "invalid api key", "authentication_error")
+LOGIN_HELP = (
+    "Claude Code is not logged in: run `claude login` (subscription) or set ANTHROPIC_API_KEY, "
+    "or use --offline-demo to run against the scripted model"
+)
+
+
+@dataclass(frozen=True)
+class SessionRequest:
+    """Everything one session needs; built by the scheduler, run by a SessionRunner."""
+
+    session_type: SessionType
+    session_number: int
+    model: str
+    system_append: str
+    prompt: str
+    cwd: Path
+    settings_path: Path
+    max_turns: int
+    log_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment for the CLI, merged over the inherited one (empty in normal runs)."""
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    """What the CLI reported; the scheduler still verifies every claim against files and git."""
+
+    subtype: str = "error_during_execution"
+    is_error: bool = True
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    num_turns: int = 0
+    session_id: str | None = None
+    permission_denials: tuple[dict[str, Any], ...] = ()
+    api_error_status: int | None = None
+    terminal_reason: str | None = None
+    error: str | None = None
+    """Why the CLI failed before or instead of a result (process error, exception text)."""
+    not_logged_in: bool = False
+    rate_limit_resets_at: int | None = None
+    """Set when a usage limit rejected the session: epoch seconds when it resets."""
+    tool_calls: int = 0
+    duration_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        data["permission_denials"] = list(self.permission_denials)
+        return data
+
+
+class SessionRunner(Protocol):
+    """The seam between the scheduler and Claude Code: run one session, return its result."""
+
+    def run(self, request: SessionRequest) -> SessionResult: ...
+
+
+def _file_policy_hook(request: SessionRequest) -> Callable[..., Any]:
+    async def hook(input_data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
+        tool_input = input_data.get("tool_input") or {}
+        target = tool_input.get("file_path") or tool_input.get("notebook_path")
+        if not isinstance(target, str):
+            return {}
+        reason = path_decision(request.session_type, request.cwd, target)
+        if reason is None:
+            return {}
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": f"scheduler policy: {reason}",
+            }
+        }
+
+    return hook
+
+
+def build_options(request: SessionRequest, stderr: Callable[[str], None]) -> ClaudeAgentOptions:
+    """The CLI options of a session, as data (no process is started here)."""
+    return ClaudeAgentOptions(
+        model=request.model,
+        cwd=str(request.cwd),
+        system_prompt={"type": "preset", "preset": "claude_code", "append": request.system_append},
+        settings=str(request.settings_path),
+        setting_sources=[],
+        permission_mode=PERMISSION_MODE,
+        max_turns=request.max_turns,
+        env=dict(request.env),
+        stderr=stderr,
+        hooks={
+            "PreToolUse": [
+                HookMatcher(
+                    matcher="Write|Edit|MultiEdit|NotebookEdit",
+                    hooks=[_file_policy_hook(request)],
+                    on_failure="block",
+                )
+            ]
+        },
+    )
+
+
+def describe_tool_call(block: ToolUseBlock) -> str:
+    """One concise line for a tool call."""
+    data = block.input
+    detail = data.get("command") or data.get("file_path") or data.get("pattern") or ""
+    detail = " ".join(str(detail).split())
+    return f"{block.name}: {detail[:100]}"
+
+
+class ClaudeSessionRunner:
+    """Runs a session through claude-agent-sdk and its bundled Claude Code CLI."""
+
+    def __init__(self, echo: Callable[[str], None] = print) -> None:
+        self._echo = echo
+
+    def run(self, request: SessionRequest) -> SessionResult:
+        return anyio.run(self._run, request)
+
+    async def _run(self, request: SessionRequest) -> SessionResult:
+        request.log_dir.mkdir(parents=True, exist_ok=True)
+        stderr_lines: list[str] = []
+        values: dict[str, Any] = {}
+        tools = 0
+        started = time.monotonic()
+        with (request.log_dir / "transcript.jsonl").open("w", encoding="utf-8") as transcript:
+            try:
+                async for message in query(
+                    prompt=request.prompt, options=build_options(request, stderr_lines.append)
+                ):
+                    transcript.write(json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n")
+                    if isinstance(message, AssistantMessage):
+                        for block in message.content:
+                            if isinstance(block, ToolUseBlock):
+                                tools += 1
+                                self._echo(f"  [{request.session_type.value}] {describe_tool_call(block)}")
+                    elif isinstance(message, RateLimitEvent) and message.rate_limit_info.status == "rejected":
+                        values["rate_limit_resets_at"] = message.rate_limit_info.resets_at or int(time.time())
+                    elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
+                        self._echo(
+                            f"  [{request.session_type.value}] API retry: {message.data.get('error', '')}"
+                        )
+                    elif isinstance(message, ResultMessage):
+                        values.update(_from_result(message))
+            except ProcessError as exc:
+                values.setdefault(
+                    "error", f"Claude Code exited with {exc.exit_code}: {_tail(stderr_lines) or exc}"
+                )
+            except ClaudeSDKError as exc:
+                values.setdefault("error", f"{type(exc).__name__}: {exc}")
+        (request.log_dir / "cli_stderr.log").write_text("\n".join(stderr_lines), encoding="utf-8")
+        text = " ".join(
+            [str(values.get("error") or ""), str(values.get("result_text") or ""), _tail(stderr_lines)]
+        ).lower()
+        values.pop("result_text", None)
+        values["not_logged_in"] = any(hint in text for hint in NOT_LOGGED_IN_HINTS)
+        return SessionResult(tool_calls=tools, duration_s=time.monotonic() - started, **values)
+
+
+def _from_result(message: ResultMessage) -> dict[str, Any]:
+    usage = message.usage or {}
+    return {
+        "subtype": message.subtype,
+        "is_error": message.is_error,
+        "cost_usd": float(message.total_cost_usd or 0.0),
+        "input_tokens": int(usage.get("input_tokens", 0))
+        + int(usage.get("cache_read_input_tokens", 0))
+        + int(usage.get("cache_creation_input_tokens", 0)),
+        "output_tokens": int(usage.get("output_tokens", 0)),
+        "num_turns": message.num_turns,
+        "session_id": message.session_id,
+        "permission_denials": tuple(message.permission_denials or ()),
+        "api_error_status": message.api_error_status,
+        "terminal_reason": message.terminal_reason,
+        "result_text": message.result,
+    }
+
+
+def _plain(message: Any) -> dict[str, Any]:
+    try:
+        return json.loads(json.dumps(message.__dict__, default=lambda o: getattr(o, "__dict__", str(o))))
+    except (TypeError, ValueError):
+        return {"repr": repr(message)[:2000]}
+
+
+def _tail(lines: list[str], n: int = 5) -> str:
+    return " | ".join(line.strip() for line in lines[-n:] if line.strip())

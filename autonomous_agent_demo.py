@@ -1,0 +1,324 @@
+"""Command line: run fresh Claude Code sessions, one role at a time, until the app is built.
+
+Exit codes: 0 every feature passes or is blocked; 1 an error or a halted run (the message
+says what to do); 2 a malformed command line; 3 a limit stopped the run (run the same
+command again to resume).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+import progress
+from agent import ClaudeSessionRunner, SessionRunner
+from config import DEFAULT_MODELS, ROLES, AgentConfig, get_model_for_session
+from errors import EXIT_DONE, EXIT_ERROR, EXIT_LIMIT, ConfigError, SchedulerError
+from prompts import EXAMPLE_SPEC, template_path
+from scheduler import RunReport, Scheduler
+from security import settings_for, validate_settings
+
+HERE = Path(__file__).resolve().parent
+SPEC_NAME = "app_spec.txt"
+RunnerFactory = Callable[[Console], tuple[SessionRunner, dict[str, str]]]
+
+
+def generations_dir() -> Path:
+    """Home of projects given by a relative path (override: AGENT_GENERATIONS_DIR)."""
+    return Path(os.environ.get("AGENT_GENERATIONS_DIR") or HERE / "generations")
+
+
+def resolve_project(project_dir: str) -> Path:
+    path = Path(project_dir).expanduser()
+    return path if path.is_absolute() else generations_dir() / path
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_spec(spec: Path) -> bytes:
+    try:
+        data = spec.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read spec {spec}: {exc.strerror}; pass a readable text file to --spec"
+        ) from None
+    if not data.strip():
+        raise ConfigError(f"spec {spec} is empty; write the application's description in it")
+    return data
+
+
+def place_spec(project: Path, spec: Path | None, echo: Callable[[str], None]) -> None:
+    """Copy the spec in on the first run; on resume accept the same spec, refuse another."""
+    target = project / SPEC_NAME
+    if target.exists():
+        if spec is not None and hashlib.sha256(read_spec(spec)).hexdigest() != _sha(target):
+            raise ConfigError(
+                f"{spec} differs from the spec this project was started with ({target}); "
+                "resume without --spec, or start a new project with --project-dir"
+            )
+        return
+    if spec is None:
+        echo(f"No --spec given: using the example spec {EXAMPLE_SPEC}")
+        spec = EXAMPLE_SPEC
+    data = read_spec(spec)
+    progress.atomic_write_text(target, data.decode("utf-8", errors="replace"))
+
+
+def make_project_dir(project: Path) -> None:
+    try:
+        project.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create project dir {project}: {exc.strerror}; choose another --project-dir"
+        ) from None
+    if not os.access(project, os.W_OK):
+        raise ConfigError(f"project dir {project} is not writable; fix its permissions or choose another")
+
+
+def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentConfig:
+    """Saved options, overridden by those given on this command line."""
+    data: dict[str, Any] = dict(saved or {})
+    models = {**DEFAULT_MODELS, **data.get("models", {})}
+    for role in ROLES:
+        value = given.pop(f"{role.value.lower()}_model", None)
+        if value:
+            models[role.value] = value
+    data.update({k: v for k, v in given.items() if v is not None})
+    data["models"] = models
+    try:
+        return AgentConfig.from_json(data)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid options: {exc}") from None
+
+
+def print_summary(console: Console, report: RunReport) -> None:
+    state, stats = report.state, report.stats
+    table = Table(title="Run summary", show_header=False)
+    table.add_row("features passing", f"{len(state.passing)}/{len(state.features)}")
+    table.add_row("features blocked", ", ".join(sorted(state.blocked)) or "none")
+    table.add_row("sessions", f"{stats.sessions} ({report.sessions_this_run} in this run)")
+    for role, n in sorted(stats.sessions_by_type.items()):
+        table.add_row(f"  {role}", str(n))
+    table.add_row("failed / interrupted", f"{stats.failed_sessions} / {stats.interrupted_sessions}")
+    table.add_row("tokens in / out", f"{stats.input_tokens} / {stats.output_tokens}")
+    table.add_row("total cost", f"${stats.cost_usd:.4f}")
+    table.add_row("status", f"{report.status}: {report.message}")
+    console.print(table)
+    console.print(f"{len(state.passing)}/{len(state.features)} features passing, {stats.sessions} sessions")
+
+
+def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
+    """Show what the next session would be; start nothing, change nothing in the project."""
+    from config import SessionState, advance
+
+    raw = progress.load_state(project) if project.exists() else None
+    state = advance(SessionState(), None, config) if raw is None else SessionState.from_json(raw)
+    role = state.next_session
+    console.print(f"Next session: {role.value}")
+    if role.value in ("DONE", "HALTED"):
+        return
+    out = Path(tempfile.mkdtemp(prefix="agent-dry-run-"))
+    settings = settings_for(role, config.test_command)
+    validate_settings(settings)
+    settings_path = out / ".claude_settings.json"
+    progress.atomic_write_json(settings_path, settings)
+    scheduler = Scheduler(project, config, runner=_NoRunner())
+    from prompts import render
+
+    prompt_path = out / "prompt.md"
+    prompt_path.write_text(
+        render(role, scheduler.prompt_vars(state, state.session_count + 1)), encoding="utf-8"
+    )
+    console.print(f"Model: {get_model_for_session(role, config)}")
+    console.print(f"Feature: {state.current_feature or '-'}  Branch: {state.current_branch or '-'}")
+    console.print(f"Prompt template: {template_path(role)}")
+    console.print(f"Rendered prompt: {prompt_path}")
+    console.print(f"Settings: {settings_path}")
+    console.print("Dry run: nothing was launched.")
+
+
+class _NoRunner:
+    def run(self, request: Any) -> Any:  # pragma: no cover - never called in a dry run
+        raise RuntimeError("dry run")
+
+
+def real_runner(console: Console) -> tuple[SessionRunner, dict[str, str]]:
+    return ClaudeSessionRunner(echo=lambda line: console.print(line, markup=False, highlight=False)), {}
+
+
+@contextmanager
+def offline_runner(console: Console, scenario: Path | None) -> Iterator[RunnerFactory]:
+    """Start the scripted model on loopback for the run and point the real CLI at it."""
+    from scripted_model.offline import offline_environment
+
+    with offline_environment(scenario) as env:
+        console.print(f"Offline demo: scripted model at {env['ANTHROPIC_BASE_URL']} (no API key, no network)")
+
+        def factory(c: Console) -> tuple[SessionRunner, dict[str, str]]:
+            return ClaudeSessionRunner(echo=lambda line: c.print(line, markup=False, highlight=False)), env
+
+        yield factory
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--project-dir",
+    required=True,
+    help="The generated project's folder; a relative path goes under generations/.",
+)
+@click.option(
+    "--spec",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Application spec, copied in as app_spec.txt on the first run (default: the shipped example). On resume only the same spec is accepted.",
+)
+@click.option(
+    "--max-iterations",
+    type=click.IntRange(min=1),
+    help="Sessions to run in this invocation (default: until done).",
+)
+@click.option(
+    "--architecture-interval",
+    type=click.IntRange(min=1),
+    help="An architecture review each time this many more features pass (default 5).",
+)
+@click.option(
+    "--feature-count",
+    type=click.IntRange(min=1),
+    help="How many features the initializer should aim for (default 8).",
+)
+@click.option("--initializer-model", help="Model for INITIALIZER sessions (default sonnet).")
+@click.option("--implement-model", help="Model for IMPLEMENT sessions (default sonnet).")
+@click.option("--review-model", help="Model for REVIEW sessions (default opus).")
+@click.option("--fix-model", help="Model for FIX sessions (default sonnet).")
+@click.option("--architecture-model", help="Model for ARCHITECTURE sessions (default opus).")
+@click.option(
+    "--max-fix-rounds",
+    type=click.IntRange(min=0),
+    help="FIX sessions per review cycle before REQUEST_CHANGES counts as a rejection (default 3).",
+)
+@click.option(
+    "--max-rejections",
+    type=click.IntRange(min=0),
+    help="Rejections after which a feature is blocked (default 2).",
+)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(min=1),
+    help="Tries of a session whose result fails verification (default 3).",
+)
+@click.option(
+    "--max-turns", type=click.IntRange(min=1), help="Turn limit of each Claude Code session (default 200)."
+)
+@click.option(
+    "--test-command",
+    help="The project's test command, run on main after every merge; a failing merge is undone.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the next session's type, model, feature, prompt and settings; launch nothing.",
+)
+@click.option(
+    "--offline-demo",
+    is_flag=True,
+    help="Run against the built-in scripted model on 127.0.0.1: no API key, no network.",
+)
+@click.option(
+    "--scenario",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="Scenario file for --offline-demo (verdicts and faults).",
+)
+def main(
+    project_dir: str,
+    spec: Path | None,
+    max_iterations: int | None,
+    dry_run: bool,
+    offline_demo: bool,
+    scenario: Path | None,
+    **options: Any,
+) -> None:
+    """Build an application from a spec with fresh Claude Code sessions, one role at a time.
+
+    Sessions run as INITIALIZER, IMPLEMENT, REVIEW, FIX and ARCHITECTURE; every claim an
+    agent makes is checked against git and the hand-off files before it counts.
+    Interrupt at any time and run the same command again to resume.
+    """
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        code = run_cli(console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options)
+    except SchedulerError as exc:
+        console.print(f"error: {exc}", markup=False, style="bold red")
+        sys.exit(exc.exit_code)
+    sys.exit(code)
+
+
+def run_cli(
+    console: Console,
+    project_dir: str,
+    spec: Path | None,
+    max_iterations: int | None,
+    dry: bool,
+    offline_demo: bool,
+    scenario: Path | None,
+    options: dict[str, Any],
+    runner_factory: RunnerFactory | None = None,
+) -> int:
+    project = resolve_project(project_dir)
+    if spec is not None:
+        read_spec(spec)
+    if offline_demo and options.get("test_command") is None:
+        options["test_command"] = "bash init.sh"
+    if offline_demo and options.get("feature_count") is None:
+        options["feature_count"] = 6
+    saved = progress.load_config(project) if project.exists() else None
+    config = merge_config(saved, dict(options))
+    if dry:
+        if project.exists() and spec is not None and (project / SPEC_NAME).exists():
+            place_spec(project, spec, console.print)  # refuses a different spec
+        dry_run(console, project, config)
+        return EXIT_DONE
+    make_project_dir(project)
+    place_spec(project, spec, lambda line: console.print(line, markup=False))
+    progress.save_config(project, config.to_json())
+    if offline_demo:
+        with offline_runner(console, scenario) as factory:
+            return _run(console, project, config, factory, max_iterations)
+    return _run(console, project, config, runner_factory or real_runner, max_iterations)
+
+
+def _run(
+    console: Console, project: Path, config: AgentConfig, factory: RunnerFactory, max_iterations: int | None
+) -> int:
+    runner, env = factory(console)
+    console.print(f"Project: {project}")
+    scheduler = Scheduler(
+        project, config, runner, env=env, echo=lambda line: console.print(line, markup=False, highlight=False)
+    )
+    report = scheduler.run(max_iterations)
+    print_summary(console, report)
+    if report.status == "done":
+        return EXIT_DONE
+    if report.status == "limit":
+        return EXIT_LIMIT
+    console.print(
+        f"error: run halted: {report.message}. Fix the cause and run the same command again",
+        markup=False,
+        style="bold red",
+    )
+    return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    main()  # pylint: disable=no-value-parameter

@@ -1,0 +1,46 @@
+"""One small error hierarchy: every known failure says what is wrong and what to do."""
+
+from __future__ import annotations
+
+EXIT_DONE = 0
+"""Every feature passes or is blocked."""
+EXIT_ERROR = 1
+"""Bad input, a failure that needs a person, or a run that halted."""
+EXIT_USAGE = 2
+"""click's own exit code for a malformed command line."""
+EXIT_LIMIT = 3
+"""A limit (--max-iterations, a usage limit) stopped a run that the same command resumes."""
+
+
+class SchedulerError(Exception):
+    """A known failure; the CLI prints it as one line and exits non-zero."""
+
+    exit_code = EXIT_ERROR
+
+
+class ConfigError(SchedulerError):
+    """An option, a spec or a saved config that cannot be used."""
+
+
+class StateError(SchedulerError):
+    """A scheduler or hand-off file that is missing, corrupt or invalid."""
+
+
+class AlreadyRunning(SchedulerError):
+    """Another scheduler holds the project's lock."""
+
+
+class PromptError(SchedulerError):
+    """A role template that cannot be rendered."""
+
+
+class SettingsError(SchedulerError):
+    """Generated Claude Code settings that do not validate."""
+
+
+class NotLoggedIn(SchedulerError):
+    """The Claude Code CLI has no credentials."""
+
+
+class GitError(SchedulerError):
+    """A git operation the scheduler needs failed."""

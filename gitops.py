@@ -1,0 +1,162 @@
+"""Every git operation the scheduler performs itself (agents run git on their own)."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import git
+
+from errors import GitError
+
+MAIN = "main"
+IGNORED = (
+    "# scheduler hand-off and state files: kept out of git so checkouts never change them",
+    "feature_list.json",
+    "progress.json",
+    "reviews.json",
+    ".agent_state.json",
+    ".agent_config.json",
+    ".agent.lock",
+    ".agent_logs/",
+    ".claude_settings.json",
+    "CLAUDE.md",
+    ".claude/",
+    "__pycache__/",
+    "*.pyc",
+    "node_modules/",
+    ".venv/",
+)
+
+
+TRACKED = (".gitignore", "app_spec.txt")
+
+
+def open_repo(project: Path) -> git.Repo:
+    """Open the project's repository, creating it (branch `main`, identity, .gitignore) if needed."""
+    try:
+        if not (project / ".git").exists():
+            repo = git.Repo.init(project, initial_branch=MAIN)
+        else:
+            repo = git.Repo(project)
+        _ensure_identity(repo)
+        _ensure_gitignore(repo, project)
+        return repo
+    except git.GitCommandError as exc:
+        raise GitError(f"git failed in {project}: {exc.stderr.strip() or exc}") from None
+
+
+def _ensure_identity(repo: git.Repo) -> None:
+    """Give the repository its own committer identity: agents run with a private HOME."""
+    local = repo.config_reader("repository")
+    effective = repo.config_reader()
+    defaults = {"name": "autonomous-agent", "email": "autonomous-agent@localhost"}
+    with repo.config_writer() as writer:
+        for key, fallback in defaults.items():
+            if not local.has_option("user", key):
+                value = effective.get_value("user", key, fallback)
+                writer.set_value("user", key, str(value))
+
+
+def _ensure_gitignore(repo: git.Repo, project: Path) -> None:
+    """Keep hand-off and scheduler files out of git; commit the spec and .gitignore on `main`."""
+    path = project / ".gitignore"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    missing = [line for line in IGNORED if line not in lines]
+    if missing:
+        path.write_text("\n".join([*lines, *missing]) + "\n", encoding="utf-8")
+    if repo.head.is_valid() and current_branch(repo) != MAIN:
+        return
+    tracked = [name for name in TRACKED if (project / name).exists()]
+    repo.git.add(*tracked)
+    if not repo.head.is_valid() or repo.git.diff("--cached", "--name-only"):
+        repo.git.commit("-m", "chore: app spec and .gitignore for the scheduler's files", "--no-verify")
+
+
+def head(repo: git.Repo, branch: str) -> str | None:
+    """The commit a branch points at, or None when it does not exist."""
+    try:
+        return str(repo.git.rev_parse("--verify", "--quiet", f"refs/heads/{branch}"))
+    except git.GitCommandError:
+        return None
+
+
+def is_ancestor(repo: git.Repo, ancestor: str, descendant: str) -> bool:
+    try:
+        repo.git.merge_base("--is-ancestor", ancestor, descendant)
+        return True
+    except git.GitCommandError:
+        return False
+
+
+def count_commits(repo: git.Repo, base: str, tip: str) -> int:
+    """Commits reachable from tip and not from base."""
+    return int(repo.git.rev_list("--count", f"{base}..{tip}"))
+
+
+def current_branch(repo: git.Repo) -> str | None:
+    try:
+        return str(repo.git.symbolic_ref("--quiet", "--short", "HEAD"))
+    except git.GitCommandError:
+        return None
+
+
+def set_branch(repo: git.Repo, branch: str, sha: str) -> None:
+    """Move `branch` back to `sha` (the undo of a forbidden commit), keeping stray work stashed."""
+    if current_branch(repo) == branch:
+        stash_leftovers(repo, f"scheduler: work left when {branch} was reset")
+        repo.git.reset("--hard", sha)
+    else:
+        repo.git.branch("-f", branch, sha)
+
+
+def delete_branch(repo: git.Repo, branch: str) -> None:
+    if head(repo, branch) is None:
+        return
+    if current_branch(repo) == branch:
+        checkout(repo, MAIN)
+    repo.git.branch("-D", branch)
+
+
+def create_branch(repo: git.Repo, branch: str, at: str) -> None:
+    if head(repo, branch) is None:
+        repo.git.branch(branch, at)
+
+
+def stash_leftovers(repo: git.Repo, message: str) -> bool:
+    """Stash uncommitted work (untracked files too) so nothing an agent left is lost."""
+    if not repo.is_dirty(untracked_files=True):
+        return False
+    repo.git.stash("push", "--include-untracked", "-m", message)
+    return True
+
+
+def checkout(repo: git.Repo, branch: str) -> None:
+    """Check out `branch`, stashing whatever an earlier session left uncommitted."""
+    if current_branch(repo) == branch and not repo.is_dirty(untracked_files=True):
+        return
+    stash_leftovers(repo, f"scheduler: leftovers before checking out {branch}")
+    repo.git.checkout(branch)
+
+
+def run_tests_at(repo: git.Repo, sha: str, command: str, timeout: float = 900) -> tuple[bool, str]:
+    """Run the project's test command in a clean worktree of `sha`; (passed, output tail)."""
+    with tempfile.TemporaryDirectory(prefix="agent-tests-") as tmp:
+        tree = Path(tmp) / "tree"
+        repo.git.worktree("add", "--detach", str(tree), sha)
+        try:
+            proc = subprocess.run(
+                ["bash", "-c", command],
+                cwd=tree,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+            output = (proc.stdout + proc.stderr)[-2000:]
+            return proc.returncode == 0, output
+        except subprocess.TimeoutExpired:
+            return False, f"test command timed out after {timeout:.0f}s"
+        finally:
+            repo.git.worktree("remove", "--force", str(tree))

@@ -1,0 +1,78 @@
+"""Load a role's prompt template and fill its `{{VARS}}` strictly."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from config import SessionType
+from errors import PromptError
+
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+EXAMPLE_SPEC = PROMPTS_DIR / "app_spec.txt"
+
+TEMPLATES: dict[SessionType, str] = {
+    SessionType.INITIALIZER: "initializer_prompt.md",
+    SessionType.IMPLEMENT: "coding_prompt.md",
+    SessionType.REVIEW: "reviewer_prompt.md",
+    SessionType.FIX: "fix_prompt.md",
+    SessionType.ARCHITECTURE: "architecture_reviewer_prompt.md",
+}
+ROLE_LINE = "# YOUR ROLE - {} AGENT"
+_VAR = re.compile(r"\{\{\s*([A-Za-z0-9_]*)\s*\}\}")
+_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def template_path(role: SessionType, prompts_dir: Path = PROMPTS_DIR) -> Path:
+    try:
+        return prompts_dir / TEMPLATES[role]
+    except KeyError:
+        raise PromptError(f"{role} has no prompt template") from None
+
+
+def substitute(template: str, variables: Mapping[str, str | int | None], name: str = "template") -> str:
+    """Replace every `{{NAME}}`; an unknown, malformed or unfilled variable is an error."""
+    missing: list[str] = []
+
+    def fill(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if not _NAME.match(key):
+            raise PromptError(f"{name}: malformed variable {match.group(0)!r} (use {{{{UPPER_CASE}}}})")
+        value = variables.get(key)
+        if value is None or value == "":
+            missing.append(key)
+            return match.group(0)
+        return str(value)
+
+    text = _VAR.sub(fill, template)
+    if missing:
+        raise PromptError(f"{name}: no value for {', '.join(sorted(set(missing)))}")
+    return text
+
+
+def render(
+    role: SessionType, variables: Mapping[str, str | int | None], prompts_dir: Path = PROMPTS_DIR
+) -> str:
+    """The role's full instructions, checked to begin with its role line."""
+    path = template_path(role, prompts_dir)
+    try:
+        template = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PromptError(f"cannot read prompt template {path}: {exc.strerror}") from None
+    expected = ROLE_LINE.format(role.value)
+    if template.splitlines()[:1] != [expected]:
+        raise PromptError(f"{path.name} must begin with the line {expected!r}")
+    shared = {
+        "HANDOFF_CONTRACT": (prompts_dir / "schemas.md").read_text(encoding="utf-8"),
+        "REVIEW_CHECKLIST": (prompts_dir / "review_checklist.md").read_text(encoding="utf-8"),
+    }
+    return substitute(template, {**shared, **variables}, path.name)
+
+
+def kickoff(role: SessionType, session_id: int) -> str:
+    """The session's first user message; the role's instructions travel in the system prompt."""
+    return (
+        f"Session {session_id}. {ROLE_LINE.format(role.value)[2:]}: follow your role "
+        "instructions from the system prompt. Start by reading the files they name."
+    )

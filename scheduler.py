@@ -1,0 +1,282 @@
+"""The session loop: prepare, run, verify, decide, save; once per session, until done or a limit."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import git
+
+import gitops
+import progress
+from agent import SessionRequest, SessionResult, SessionRunner
+from config import TERMINAL, AgentConfig, Outcome, SessionState, SessionType, advance, get_model_for_session
+from errors import NotLoggedIn, StateError
+from prompts import kickoff, render
+from security import write_role_files
+from verify import PreSession, capture, verify_session
+
+RunStatus = Literal["done", "limit", "halted"]
+
+
+@dataclass
+class Stats:
+    """Running totals over the whole project (kept in `.agent_state.json`)."""
+
+    sessions_by_type: dict[str, int] = field(default_factory=dict)
+    failed_sessions: int = 0
+    interrupted_sessions: int = 0
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, role: SessionType, result: SessionResult, outcome: Outcome) -> None:
+        self.sessions_by_type[role.value] = self.sessions_by_type.get(role.value, 0) + 1
+        self.failed_sessions += 0 if outcome.ok else 1
+        self.cost_usd += result.cost_usd
+        self.input_tokens += result.input_tokens
+        self.output_tokens += result.output_tokens
+
+    @property
+    def sessions(self) -> int:
+        return sum(self.sessions_by_type.values())
+
+
+@dataclass(frozen=True)
+class RunReport:
+    status: RunStatus
+    state: SessionState
+    stats: Stats
+    message: str = ""
+    sessions_this_run: int = 0
+
+
+def log_dir_for(project: Path, number: int, role: SessionType) -> Path:
+    return project / progress.LOG_DIR / f"session_{number:04d}_{role.value}"
+
+
+class Scheduler:
+    """Runs sessions for one project; every side effect goes through an injected part."""
+
+    def __init__(
+        self,
+        project: Path,
+        config: AgentConfig,
+        runner: SessionRunner,
+        *,
+        echo: Callable[[str], None] = print,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.project = project
+        self.config = config
+        self.runner = runner
+        self.echo = echo
+        self.env = env or {}
+
+    # -- state -----------------------------------------------------------------
+    def load(self) -> tuple[SessionState, Stats, dict[str, Any] | None]:
+        raw = progress.load_state(self.project)
+        if raw is None:
+            return advance(SessionState(), None, self.config), Stats(), None
+        stats = Stats(**raw.get("stats", {}))
+        state = SessionState.from_json(raw)
+        if state.next_session is SessionType.HALTED:
+            self.echo(f"The last run halted ({state.halt_reason}); trying the INITIALIZER again")
+            state = dataclasses.replace(
+                state, next_session=SessionType.INITIALIZER, attempts=0, halt_reason=""
+            )
+        return state, stats, raw.get("in_progress")
+
+    def save(self, state: SessionState, stats: Stats, in_progress: dict[str, Any] | None = None) -> None:
+        data = state.to_json()
+        data["stats"] = dataclasses.asdict(stats)
+        data["in_progress"] = in_progress
+        progress.save_state(self.project, data)
+
+    # -- the loop ----------------------------------------------------------------
+    def run(self, max_iterations: int | None = None) -> RunReport:
+        with progress.project_lock(self.project):
+            repo = gitops.open_repo(self.project)
+            progress.ensure_handoff_files(self.project, self.project.name)
+            state, stats, interrupted = self.load()
+            count = 0
+            while state.next_session not in TERMINAL:
+                if max_iterations is not None and count >= max_iterations:
+                    return RunReport(
+                        "limit",
+                        state,
+                        stats,
+                        f"stopped after {count} session(s) "
+                        "(--max-iterations); run the same command again to resume",
+                        count,
+                    )
+                pre = self._recover(repo, state, stats, interrupted) if interrupted else None
+                interrupted = None
+                result, outcome = self._one_session(repo, state, stats, pre)
+                count += 1
+                if result.rate_limit_resets_at is not None:
+                    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(result.rate_limit_resets_at))
+                    return RunReport(
+                        "limit",
+                        state,
+                        stats,
+                        f"usage limit reached; it resets at {when}. "
+                        "Run the same command again then to resume",
+                        count,
+                    )
+                assert outcome is not None
+                state = self._after(repo, state, stats, outcome)
+            if state.next_session is SessionType.HALTED:
+                return RunReport("halted", state, stats, state.halt_reason, count)
+            return RunReport("done", state, stats, "every feature passes or is blocked", count)
+
+    def _recover(
+        self, repo: git.Repo, state: SessionState, stats: Stats, interrupted: dict[str, Any]
+    ) -> PreSession:
+        """A session was cut off: restore its hand-off files and run it again from the same start."""
+        old = Path(interrupted["log_dir"])
+        copies = old / "pre"
+        if not copies.is_dir():
+            raise StateError(
+                f"the interrupted session's copies are missing ({copies}); "
+                "restore them or delete .agent_state.json to start the schedule over"
+            )
+        progress.restore(self.project, copies)
+        moved = old.with_name(old.name + f".interrupted-{int(time.time())}")
+        old.rename(moved)
+        stats.interrupted_sessions += 1
+        self.echo(
+            f"Resuming: session {interrupted['number']} ({state.next_session.value}) was "
+            "interrupted; hand-off files restored, running it again"
+        )
+        return PreSession(
+            interrupted["main"],
+            interrupted.get("branch_tip"),
+            progress.load_handoff(self.project),
+            moved / "pre",
+        )
+
+    def _prepare_git(self, repo: git.Repo, state: SessionState) -> None:
+        role, branch = state.next_session, state.current_branch
+        if role is SessionType.FIX and branch and branch.startswith("arch/"):
+            main = gitops.head(repo, gitops.MAIN)
+            assert main is not None
+            gitops.create_branch(repo, branch, main)
+        if role in (SessionType.FIX, SessionType.REVIEW) and branch and gitops.head(repo, branch):
+            gitops.checkout(repo, branch)
+        elif gitops.head(repo, gitops.MAIN):
+            gitops.checkout(repo, gitops.MAIN)
+
+    def _one_session(
+        self, repo: git.Repo, state: SessionState, stats: Stats, pre: PreSession | None
+    ) -> tuple[SessionResult, Outcome | None]:
+        role = state.next_session
+        number = state.session_count + 1
+        log_dir = log_dir_for(self.project, number, role)
+        self._prepare_git(repo, state)
+        progress.write_status(
+            self.project,
+            phase=role.value,
+            feature=state.current_feature,
+            branch=state.current_branch,
+            features_completed=state.features_completed,
+        )
+        if pre is None:
+            pre = capture(self.project, repo, state, log_dir / "pre")
+        else:
+            progress.snapshot(self.project, log_dir / "pre")
+            pre = dataclasses.replace(pre, copies=log_dir / "pre")
+        self.save(
+            state,
+            stats,
+            {"number": number, "log_dir": str(log_dir), "main": pre.main, "branch_tip": pre.branch_tip},
+        )
+        request = self.build_request(state, number, log_dir)
+        self.echo(
+            f"\n=== Session {number}: {role.value} ({request.model})"
+            + (f" · {state.current_branch}" if state.current_branch else "")
+            + " ==="
+        )
+        result = self.runner.run(request)
+        (log_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
+        if result.not_logged_in:
+            progress.restore(self.project, pre.copies)
+            self.save(state, stats)
+            raise NotLoggedIn(result.error or "Claude Code is not logged in")
+        if result.rate_limit_resets_at is not None:
+            return result, None  # in_progress stays set: the next run restores and reruns it
+        outcome = verify_session(self.project, repo, state, pre, self.config, self.echo)
+        progress.snapshot(self.project, log_dir / "post")
+        stats.add(role, result, outcome)
+        verdict = f" {outcome.verdict}" if outcome.verdict else ""
+        status = "verified" if outcome.ok else f"FAILED: {outcome.reason}"
+        self.echo(
+            f"--- Session {number} {role.value}{verdict}: {status} "
+            f"(${result.cost_usd:.4f}, {result.num_turns} turns)"
+        )
+        return result, outcome
+
+    def _after(self, repo: git.Repo, state: SessionState, stats: Stats, outcome: Outcome) -> SessionState:
+        new = advance(state, outcome, self.config)
+        old_branch = state.current_branch
+        dropped = old_branch != new.current_branch or new.rejections != state.rejections
+        if old_branch and dropped:
+            tip, main = gitops.head(repo, old_branch), gitops.head(repo, gitops.MAIN)
+            if tip and main and not gitops.is_ancestor(repo, tip, main):
+                gitops.delete_branch(repo, old_branch)
+                self.echo(f"  branch {old_branch} deleted (rejected; its tip was {tip[:10]})")
+        if new.blocked - state.blocked:
+            self.echo(f"  blocked: {', '.join(sorted(new.blocked - state.blocked))}")
+        self.save(new, stats)
+        progress.write_status(
+            self.project,
+            phase=new.next_session.value,
+            feature=new.current_feature,
+            branch=new.current_branch,
+            features_completed=new.features_completed,
+        )
+        return new
+
+    def build_request(self, state: SessionState, number: int, log_dir: Path) -> SessionRequest:
+        """Render the role's prompt and write its settings and CLAUDE.md."""
+        role = state.next_session
+        settings = write_role_files(
+            self.project,
+            role,
+            feature=state.current_feature,
+            branch=state.current_branch,
+            test_command=self.config.test_command,
+        )
+        return SessionRequest(
+            session_type=role,
+            session_number=number,
+            model=get_model_for_session(role, self.config),
+            system_append=render(role, self.prompt_vars(state, number)),
+            prompt=kickoff(role, number),
+            cwd=self.project,
+            settings_path=settings,
+            max_turns=self.config.max_turns,
+            log_dir=log_dir,
+            env=dict(self.env),
+        )
+
+    def prompt_vars(self, state: SessionState, number: int) -> dict[str, str | int | None]:
+        arch = bool(state.current_branch and state.current_branch.startswith("arch/"))
+        return {
+            "PROJECT_NAME": self.project.name,
+            "SESSION_ID": number,
+            "FEATURE_COUNT": self.config.feature_count,
+            "FEATURES_COMPLETED": state.features_completed,
+            "CURRENT_FEATURE": state.current_feature or ("none (architecture fixes)" if arch else None),
+            "CURRENT_BRANCH": state.current_branch,
+            "REVIEW_ID": state.open_review_id,
+            "FIX_ROUND": state.fix_rounds,
+            "REVIEW_KIND": "feature",
+            "REVIEW_FEATURE_ID": "null" if arch else f'"{state.current_feature}"',
+            "TEST_COMMAND": self.config.test_command or "./init.sh",
+        }

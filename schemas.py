@@ -1,0 +1,171 @@
+"""JSON Schemas of every file the scheduler reads: the hand-off files and its own state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FEATURE_ID = {"type": "string", "pattern": "^F[0-9]+$"}
+NULLABLE_STR = {"type": ["string", "null"]}
+ISSUE_LIST = {"type": "array", "items": {"type": "string"}}
+
+FEATURE_LIST: dict[str, Any] = {
+    "type": "object",
+    "required": ["features"],
+    "properties": {
+        "features": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["id", "category", "description", "steps", "passes"],
+                "properties": {
+                    "id": FEATURE_ID,
+                    "category": {"type": "string", "minLength": 1},
+                    "description": {"type": "string", "minLength": 1},
+                    "steps": {"type": "array", "items": {"type": "string"}},
+                    "passes": {"type": "boolean"},
+                },
+            },
+        }
+    },
+}
+
+PROGRESS: dict[str, Any] = {
+    "type": "object",
+    "required": [
+        "project_name",
+        "current_phase",
+        "current_feature",
+        "current_branch",
+        "features_completed",
+        "sessions",
+    ],
+    "properties": {
+        "project_name": {"type": "string"},
+        "current_phase": {"type": "string"},
+        "current_feature": {"anyOf": [FEATURE_ID, {"type": "null"}]},
+        "current_branch": NULLABLE_STR,
+        "features_completed": {"type": "integer", "minimum": 0},
+        "sessions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["session_id", "agent_type", "outcome"],
+                "properties": {
+                    "session_id": {"type": "integer"},
+                    "agent_type": {"enum": ["INITIALIZER", "IMPLEMENT", "REVIEW", "FIX", "ARCHITECTURE"]},
+                    "features_touched": {"type": "array", "items": FEATURE_ID},
+                    "outcome": {"type": "string"},
+                    "commit_range": {
+                        "type": ["object", "null"],
+                        "properties": {"from": NULLABLE_STR, "to": NULLABLE_STR},
+                    },
+                },
+            },
+        },
+    },
+}
+
+REVIEWS: dict[str, Any] = {
+    "type": "object",
+    "required": ["reviews", "fixes"],
+    "properties": {
+        "reviews": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["review_id", "feature_id", "kind", "verdict", "issues"],
+                "properties": {
+                    "review_id": {"type": "integer", "minimum": 1},
+                    "feature_id": {"anyOf": [FEATURE_ID, {"type": "null"}]},
+                    "kind": {"enum": ["feature", "architecture"]},
+                    "verdict": {"enum": ["PASS", "REQUEST_CHANGES", "REJECT"]},
+                    "issues": {
+                        "type": "object",
+                        "required": ["critical", "major", "minor"],
+                        "properties": {
+                            "critical": ISSUE_LIST,
+                            "major": ISSUE_LIST,
+                            "minor": ISSUE_LIST,
+                        },
+                    },
+                },
+                "allOf": [
+                    {
+                        "if": {"properties": {"kind": {"const": "architecture"}}},
+                        "then": {
+                            "properties": {
+                                "feature_id": {"type": "null"},
+                                "verdict": {"enum": ["PASS", "REQUEST_CHANGES"]},
+                            }
+                        },
+                    }
+                ],
+            },
+        },
+        "fixes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["fix_id", "review_id", "issues_fixed"],
+                "properties": {
+                    "fix_id": {"type": "integer", "minimum": 1},
+                    "review_id": {"type": "integer", "minimum": 1},
+                    "issues_fixed": ISSUE_LIST,
+                },
+            },
+        },
+    },
+}
+
+HANDOFF_SCHEMAS: dict[str, dict[str, Any]] = {
+    "feature_list.json": FEATURE_LIST,
+    "progress.json": PROGRESS,
+    "reviews.json": REVIEWS,
+}
+
+_COUNT = {"type": "integer", "minimum": 0}
+AGENT_STATE: dict[str, Any] = {
+    "type": "object",
+    "required": ["next_session", "features", "passing", "blocked", "session_count"],
+    "properties": {
+        "next_session": {
+            "enum": ["INITIALIZER", "IMPLEMENT", "REVIEW", "FIX", "ARCHITECTURE", "DONE", "HALTED"]
+        },
+        "features": {"type": "array", "items": FEATURE_ID},
+        "passing": {"type": "array", "items": FEATURE_ID},
+        "blocked": {"type": "array", "items": FEATURE_ID},
+        "rejections": {"type": "object", "additionalProperties": _COUNT},
+        "current_feature": {"anyOf": [FEATURE_ID, {"type": "null"}]},
+        "current_branch": NULLABLE_STR,
+        "features_completed": _COUNT,
+        "architecture_reviews_done": _COUNT,
+        "fix_rounds": _COUNT,
+        "attempts": _COUNT,
+        "open_review_id": {"type": ["integer", "null"]},
+        "session_count": _COUNT,
+        "halt_reason": {"type": "string"},
+        "in_progress": {"type": ["object", "null"]},
+        "stats": {"type": "object"},
+    },
+}
+
+_POSITIVE = {"type": "integer", "minimum": 1}
+AGENT_CONFIG: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "architecture_interval": _POSITIVE,
+        "feature_count": _POSITIVE,
+        "max_fix_rounds": _COUNT,
+        "max_rejections": _COUNT,
+        "max_attempts": _POSITIVE,
+        "max_turns": _POSITIVE,
+        "test_command": NULLABLE_STR,
+        "spec_sha256": {"type": "string"},
+        "models": {
+            "type": "object",
+            "propertyNames": {"enum": ["INITIALIZER", "IMPLEMENT", "REVIEW", "FIX", "ARCHITECTURE"]},
+            "additionalProperties": {"type": "string", "minLength": 1},
+        },
+    },
+}

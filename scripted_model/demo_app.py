@@ -1,0 +1,386 @@
+"""The small but real application the robot agent builds: `todo`, from prompts/app_spec.txt.
+
+Each feature is one module and one test file, so every branch merges cleanly and the
+generated project's own tests (`bash init.sh`) really pass or fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DemoFeature:
+    id: str
+    description: str
+    steps: tuple[str, ...]
+    files: dict[str, str]
+    buggy: dict[str, str]
+    """A first attempt with a real bug (its tests fail), used when a scenario asks for one."""
+
+
+INIT_SH = """#!/usr/bin/env bash
+# Runs the whole test suite; exits non-zero when a test fails.
+set -euo pipefail
+cd "$(dirname "$0")"
+python3 -m unittest discover -s tests -q
+"""
+
+SKELETON: dict[str, str] = {
+    "init.sh": INIT_SH,
+    "README.md": "# todo\n\nA command-line task list. Run `python3 -m todo <command>`; "
+    "test with `./init.sh`.\n",
+    "todo/__init__.py": '"""todo: a command-line task list."""\n',
+    "todo/__main__.py": '''"""Entry point: `python3 -m todo <command> [args]` runs todo/cmd_<command>.py."""
+
+import importlib
+import sys
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("error: usage: python3 -m todo <command> [args]", file=sys.stderr)
+        return 1
+    try:
+        module = importlib.import_module(f"todo.cmd_{argv[0]}")
+    except ModuleNotFoundError:
+        print(f"error: unknown command {argv[0]!r}", file=sys.stderr)
+        return 1
+    try:
+        return int(module.run(argv[1:]))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+''',
+    "tests/__init__.py": "",
+    "tests/test_smoke.py": """import unittest
+
+from todo.__main__ import main
+
+
+class SmokeTest(unittest.TestCase):
+    def test_unknown_command_is_an_error(self) -> None:
+        self.assertEqual(main(["nope"]), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
+""",
+    "tests/helpers.py": """import contextlib
+import io
+import os
+import tempfile
+
+from todo.__main__ import main
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(list(argv))
+    return code, out.getvalue()
+
+
+class TempStore:
+    def __enter__(self) -> str:
+        self.dir = tempfile.TemporaryDirectory()
+        self.old = os.environ.get("TODO_FILE")
+        os.environ["TODO_FILE"] = os.path.join(self.dir.name, "tasks.json")
+        return os.environ["TODO_FILE"]
+
+    def __exit__(self, *exc: object) -> None:
+        if self.old is None:
+            os.environ.pop("TODO_FILE", None)
+        else:
+            os.environ["TODO_FILE"] = self.old
+        self.dir.cleanup()
+""",
+}
+
+STORE = '''"""Load and save tasks in a JSON file (TODO_FILE, default tasks.json)."""
+
+import json
+import os
+
+
+def path() -> str:
+    return os.environ.get("TODO_FILE", "tasks.json")
+
+
+def load() -> list[dict]:
+    try:
+        with open(path(), encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return []
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path()} is corrupt: {exc.msg}") from None
+
+
+def save(tasks: list[dict]) -> None:
+    with open(path(), "w", encoding="utf-8") as handle:
+        json.dump(tasks, handle, indent=2)
+
+
+def find(tasks: list[dict], task_id: str) -> dict:
+    for task in tasks:
+        if str(task["id"]) == task_id:
+            return task
+    raise ValueError(f"no task with id {task_id}")
+'''
+
+
+def _test(name: str, body: str) -> str:
+    return f"""import unittest
+
+from tests.helpers import TempStore, run
+
+
+class {name}(unittest.TestCase):
+{body}
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
+
+FEATURES: tuple[DemoFeature, ...] = (
+    DemoFeature(
+        "F001",
+        "Tasks are stored in a JSON file (TODO_FILE or tasks.json); a corrupt file is an error",
+        (
+            "save two tasks and load them back",
+            "load a corrupt file and see an error naming it",
+        ),
+        {
+            "todo/store.py": STORE,
+            "tests/test_store.py": _test(
+                "StoreTest",
+                """
+    def test_round_trip(self) -> None:
+        from todo import store
+        with TempStore():
+            store.save([{"id": 1, "title": "a", "done": False}])
+            self.assertEqual(store.load()[0]["title"], "a")
+
+    def test_missing_file_is_empty(self) -> None:
+        from todo import store
+        with TempStore():
+            self.assertEqual(store.load(), [])
+""",
+            ),
+        },
+        {},
+    ),
+    DemoFeature(
+        "F002",
+        "`add TITLE [--due DATE]` adds a task and prints its id",
+        ("run `python3 -m todo add milk`", "see `1`", "an empty title is an error"),
+        {
+            "todo/cmd_add.py": '''"""add TITLE [--due YYYY-MM-DD]"""
+
+import datetime
+
+from todo import store
+
+
+def run(args: list[str]) -> int:
+    due = None
+    if "--due" in args:
+        i = args.index("--due")
+        due = args[i + 1] if i + 1 < len(args) else ""
+        datetime.date.fromisoformat(due)
+        args = args[:i] + args[i + 2:]
+    title = " ".join(args).strip()
+    if not title:
+        raise ValueError("a task needs a title")
+    tasks = store.load()
+    task_id = max((t["id"] for t in tasks), default=0) + 1
+    tasks.append({"id": task_id, "title": title, "done": False, "due": due})
+    store.save(tasks)
+    print(task_id)
+    return 0
+''',
+            "tests/test_add.py": _test(
+                "AddTest",
+                """
+    def test_add_prints_increasing_ids(self) -> None:
+        with TempStore():
+            self.assertEqual(run("add", "milk"), (0, "1\\n"))
+            self.assertEqual(run("add", "eggs", "--due", "2026-01-02"), (0, "2\\n"))
+
+    def test_empty_title_is_an_error(self) -> None:
+        with TempStore():
+            self.assertEqual(run("add")[0], 1)
+""",
+            ),
+        },
+        {},
+    ),
+    DemoFeature(
+        "F003",
+        "`list [--all]` prints open tasks as `ID [ ] TITLE`; --all includes done ones",
+        ("add two tasks", "run `python3 -m todo list`", "see both lines"),
+        {
+            "todo/cmd_list.py": '''"""list [--all]"""
+
+from todo import store
+
+
+def line(task: dict) -> str:
+    mark = "x" if task["done"] else " "
+    due = f" (due {task['due']})" if task.get("due") else ""
+    return f"{task['id']} [{mark}] {task['title']}{due}"
+
+
+def run(args: list[str]) -> int:
+    for task in store.load():
+        if "--all" in args or not task["done"]:
+            print(line(task))
+    return 0
+''',
+            "tests/test_list.py": _test(
+                "ListTest",
+                """
+    def test_lists_open_tasks(self) -> None:
+        from todo import store
+        with TempStore():
+            store.save([{"id": 1, "title": "milk", "done": False, "due": None},
+                        {"id": 2, "title": "eggs", "done": False, "due": "2026-01-02"},
+                        {"id": 3, "title": "tea", "done": True, "due": None}])
+            self.assertEqual(run("list")[1], "1 [ ] milk\\n2 [ ] eggs (due 2026-01-02)\\n")
+""",
+            ),
+        },
+        {
+            "todo/cmd_list.py": '''"""list [--all]"""
+
+from todo import store
+
+
+def run(args: list[str]) -> int:
+    for task in store.load():
+        print(f"{task['id']} {task['title']}")
+    return 0
+'''
+        },
+    ),
+    DemoFeature(
+        "F004",
+        "`done ID` marks a task done; an unknown id is an error",
+        ("add a task", "run `python3 -m todo done 1`", "`list --all` shows it as [x]"),
+        {
+            "todo/cmd_done.py": '''"""done ID"""
+
+from todo import store
+
+
+def run(args: list[str]) -> int:
+    if len(args) != 1:
+        raise ValueError("usage: done ID")
+    tasks = store.load()
+    store.find(tasks, args[0])["done"] = True
+    store.save(tasks)
+    return 0
+''',
+            "tests/test_done.py": _test(
+                "DoneTest",
+                """
+    def test_done_marks_task(self) -> None:
+        from todo import store
+        with TempStore():
+            store.save([{"id": 1, "title": "milk", "done": False, "due": None}])
+            self.assertEqual(run("done", "1")[0], 0)
+            self.assertEqual(run("done", "9")[0], 1)
+""",
+            ),
+        },
+        {},
+    ),
+    DemoFeature(
+        "F005",
+        "`remove ID` deletes a task; an unknown id is an error",
+        ("add a task", "run `python3 -m todo remove 1`", "the list is empty"),
+        {
+            "todo/cmd_remove.py": '''"""remove ID"""
+
+from todo import store
+
+
+def run(args: list[str]) -> int:
+    if len(args) != 1:
+        raise ValueError("usage: remove ID")
+    tasks = store.load()
+    tasks.remove(store.find(tasks, args[0]))
+    store.save(tasks)
+    return 0
+''',
+            "tests/test_remove.py": _test(
+                "RemoveTest",
+                """
+    def test_remove_deletes(self) -> None:
+        from todo import store
+        with TempStore():
+            store.save([{"id": 1, "title": "milk", "done": False, "due": None}])
+            self.assertEqual(run("remove", "1")[0], 0)
+            self.assertEqual(run("remove", "1")[0], 1)
+""",
+            ),
+        },
+        {},
+    ),
+    DemoFeature(
+        "F006",
+        "`stats` prints `open: N, done: M, overdue: K`",
+        (
+            "add two tasks, finish one",
+            "run `python3 -m todo stats`",
+            "see `open: 1, done: 1, overdue: 0`",
+        ),
+        {
+            "todo/cmd_stats.py": '''"""stats [--today YYYY-MM-DD]"""
+
+import datetime
+
+from todo import store
+
+
+def run(args: list[str]) -> int:
+    today = args[args.index("--today") + 1] if "--today" in args else datetime.date.today().isoformat()
+    tasks = store.load()
+    done = sum(1 for t in tasks if t["done"])
+    overdue = sum(1 for t in tasks if not t["done"] and t.get("due") and t["due"] < today)
+    print(f"open: {len(tasks) - done}, done: {done}, overdue: {overdue}")
+    return 0
+''',
+            "tests/test_stats.py": _test(
+                "StatsTest",
+                """
+    def test_stats(self) -> None:
+        from todo import store
+        with TempStore():
+            store.save([{"id": 1, "title": "milk", "done": False, "due": "2000-01-01"},
+                        {"id": 2, "title": "eggs", "done": True, "due": None}])
+            self.assertEqual(run("stats", "--today", "2026-01-01")[1], "open: 1, done: 1, overdue: 1\\n")
+""",
+            ),
+        },
+        {},
+    ),
+)
+
+ARCH_FIX = {
+    "docs/architecture.md": "# Architecture\n\n`todo/__main__.py` dispatches to one "
+    "`todo/cmd_<name>.py` module per command; `todo/store.py` owns the JSON file.\n"
+}
+
+
+def feature(feature_id: str) -> DemoFeature:
+    for item in FEATURES:
+        if item.id == feature_id:
+            return item
+    raise KeyError(feature_id)

@@ -1,0 +1,94 @@
+"""A SessionRunner that plays the robot agent in-process: no CLI, no HTTP, same behaviour.
+
+It executes the robot's tool calls itself (Bash in a subprocess, Write to disk, with the
+scheduler's file-path policy applied) so the scheduler's loop can be tested quickly.
+The real CLI path is covered by the scripted model server and the end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from agent import SessionRequest, SessionResult
+from scripted_model.protocol import ToolCall
+from scripted_model.robot import Ctx, next_step
+from scripted_model.scenario import Scenario
+from security import path_decision
+
+MAX_BATCHES = 50
+_FORBIDDEN = re.compile(r"^\s*(git push|curl|wget|sudo|rm -rf)\b")
+
+
+class InProcessRobotRunner:
+    """Runs the robot's script for the request's role directly on the project."""
+
+    def __init__(self, scenario: Scenario | None = None) -> None:
+        self.scenario = scenario or Scenario()
+        self.requests: list[SessionRequest] = []
+
+    def run(self, request: SessionRequest) -> SessionResult:
+        self.requests.append(request)
+        started = time.monotonic()
+        ctx = Ctx(request.session_number, self.scenario)
+        results: list[str] = []
+        denials: list[dict[str, object]] = []
+        turns = 1
+        for _ in range(MAX_BATCHES):
+            step = next_step(request.session_type.value, ctx, results)
+            if isinstance(step, str):
+                break
+            turns += 1
+            for call in step:
+                output, denied = self._execute(request, call)
+                if denied:
+                    denials.append({"tool_name": call.name, "tool_input": call.input})
+                results.append(output)
+        return SessionResult(
+            subtype="success",
+            is_error=False,
+            num_turns=turns,
+            tool_calls=len(results),
+            session_id=f"inprocess-{request.session_number}",
+            permission_denials=tuple(denials),
+            terminal_reason="completed",
+            duration_s=time.monotonic() - started,
+        )
+
+    @staticmethod
+    def _execute(request: SessionRequest, call: ToolCall) -> tuple[str, bool]:
+        cwd = Path(request.cwd)
+        if call.name == "Bash":
+            command = str(call.input["command"])
+            if _FORBIDDEN.match(command):
+                return "Permission to use Bash with this command has been denied.", True
+            proc = subprocess.run(
+                ["bash", "-c", command],
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            output = proc.stdout + proc.stderr
+            if proc.returncode != 0:  # the CLI's Bash tool reports failures this way
+                output = f"Exit code {proc.returncode}\n{output}"
+            return output, False
+        if call.name == "Write":
+            target = str(call.input["file_path"])
+            reason = path_decision(request.session_type, cwd, target)
+            if reason is not None:
+                return f"denied: {reason}", True
+            path = cwd / target
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(str(call.input["content"]), encoding="utf-8")
+            return f"File created successfully at: {path}", False
+        if call.name == "Read":
+            try:
+                text = (cwd / str(call.input["file_path"])).read_text(encoding="utf-8")
+            except OSError as exc:
+                return f"<tool_use_error>{exc}</tool_use_error>", False
+            return "\n".join(f"{n:6}\t{line}" for n, line in enumerate(text.splitlines(), 1)), False
+        return f"unknown tool {call.name}", True

@@ -1,0 +1,71 @@
+"""The robot agent behind the scripted model server, and the offline environment for a run."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from scripted_model.hermetic import sdk_env
+from scripted_model.protocol import Fault, Reply, Turn
+from scripted_model.robot import Ctx, next_step
+from scripted_model.scenario import DEMO, Scenario
+from scripted_model.server import ScriptedModelServer
+
+_ROLE = re.compile(r"^# YOUR ROLE - ([A-Z]+) AGENT$", re.MULTILINE)
+_SESSION = re.compile(r"\bSession (\d+)\b")
+
+
+class RobotBrain:
+    """Answers each request of the real CLI with the robot's next tool calls, or a fault."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self._requests: Counter[int] = Counter()
+        self._lock = threading.Lock()
+
+    def role_of(self, turn: Turn) -> str | None:
+        match = _ROLE.search(turn.system) or _ROLE.search(turn.first_user_text())
+        return match.group(1) if match else None
+
+    def session_of(self, turn: Turn) -> int:
+        match = _SESSION.search(turn.first_user_text())
+        return int(match.group(1)) if match else 0
+
+    def respond(self, turn: Turn) -> Reply | Fault:
+        role = self.role_of(turn)
+        if role is None:
+            return Reply(text="I was given no role; there is nothing for me to do.")
+        session = self.session_of(turn)
+        with self._lock:
+            self._requests[session] += 1
+            count = self._requests[session]
+        for fault in self.scenario.http_faults(session):
+            if fault.request <= count < fault.request + fault.times:
+                reset = int(time.time()) + fault.reset_in_seconds
+                return Fault(fault.kind, reset_epoch=reset)  # type: ignore[arg-type]
+        results = [exchange.result for exchange in turn.exchanges()]
+        step = next_step(role, Ctx(session, self.scenario), results)
+        if isinstance(step, str):
+            return Reply(text=step)
+        return Reply(text="", tool_calls=tuple(step))
+
+
+@contextmanager
+def offline_environment(
+    scenario_path: Path | None = None, *, scenario: Scenario | None = None,
+    log_path: Path | None = None, max_retries: int = 2, api_timeout_ms: int | None = 20000,
+) -> Iterator[dict[str, str]]:
+    """Run the scripted model on loopback; yield the CLI environment that points at it."""
+    chosen = scenario or (Scenario.load(scenario_path) if scenario_path else DEMO)
+    with tempfile.TemporaryDirectory(prefix="agent-offline-") as home, \
+            ScriptedModelServer(RobotBrain(chosen), log_path=log_path) as server:
+        env = sdk_env(server.base_url, Path(home), max_retries=max_retries)
+        if api_timeout_ms is not None:
+            env["API_TIMEOUT_MS"] = str(api_timeout_ms)
+        yield env

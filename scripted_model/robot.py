@@ -1,0 +1,286 @@
+"""The role-aware robot agent: one script per role, replayed from the conversation so far.
+
+Each role is a generator that yields a batch of tool calls and receives their results.
+`next_step` replays the generator over the results already in the conversation, so the
+robot keeps no state of its own: the same history always gives the same next step,
+whether the calls travel through the real Claude Code CLI or run in-process.
+
+Like a real agent it first asks where it is (`pwd`), reads the hand-off files with
+the Read tool (the CLI refuses to overwrite a file that was not read), and writes
+with absolute paths.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+from scripted_model import demo_app
+from scripted_model.protocol import ToolCall
+from scripted_model.scenario import Scenario
+
+Script = Generator[list[ToolCall], list[str], str]
+Steps = Generator[list[ToolCall], list[str], Any]
+HANDOFF = ("progress.json", "reviews.json", "feature_list.json")
+_NUMBERED = re.compile(r"^\s*\d+(?:\t|→)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Ctx:
+    session: int
+    scenario: Scenario
+
+
+@dataclass
+class Files:
+    """Where the robot works and the hand-off files as it read them."""
+
+    cwd: str
+    progress: dict[str, Any]
+    reviews: dict[str, Any]
+    features: dict[str, Any]
+
+    def path(self, rel: str) -> str:
+        return f"{self.cwd}/{rel}"
+
+
+def bash(command: str) -> ToolCall:
+    return ToolCall("Bash", {"command": command, "description": command[:60]})
+
+
+def read(path: str) -> ToolCall:
+    return ToolCall("Read", {"file_path": path})
+
+
+def write(path: str, content: str) -> ToolCall:
+    return ToolCall("Write", {"file_path": path, "content": content})
+
+
+def write_json(path: str, data: Any) -> ToolCall:
+    return write(path, json.dumps(data, indent=2) + "\n")
+
+
+def file_text(result: str) -> str:
+    """A Read result without its `cat -n` line numbers."""
+    lines = result.splitlines()
+    if lines and all(_NUMBERED.match(line) for line in lines if line.strip()):
+        return "\n".join(_NUMBERED.sub("", line, count=1) for line in lines)
+    return result
+
+
+def parse_json(text: str) -> Any:
+    """The first JSON object in a tool result (tolerates line numbers and trailing output)."""
+    text = file_text(text)
+    start = text.find("{")
+    if start < 0:
+        return {}
+    try:
+        return json.JSONDecoder().raw_decode(text[start:])[0]
+    except json.JSONDecodeError:
+        return {}
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def orient(first: list[ToolCall] | None = None) -> Steps:
+    """`pwd` (plus any first commands), then Read the hand-off files; returns (Files, results)."""
+    results = yield [bash("pwd"), *(first or [])]
+    cwd = last_line(results[0])
+    texts = yield [read(f"{cwd}/{name}") for name in HANDOFF]
+    parsed = [parse_json(t) for t in texts]
+    return Files(cwd, parsed[0], parsed[1] or {"reviews": [], "fixes": []}, parsed[2]), results[1:]
+
+
+def put(files: Files, contents: dict[str, str]) -> Steps:
+    """Write files, reading first those that already exist (as the CLI requires)."""
+    paths = " ".join(shlex.quote(p) for p in contents)
+    listing, = yield [bash(f"ls -1 {paths} 2>/dev/null; true")]
+    existing = [p for p in contents if p in listing.split()]
+    if existing:
+        yield [read(files.path(p)) for p in existing]
+    yield [write(files.path(p), text) for p, text in contents.items()]
+    return paths
+
+
+def session_entry(ctx: Ctx, files: Files, role: str, outcome: str, touched: list[str],
+                  start: str, end: str, **extra: Any) -> ToolCall:
+    entry = {"session_id": ctx.session, "agent_type": role, "features_touched": touched,
+             "outcome": outcome, "commit_range": {"from": start[:40], "to": end[:40]}, **extra}
+    progress = {**files.progress, "sessions": [*files.progress.get("sessions", []), entry]}
+    return write_json(files.path("progress.json"), progress)
+
+
+def faults(ctx: Ctx, files: Files) -> Steps:
+    """Misbehaviour the scenario asks of this session (after its real work)."""
+    for fault in ctx.scenario.robot_faults(ctx.session):
+        if fault.kind == "forbidden_command":
+            yield [bash(fault.command or "git push origin main")]
+        elif fault.kind == "forbidden_write":
+            yield [write(files.path(fault.file or "CLAUDE.md"), "# overwritten by the agent\n")]
+        elif fault.kind == "invalid_json":
+            name = fault.file or "reviews.json"
+            yield [write(files.path(name), '{"reviews": [ this is not json\n')]
+
+
+RUN_TESTS = "bash init.sh 2>&1"
+
+
+def tests_passed(result: str) -> bool:
+    """The CLI's Bash tool starts a failed command's result with `Exit code N`."""
+    return not result.lstrip().startswith("Exit code") and "FAILED" not in result
+
+
+def commit(paths: str, message: str) -> ToolCall:
+    return bash(f"git add {paths} && git commit -q -m {shlex.quote(message)}; git rev-parse HEAD")
+
+
+def initializer(ctx: Ctx) -> Script:
+    files, (spec,) = yield from orient([bash("cat app_spec.txt")])
+    chosen = demo_app.FEATURES[: ctx.scenario.features]
+    feature_list = {"features": [
+        {"id": f.id, "category": "functional", "description": f.description,
+         "steps": list(f.steps), "passes": False} for f in chosen]}
+    start = last_line((yield [bash("git rev-parse HEAD")])[0])
+    paths = yield from put(files, dict(demo_app.SKELETON))
+    yield [write_json(files.path("feature_list.json"), feature_list)]
+    yield [bash(f"chmod +x init.sh && {RUN_TESTS}")]
+    end = last_line((yield [commit(paths, "chore: project skeleton and init.sh")])[0])
+    yield from faults(ctx, files)
+    yield [session_entry(ctx, files, "INITIALIZER", "INITIALIZED", [], start, end)]
+    return f"Wrote {len(chosen)} features, init.sh and the skeleton ({len(spec)} bytes of spec read)."
+
+
+def implement(ctx: Ctx) -> Script:
+    files, _ = yield from orient()
+    feature_id, branch = files.progress["current_feature"], files.progress["current_branch"]
+    item = demo_app.feature(feature_id)
+    earlier = [r for r in files.reviews["reviews"] if r.get("feature_id") == feature_id]
+    contents = dict(item.files)
+    if feature_id in ctx.scenario.buggy and not earlier and item.buggy:
+        contents.update(item.buggy)
+    listing, = yield [bash(f"git checkout -q main && git branch --list {branch}")]
+    create = "" if branch in listing else "-b "
+    result, = yield [bash(f"git checkout -q {create}{branch} && git rev-parse main")]
+    start = last_line(result)
+    paths = yield from put(files, contents)
+    end = last_line((yield [commit(paths, f"feat({feature_id}): {item.description[:50]}")])[0])
+    if ctx.scenario.has_fault(ctx.session, "commit_on_main"):
+        yield [bash("git checkout -q main && echo '# stray' >> README.md && git add README.md && "
+                    "git commit -q -m 'stray commit on main'")]
+    yield from faults(ctx, files)
+    yield [session_entry(ctx, files, "IMPLEMENT", "READY_FOR_REVIEW", [feature_id], start, end)]
+    return f"{feature_id} is ready for review on {branch}."
+
+
+def review(ctx: Ctx) -> Script:
+    files, _ = yield from orient()
+    feature_id, branch = files.progress["current_feature"], files.progress["current_branch"]
+    tests, = yield [bash(f"git checkout -q {branch} && {RUN_TESTS}")]
+    key = feature_id or branch
+    reviews = files.reviews["reviews"]
+    earlier = [r for r in reviews if r.get("kind") == "feature" and (
+        r.get("feature_id") == feature_id if feature_id else r.get("branch") == branch)]
+    verdict = ctx.scenario.verdict(key, len(earlier))
+    issues: dict[str, list[str]] = {"critical": [], "major": [], "minor": []}
+    if not tests_passed(tests):
+        verdict = "REJECT" if verdict == "REJECT" else "REQUEST_CHANGES"
+        issues["critical"].append(f"the test suite fails: {tests.strip()[-200:]}")
+    elif verdict == "REQUEST_CHANGES":
+        issues["major"].append(f"{key}: add a test for the error path and document the module")
+    elif verdict == "REJECT":
+        issues["critical"].append(f"{key}: wrong approach; redo it from main")
+    review_id = max((r["review_id"] for r in reviews), default=0) + 1
+    entry = {"review_id": review_id, "feature_id": feature_id, "kind": "feature", "branch": branch,
+             "verdict": verdict, "issues": issues}
+    yield [write_json(files.path("reviews.json"), {**files.reviews, "reviews": [*reviews, entry]})]
+    end = ""
+    if verdict == "PASS":
+        merged, = yield [bash(f"git checkout -q main && git merge -q --no-ff {branch} "
+                              f"-m 'Merge {branch}' && git rev-parse HEAD")]
+        end = last_line(merged)
+        if feature_id:
+            passed = [{**f, "passes": True} if f["id"] == feature_id else f
+                      for f in files.features["features"]]
+            yield [write_json(files.path("feature_list.json"), {**files.features, "features": passed})]
+    else:
+        yield [bash("git checkout -q main")]
+    yield from faults(ctx, files)
+    yield [session_entry(ctx, files, "REVIEW", "REVIEWED", [feature_id] if feature_id else [], "", end,
+                         verdict=verdict, review_id=review_id)]
+    return f"{verdict}: review {review_id} of {key}."
+
+
+def fix(ctx: Ctx) -> Script:
+    files, _ = yield from orient()
+    feature_id, branch = files.progress["current_feature"], files.progress["current_branch"]
+    open_review = files.reviews["reviews"][-1]
+    result, changelog = yield [bash(f"git checkout -q {branch} && git rev-parse HEAD"),
+                               bash("cat CHANGELOG.md 2>/dev/null; true")]
+    start = last_line(result)
+    contents = dict(demo_app.feature(feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
+    note = f"- session {ctx.session}: addressed review {open_review['review_id']}\n"
+    contents["CHANGELOG.md"] = (changelog.strip() or "# Changelog") + "\n" + note
+    paths = yield from put(files, contents)
+    end = last_line((yield [commit(paths, f"fix({feature_id or branch}): address review "
+                                          f"{open_review['review_id']}")])[0])
+    fixes = files.reviews.get("fixes", [])
+    issues = [i for level in ("critical", "major", "minor") for i in open_review["issues"][level]]
+    entry = {"fix_id": max((f["fix_id"] for f in fixes), default=0) + 1,
+             "review_id": open_review["review_id"], "issues_fixed": issues}
+    yield [write_json(files.path("reviews.json"), {**files.reviews, "fixes": [*fixes, entry]})]
+    yield from faults(ctx, files)
+    yield [session_entry(ctx, files, "FIX", "FIXED", [feature_id] if feature_id else [], start, end)]
+    return f"Fixed review {open_review['review_id']} on {branch}."
+
+
+def architecture(ctx: Ctx) -> Script:
+    files, _ = yield from orient()
+    _, tests = yield [bash("git log --oneline -20"), bash(f"git checkout -q main && {RUN_TESTS}")]
+    reviews = files.reviews["reviews"]
+    earlier = [r for r in reviews if r.get("kind") == "architecture"]
+    verdict = ctx.scenario.architecture_verdict(len(earlier))
+    issues: dict[str, list[str]] = {"critical": [], "major": [], "minor": []}
+    if verdict == "REQUEST_CHANGES" or not tests_passed(tests):
+        verdict = "REQUEST_CHANGES"
+        issues["major"].append("document how commands and the store fit together (docs/architecture.md)")
+    review_id = max((r["review_id"] for r in reviews), default=0) + 1
+    entry = {"review_id": review_id, "feature_id": None, "kind": "architecture",
+             "verdict": verdict, "issues": issues}
+    yield [write_json(files.path("reviews.json"), {**files.reviews, "reviews": [*reviews, entry]})]
+    yield from faults(ctx, files)
+    yield [session_entry(ctx, files, "ARCHITECTURE", "ARCHITECTURE_REVIEWED", [], "", "",
+                         verdict=verdict)]
+    return f"Architecture review {review_id}: {verdict}."
+
+
+SCRIPTS: dict[str, Callable[[Ctx], Script]] = {
+    "INITIALIZER": initializer, "IMPLEMENT": implement, "REVIEW": review,
+    "FIX": fix, "ARCHITECTURE": architecture,
+}
+
+
+def next_step(role: str, ctx: Ctx, results: list[str]) -> list[ToolCall] | str:
+    """Replay the role's script over the flat list of earlier tool results.
+
+    Returns the next batch of tool calls, or the final text that ends the session.
+    """
+    script = SCRIPTS[role](ctx)
+    done = 0
+    try:
+        batch = next(script)
+        while done + len(batch) <= len(results):
+            answered = results[done: done + len(batch)]
+            done += len(batch)
+            batch = script.send(answered)
+    except StopIteration as stop:
+        return str(stop.value)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        return f"I could not make sense of the project files ({type(exc).__name__}: {exc}); stopping."
+    return batch

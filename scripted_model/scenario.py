@@ -1,0 +1,134 @@
+"""Scenario files: which verdicts the robot gives and which faults it injects, and when."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+
+from scripted_model.protocol import FAULT_KINDS
+
+RobotFaultKind = Literal["invalid_json", "forbidden_command", "forbidden_write", "commit_on_main"]
+ROBOT_FAULTS: tuple[str, ...] = (
+    "invalid_json",
+    "forbidden_command",
+    "forbidden_write",
+    "commit_on_main",
+)
+VERDICT = {"enum": ["PASS", "REQUEST_CHANGES", "REJECT"]}
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "description": {"type": "string"},
+        "features": {"type": "integer", "minimum": 1, "maximum": 6},
+        "reviews": {
+            "type": "object",
+            "additionalProperties": {"type": "array", "items": VERDICT},
+        },
+        "architecture": {
+            "type": "array",
+            "items": {"enum": ["PASS", "REQUEST_CHANGES"]},
+        },
+        "buggy": {"type": "array", "items": {"type": "string", "pattern": "^F[0-9]+$"}},
+        "faults": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["session", "kind"],
+                "properties": {
+                    "session": {"type": "integer", "minimum": 1},
+                    "kind": {"enum": [*FAULT_KINDS, *ROBOT_FAULTS]},
+                    "times": {"type": "integer", "minimum": 1},
+                    "request": {"type": "integer", "minimum": 1},
+                    "file": {"type": "string"},
+                    "command": {"type": "string"},
+                    "reset_in_seconds": {"type": "integer", "minimum": 0},
+                },
+            },
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    session: int
+    kind: str
+    times: int = 1
+    """HTTP faults: how many requests of the session fail."""
+    request: int = 1
+    """HTTP faults: the first request (1-based, within the session) that fails."""
+    file: str | None = None
+    command: str | None = None
+    reset_in_seconds: int = 3600
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What the robot does; see docs/scripted_model.md for the file format."""
+
+    features: int = 6
+    reviews: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    architecture: tuple[str, ...] = ()
+    buggy: frozenset[str] = frozenset()
+    faults: tuple[FaultSpec, ...] = ()
+
+    def verdict(self, key: str, index: int) -> str:
+        """The verdict of the index-th review (0-based) of a feature or branch; PASS by default."""
+        verdicts = self.reviews.get(key, ())
+        return verdicts[index] if index < len(verdicts) else "PASS"
+
+    def architecture_verdict(self, index: int) -> str:
+        return self.architecture[index] if index < len(self.architecture) else "PASS"
+
+    def robot_faults(self, session: int) -> list[FaultSpec]:
+        return [
+            f
+            for f in self.faults
+            if f.session == session and f.kind in ROBOT_FAULTS and f.kind != "commit_on_main"
+        ]
+
+    def has_fault(self, session: int, kind: str) -> bool:
+        return any(f.session == session and f.kind == kind for f in self.faults)
+
+    def http_faults(self, session: int) -> list[FaultSpec]:
+        return [f for f in self.faults if f.session == session and f.kind in FAULT_KINDS]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Scenario:
+        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMA).iter_errors(data))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+            raise ValueError(f"scenario is invalid at {where}: {error.message}")
+        return cls(
+            features=data.get("features", 6),
+            reviews={k: tuple(v) for k, v in data.get("reviews", {}).items()},
+            architecture=tuple(data.get("architecture", ())),
+            buggy=frozenset(data.get("buggy", ())),
+            faults=tuple(FaultSpec(**f) for f in data.get("faults", ())),
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> Scenario:
+        try:
+            return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"cannot read scenario {path}: {exc}") from None
+
+
+DEMO = Scenario.from_json(
+    {
+        "description": "The README demo: one feature sent back and fixed, one rejected and redone, "
+        "an architecture review that asks for changes.",
+        "features": 6,
+        "reviews": {"F002": ["REQUEST_CHANGES", "PASS"], "F004": ["REJECT", "PASS"]},
+        "buggy": ["F003"],
+        "architecture": ["REQUEST_CHANGES"],
+    }
+)

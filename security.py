@@ -1,0 +1,227 @@
+"""Per-role permissions: Claude Code settings, CLAUDE.md scope rules, the file-path hook policy.
+
+Everything here is built as data by pure functions; `write_role_files` is the one
+place that writes them, after validating the settings (the CLI silently ignores an
+invalid settings file, so an unvalidated one would mean no policy at all).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import jsonschema
+
+from config import SessionType
+from errors import SettingsError
+from progress import HANDOFF_FILES, atomic_write_json, atomic_write_text
+
+SETTINGS_FILE = ".claude_settings.json"
+SCOPE_FILE = "CLAUDE.md"
+PERMISSION_MODE = "dontAsk"
+"""Anything not allowed is denied without asking (headless; bypass is refused as root)."""
+
+PROTECTED = (
+    SETTINGS_FILE,
+    SCOPE_FILE,
+    ".agent_state.json",
+    ".agent_config.json",
+    ".agent.lock",
+    ".agent_logs",
+    ".git",
+    ".claude",
+)
+"""Scheduler-owned paths no agent may write."""
+
+_TOOL = r"(Bash|Read|Edit|Write|MultiEdit|Glob|Grep|LS|NotebookEdit|TodoWrite|WebFetch|WebSearch|Task)"
+SETTINGS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["permissions"],
+    "properties": {
+        "permissions": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["allow", "deny", "defaultMode"],
+            "properties": {
+                "allow": {"type": "array", "items": {"type": "string", "pattern": rf"^{_TOOL}(\(.+\))?$"}},
+                "deny": {"type": "array", "items": {"type": "string", "pattern": rf"^{_TOOL}(\(.+\))?$"}},
+                "defaultMode": {"enum": ["default", "acceptEdits", "dontAsk", "plan"]},
+            },
+        },
+        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+
+READ_ONLY_TOOLS = ["Read", "Glob", "Grep", "LS", "TodoWrite"]
+INSPECT = [
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "grep",
+    "pwd",
+    "echo",
+    "diff",
+    "sort",
+    "tree",
+    "git status",
+    "git log",
+    "git diff",
+    "git show",
+    "git branch",
+    "git rev-parse",
+    "git checkout",
+    "git switch",
+    "git merge-base",
+    "python3 -m json.tool",
+    "python -m json.tool",
+]
+RUN_TESTS = [
+    "./init.sh",
+    "bash init.sh",
+    "sh init.sh",
+    "python3 -m unittest",
+    "python -m unittest",
+    "python3 -m pytest",
+    "pytest",
+    "npm test",
+    "npm run",
+    "make test",
+]
+BUILD = [
+    "git add",
+    "git commit",
+    "git mv",
+    "git rm",
+    "mkdir",
+    "touch",
+    "cp",
+    "mv",
+    "chmod",
+    "python3",
+    "python",
+    "pip install",
+    "npm install",
+    "npm ci",
+    "node",
+    "make",
+]
+REVIEW_GIT = ["git merge", "git reset --hard ORIG_HEAD", "git merge --abort"]
+DENY_BASH = [
+    "git push",
+    "git rebase",
+    "git filter-branch",
+    "git reset --hard HEAD~",
+    "git clean",
+    "git config",
+    "git update-ref",
+    "git tag -d",
+    "rm -rf",
+    "sudo",
+    "curl",
+    "wget",
+    "ssh",
+    "scp",
+    "nc",
+]
+
+
+def _bash(prefixes: list[str]) -> list[str]:
+    return [f"Bash({p}:*)" if " " in p or not p.startswith("./") else f"Bash({p})" for p in prefixes]
+
+
+def _files(paths: list[str]) -> list[str]:
+    return [f"{tool}(./{p})" for p in paths for tool in ("Edit", "Write")]
+
+
+def settings_for(role: SessionType, test_command: str | None = None) -> dict[str, Any]:
+    """The Claude Code settings of a role, as data."""
+    tests = RUN_TESTS + ([test_command] if test_command else [])
+    allow = list(READ_ONLY_TOOLS) + _bash(INSPECT + tests)
+    if role in (SessionType.INITIALIZER, SessionType.IMPLEMENT, SessionType.FIX):
+        allow += [*_bash(BUILD), "Edit(./**)", "Write(./**)"]
+    elif role is SessionType.REVIEW:
+        allow += _bash(REVIEW_GIT) + _files(list(HANDOFF_FILES))
+    elif role is SessionType.ARCHITECTURE:
+        allow += _files(["reviews.json", "progress.json"])
+    else:
+        raise SettingsError(f"{role} runs no session")
+    deny = _bash(DENY_BASH) + [f"{tool}(./{p})" for p in PROTECTED for tool in ("Edit", "Write")]
+    deny += [f"{tool}(./{p}/**)" for p in PROTECTED for tool in ("Edit", "Write")]
+    return {"permissions": {"allow": allow, "deny": deny, "defaultMode": PERMISSION_MODE}}
+
+
+def validate_settings(settings: dict[str, Any]) -> None:
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(SETTINGS_SCHEMA).iter_errors(settings)
+    )
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise SettingsError(f"generated {SETTINGS_FILE} is invalid at {where}: {error.message}")
+
+
+SCOPES: dict[SessionType, str] = {
+    SessionType.INITIALIZER: "Write the feature list, init.sh and the project skeleton; commit on `main`.",
+    SessionType.IMPLEMENT: "Implement ONE feature on its `feature/<ID>` branch; never commit on `main`.",
+    SessionType.REVIEW: "Review and merge; write only the hand-off files, never product code.",
+    SessionType.FIX: "Fix the open review's issues on the same branch; never merge, never set `passes`.",
+    SessionType.ARCHITECTURE: "Review the whole codebase; write only reviews.json and progress.json.",
+}
+
+
+def scope_rules(role: SessionType, feature: str | None, branch: str | None) -> str:
+    """The CLAUDE.md text of a role: its scope in words (the settings and hooks enforce it)."""
+    work = f"Current feature: {feature or 'none'}; branch: {branch or 'main'}."
+    return "\n".join(
+        [
+            f"# Scope of this session: {role.value}",
+            "",
+            SCOPES[role],
+            work,
+            "",
+            "- Work only inside this project folder.",
+            "- Never edit CLAUDE.md, .claude_settings.json, .agent_state.json, .agent_config.json,",
+            "  .agent_logs/ or .git/ directly: they belong to the scheduler.",
+            "- The hand-off files (feature_list.json, progress.json, reviews.json) are git-ignored:",
+            "  edit them in place, keep them valid JSON, never commit them.",
+            "- Stage explicit paths; no `git add -A`, no push, no rebase, no history rewriting.",
+            "- Commands outside your role's permissions are denied: do not try to work around them.",
+            "",
+        ]
+    )
+
+
+def write_role_files(
+    project: Path,
+    role: SessionType,
+    *,
+    feature: str | None,
+    branch: str | None,
+    test_command: str | None = None,
+) -> Path:
+    """Validate and write the role's settings and CLAUDE.md; return the settings path."""
+    settings = settings_for(role, test_command)
+    validate_settings(settings)
+    path = project / SETTINGS_FILE
+    atomic_write_json(path, settings)
+    atomic_write_text(project / SCOPE_FILE, scope_rules(role, feature, branch))
+    return path
+
+
+def path_decision(role: SessionType, project: Path, target: str) -> str | None:
+    """Why a Write/Edit of `target` by `role` is refused, or None when it is allowed."""
+    root = project.resolve()
+    path = Path(target) if Path(target).is_absolute() else root / target
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root):
+        return f"{target} is outside the project folder"
+    rel = PurePosixPath(resolved.relative_to(root).as_posix())
+    if rel.parts and rel.parts[0] in PROTECTED:
+        return f"{rel} belongs to the scheduler"
+    if role in (SessionType.REVIEW, SessionType.ARCHITECTURE):
+        allowed = HANDOFF_FILES if role is SessionType.REVIEW else ("reviews.json", "progress.json")
+        if str(rel) not in allowed:
+            return f"{role.value} may write only {', '.join(allowed)}, not {rel}"
+    return None
