@@ -5,19 +5,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema
 
 from scripted_model.protocol import FAULT_KINDS
 
-RobotFaultKind = Literal["invalid_json", "forbidden_command", "forbidden_write", "commit_on_main"]
 ROBOT_FAULTS: tuple[str, ...] = (
     "invalid_json",
     "forbidden_command",
     "forbidden_write",
     "commit_on_main",
+    "ignore_tests",
 )
+WRITTEN_FAULTS = ("invalid_json", "forbidden_command", "forbidden_write")
+"""Robot faults carried out as extra tool calls after the session's real work."""
 VERDICT = {"enum": ["PASS", "REQUEST_CHANGES", "REJECT"]}
 
 SCHEMA: dict[str, Any] = {
@@ -91,7 +93,7 @@ class Scenario:
         return [
             f
             for f in self.faults
-            if f.session == session and f.kind in ROBOT_FAULTS and f.kind != "commit_on_main"
+            if f.session == session and f.kind in WRITTEN_FAULTS
         ]
 
     def has_fault(self, session: int, kind: str) -> bool:

@@ -1,0 +1,170 @@
+"""The whole loop with the in-process robot: real files, real git, the scheduler's checks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import gitops
+from agent import SessionRequest, SessionResult
+from config import AgentConfig, SessionType
+from progress import HANDOFF_FILES, load_handoff
+from scheduler import Scheduler
+from scripted_model.inprocess import InProcessRobotRunner
+from scripted_model.scenario import Scenario
+
+SPEC = Path(__file__).resolve().parent.parent / "prompts" / "app_spec.txt"
+LIFECYCLE = {"features": 3, "reviews": {"F001": ["REQUEST_CHANGES", "PASS"], "F002": ["REJECT", "PASS"]}}
+EXPECTED = ["INITIALIZER", "IMPLEMENT", "REVIEW", "FIX", "REVIEW", "IMPLEMENT", "REVIEW",
+            "IMPLEMENT", "REVIEW", "ARCHITECTURE", "IMPLEMENT", "REVIEW"]
+CFG = AgentConfig(architecture_interval=2, feature_count=3, test_command="bash init.sh")
+
+
+def new_project(tmp_path: Path, name: str = "app") -> Path:
+    project = tmp_path / name
+    project.mkdir()
+    (project / "app_spec.txt").write_text(SPEC.read_text())
+    return project
+
+
+def sessions(project: Path) -> list[str]:
+    logs = sorted(p.name for p in (project / ".agent_logs").iterdir() if "." not in p.name)
+    return [name.split("_", 2)[2] for name in logs]
+
+
+def git(project: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=project, capture_output=True, text=True, check=True).stdout
+
+
+def run(project: Path, scenario: dict[str, object], cfg: AgentConfig = CFG, **kw: object):  # type: ignore[no-untyped-def]
+    lines: list[str] = []
+    runner = InProcessRobotRunner(Scenario.from_json(scenario))
+    report = Scheduler(project, cfg, runner, echo=lines.append).run(**kw)  # type: ignore[arg-type]
+    return report, runner, lines
+
+
+def test_full_lifecycle(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    report, runner, _ = run(project, LIFECYCLE)
+    assert report.status == "done"
+    assert sessions(project) == EXPECTED
+    assert report.state.passing == {"F001", "F002", "F003"}
+    assert report.state.features_completed == 3
+    assert report.stats.sessions_by_type == {"INITIALIZER": 1, "IMPLEMENT": 4, "REVIEW": 5, "FIX": 1, "ARCHITECTURE": 1}
+    # Every feature branch is merged into main; main's own commits are the scheduler's, the
+    # initializer's and merges only.
+    for feature in ("F001", "F002", "F003"):
+        assert gitops.is_ancestor(gitops.open_repo(project), f"feature/{feature}", "main")
+    first_parent = git(project, "log", "--first-parent", "--format=%s", "main").splitlines()
+    assert [s for s in first_parent if not s.startswith("Merge ")] == [
+        "chore: project skeleton and init.sh", "chore: app spec and .gitignore for the scheduler's files"]
+    subprocess.run(["bash", "init.sh"], cwd=project, check=True, capture_output=True)
+    # The hand-off files validate, and each session left its copies.
+    handoff = load_handoff(project)
+    assert [r["verdict"] for r in handoff.review_list()] == ["REQUEST_CHANGES", "PASS", "REJECT", "PASS", "PASS", "PASS"]
+    assert handoff.fix_list()[0]["review_id"] == 1
+    for log in (project / ".agent_logs").iterdir():
+        assert {p.name for p in (log / "post").iterdir()} == set(HANDOFF_FILES)
+    # Every session got its role's prompt, model and settings.
+    roles = [r.session_type.value for r in runner.requests]
+    assert roles == EXPECTED
+    assert all(f"# YOUR ROLE - {r.session_type.value} AGENT" in r.system_append for r in runner.requests)
+    assert [r.model for r in runner.requests][:3] == ["sonnet", "sonnet", "opus"]
+
+
+def test_rejected_branch_is_deleted_and_redone_from_main(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    _, _, lines = run(project, LIFECYCLE)
+    assert any("branch feature/F002 deleted" in line for line in lines)
+
+
+def test_interrupted_run_is_resumed_by_a_second_invocation(tmp_path: Path) -> None:
+    reference = new_project(tmp_path, "reference")
+    run(reference, LIFECYCLE)
+
+    class Crash(InProcessRobotRunner):
+        def run(self, request: SessionRequest) -> SessionResult:
+            if request.session_number == 5:  # the REVIEW that merges F001: half done, then killed
+                (request.cwd / "reviews.json").write_text('{"reviews": [ half written')
+                raise KeyboardInterrupt
+            return super().run(request)
+
+    project = new_project(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        Scheduler(project, CFG, Crash(Scenario.from_json(LIFECYCLE)), echo=lambda _: None).run()
+    state = json.loads((project / ".agent_state.json").read_text())
+    assert state["in_progress"]["number"] == 5
+    report, _, lines = run(project, LIFECYCLE)
+    assert any("was interrupted" in line for line in lines)
+    assert report.status == "done" and report.stats.interrupted_sessions == 1
+    assert sessions(project) == EXPECTED == sessions(reference)
+    assert git(project, "ls-tree", "-r", "--name-only", "main") == git(reference, "ls-tree", "-r", "--name-only", "main")
+    assert load_handoff(project).feature_list == load_handoff(reference).feature_list
+
+
+def test_max_iterations_stops_a_resumable_run(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    report, _, _ = run(project, LIFECYCLE, max_iterations=4)
+    assert report.status == "limit" and report.sessions_this_run == 4
+    report, _, _ = run(project, LIFECYCLE)
+    assert report.status == "done" and sessions(project) == EXPECTED
+
+
+def test_invalid_json_is_restored_and_the_role_retried(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    scenario = {**LIFECYCLE, "faults": [{"session": 3, "kind": "invalid_json", "file": "reviews.json"}]}
+    report, _, lines = run(project, scenario)
+    assert report.status == "done"
+    assert sessions(project)[:4] == ["INITIALIZER", "IMPLEMENT", "REVIEW", "REVIEW"]
+    assert any("reviews.json is not valid JSON" in line for line in lines)
+    pre = (project / ".agent_logs" / "session_0003_REVIEW" / "pre" / "reviews.json").read_text()
+    assert (project / ".agent_logs" / "session_0003_REVIEW" / "post" / "reviews.json").read_text() == pre
+
+
+def test_commit_on_main_is_undone_and_retried(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    scenario = {**LIFECYCLE, "faults": [{"session": 2, "kind": "commit_on_main"}]}
+    report, _, lines = run(project, scenario)
+    assert report.status == "done"
+    assert any("IMPLEMENT changed `main`" in line for line in lines)
+    assert "stray commit on main" not in git(project, "log", "--format=%s", "main")
+
+
+def test_failing_tests_after_a_merge_undo_it(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    scenario = {"features": 3, "buggy": ["F003"], "faults": [{"session": 8, "kind": "ignore_tests"}]}
+    report, _, lines = run(project, scenario, max_iterations=8)
+    assert any("PASS counts as REQUEST_CHANGES" in line for line in lines)
+    assert report.state.next_session is SessionType.FIX
+    assert "F003" not in report.state.passing
+    assert not gitops.is_ancestor(gitops.open_repo(project), "feature/F003", "main")
+    review = load_handoff(project).review_list()[-1]
+    assert review["verified_verdict"] == "REQUEST_CHANGES" and review["scheduler_findings"]
+    report, _, _ = run(project, scenario)
+    assert report.status == "done" and report.state.passing == {"F001", "F002", "F003"}
+
+
+def test_forbidden_write_is_denied_by_the_path_policy(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    scenario = {"features": 1, "faults": [{"session": 3, "kind": "forbidden_write", "file": "src/x.py"}]}
+    report, _, _ = run(project, scenario)
+    result = json.loads((project / ".agent_logs" / "session_0003_REVIEW" / "result.json").read_text())
+    assert result["permission_denials"][0]["tool_input"]["file_path"].endswith("src/x.py")
+    assert report.status == "done"
+
+
+def test_initializer_that_keeps_failing_halts_and_is_retried_on_the_next_run(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+
+    class Idle:
+        def run(self, request: SessionRequest) -> SessionResult:
+            return SessionResult(subtype="success", is_error=False)
+
+    lines: list[str] = []
+    report = Scheduler(project, AgentConfig(max_attempts=2), Idle(), echo=lines.append).run()
+    assert report.status == "halted" and "no feature_list.json was written" in report.message
+    report, _, _ = run(project, {"features": 1})
+    assert report.status == "done"
