@@ -2,7 +2,7 @@
 
 Exit codes: 0 every feature passes or is blocked; 1 an error or a halted run (the message
 says what to do); 2 a malformed command line; 3 a limit stopped the run (run the same
-command again to resume).
+command again to resume); 130 interrupted (run it again to resume).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from rich.table import Table
 import progress
 from agent import ClaudeSessionRunner, SessionRunner
 from config import DEFAULT_MODELS, ROLES, AgentConfig, get_model_for_session
-from errors import EXIT_DONE, EXIT_ERROR, EXIT_LIMIT, ConfigError, SchedulerError
+from errors import EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, ConfigError, SchedulerError
 from prompts import EXAMPLE_SPEC, template_path
 from scheduler import RunReport, Scheduler
 from security import settings_for, validate_settings
@@ -240,7 +240,10 @@ def offline_runner(console: Console, scenario: Path | None) -> Iterator[RunnerFa
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help="Scenario file for --offline-demo (verdicts and faults).",
 )
+@click.pass_context
 def main(
+    ctx: click.Context,
+    /,
     project_dir: str,
     spec: Path | None,
     max_iterations: int | None,
@@ -257,10 +260,16 @@ def main(
     """
     console = Console(highlight=False, soft_wrap=True)
     try:
-        code = run_cli(console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options)
+        factory = (ctx.obj or {}).get("runner_factory")  # tests inject a scripted runner here
+        code = run_cli(
+            console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options, factory
+        )
     except SchedulerError as exc:
         console.print(f"error: {exc}", markup=False, style="bold red")
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        console.print("interrupted: run the same command again to resume", markup=False)
+        sys.exit(EXIT_INTERRUPTED)
     sys.exit(code)
 
 

@@ -11,6 +11,9 @@ EXIT_USAGE = 2
 EXIT_LIMIT = 3
 """A limit (--max-iterations, a usage limit) stopped a run that the same command resumes."""
 
+EXIT_INTERRUPTED = 130
+"""Ctrl-C: the interrupted session runs again when the same command is run again."""
+
 
 class SchedulerError(Exception):
     """A known failure; the CLI prints it as one line and exits non-zero."""

@@ -8,7 +8,7 @@ invalid settings file, so an unvalidated one would mean no policy at all).
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 import jsonschema
 
@@ -18,7 +18,7 @@ from progress import HANDOFF_FILES, atomic_write_json, atomic_write_text
 
 SETTINGS_FILE = ".claude_settings.json"
 SCOPE_FILE = "CLAUDE.md"
-PERMISSION_MODE = "dontAsk"
+PERMISSION_MODE: Literal["dontAsk"] = "dontAsk"
 """Anything not allowed is denied without asking (headless; bypass is refused as root)."""
 
 PROTECTED = (
@@ -128,6 +128,29 @@ DENY_BASH = [
 ]
 
 
+def _bash_rules(prefixes: list[str]) -> list[str]:
+    return [f"Bash({p}:*)" for p in prefixes]
+
+
+def _file_rules(paths: list[str]) -> list[str]:
+    return [f"{tool}(./{p})" for p in paths for tool in ("Edit", "Write")]
+
+
+FORBIDDEN_FILES: dict[SessionType, tuple[str, ...]] = {
+    SessionType.IMPLEMENT: ("feature_list.json", "reviews.json"),
+    SessionType.FIX: ("feature_list.json",),
+}
+"""Hand-off files a role may not write (enforced by both the settings and the path hook)."""
+
+NEW_BRANCH = ["git checkout -b", "git switch -c", "git checkout -B"]
+ROLE_DENIES: dict[SessionType, list[str]] = {
+    SessionType.INITIALIZER: _bash_rules(NEW_BRANCH),
+    SessionType.IMPLEMENT: _file_rules(list(FORBIDDEN_FILES[SessionType.IMPLEMENT])),
+    SessionType.FIX: _file_rules(list(FORBIDDEN_FILES[SessionType.FIX])) + _bash_rules(NEW_BRANCH),
+}
+"""What a role may not do beyond the common denies (deny rules beat allow rules)."""
+
+
 def _bash(prefixes: list[str]) -> list[str]:
     return [f"Bash({p}:*)" if " " in p or not p.startswith("./") else f"Bash({p})" for p in prefixes]
 
@@ -150,6 +173,7 @@ def settings_for(role: SessionType, test_command: str | None = None) -> dict[str
         raise SettingsError(f"{role} runs no session")
     deny = _bash(DENY_BASH) + [f"{tool}(./{p})" for p in PROTECTED for tool in ("Edit", "Write")]
     deny += [f"{tool}(./{p}/**)" for p in PROTECTED for tool in ("Edit", "Write")]
+    deny += ROLE_DENIES.get(role, [])
     return {"permissions": {"allow": allow, "deny": deny, "defaultMode": PERMISSION_MODE}}
 
 
@@ -220,6 +244,8 @@ def path_decision(role: SessionType, project: Path, target: str) -> str | None:
     rel = PurePosixPath(resolved.relative_to(root).as_posix())
     if rel.parts and rel.parts[0] in PROTECTED:
         return f"{rel} belongs to the scheduler"
+    if str(rel) in FORBIDDEN_FILES.get(role, ()):
+        return f"{role.value} may not write {rel}"
     if role in (SessionType.REVIEW, SessionType.ARCHITECTURE):
         allowed = HANDOFF_FILES if role is SessionType.REVIEW else ("reviews.json", "progress.json")
         if str(rel) not in allowed:

@@ -58,13 +58,19 @@ class RobotBrain:
 
 @contextmanager
 def offline_environment(
-    scenario_path: Path | None = None, *, scenario: Scenario | None = None,
-    log_path: Path | None = None, max_retries: int = 2, api_timeout_ms: int | None = 20000,
+    scenario_path: Path | None = None,
+    *,
+    scenario: Scenario | None = None,
+    log_path: Path | None = None,
+    max_retries: int = 2,
+    api_timeout_ms: int | None = 20000,
 ) -> Iterator[dict[str, str]]:
     """Run the scripted model on loopback; yield the CLI environment that points at it."""
     chosen = scenario or (Scenario.load(scenario_path) if scenario_path else DEMO)
-    with tempfile.TemporaryDirectory(prefix="agent-offline-") as home, \
-            ScriptedModelServer(RobotBrain(chosen), log_path=log_path) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="agent-offline-") as home,
+        ScriptedModelServer(RobotBrain(chosen), log_path=log_path) as server,
+    ):
         env = sdk_env(server.base_url, Path(home), max_retries=max_retries)
         if api_timeout_ms is not None:
             env["API_TIMEOUT_MS"] = str(api_timeout_ms)

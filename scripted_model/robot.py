@@ -101,7 +101,7 @@ def orient(first: list[ToolCall] | None = None) -> Steps:
 def put(files: Files, contents: dict[str, str]) -> Steps:
     """Write files, reading first those that already exist (as the CLI requires)."""
     paths = " ".join(shlex.quote(p) for p in contents)
-    listing, = yield [bash(f"ls -1 {paths} 2>/dev/null; true")]
+    (listing,) = yield [bash(f"ls -1 {paths} 2>/dev/null; true")]
     existing = [p for p in contents if p in listing.split()]
     if existing:
         yield [read(files.path(p)) for p in existing]
@@ -109,10 +109,17 @@ def put(files: Files, contents: dict[str, str]) -> Steps:
     return paths
 
 
-def session_entry(ctx: Ctx, files: Files, role: str, outcome: str, touched: list[str],
-                  start: str, end: str, **extra: Any) -> ToolCall:
-    entry = {"session_id": ctx.session, "agent_type": role, "features_touched": touched,
-             "outcome": outcome, "commit_range": {"from": start[:40], "to": end[:40]}, **extra}
+def session_entry(
+    ctx: Ctx, files: Files, role: str, outcome: str, touched: list[str], start: str, end: str, **extra: Any
+) -> ToolCall:
+    entry = {
+        "session_id": ctx.session,
+        "agent_type": role,
+        "features_touched": touched,
+        "outcome": outcome,
+        "commit_range": {"from": start[:40], "to": end[:40]},
+        **extra,
+    }
     progress = {**files.progress, "sessions": [*files.progress.get("sessions", []), entry]}
     return write_json(files.path("progress.json"), progress)
 
@@ -144,9 +151,18 @@ def commit(paths: str, message: str) -> ToolCall:
 def initializer(ctx: Ctx) -> Script:
     files, (spec,) = yield from orient([bash("cat app_spec.txt")])
     chosen = demo_app.FEATURES[: ctx.scenario.features]
-    feature_list = {"features": [
-        {"id": f.id, "category": "functional", "description": f.description,
-         "steps": list(f.steps), "passes": False} for f in chosen]}
+    feature_list = {
+        "features": [
+            {
+                "id": f.id,
+                "category": "functional",
+                "description": f.description,
+                "steps": list(f.steps),
+                "passes": False,
+            }
+            for f in chosen
+        ]
+    }
     start = last_line((yield [bash("git rev-parse HEAD")])[0])
     paths = yield from put(files, dict(demo_app.SKELETON))
     yield [write_json(files.path("feature_list.json"), feature_list)]
@@ -165,15 +181,19 @@ def implement(ctx: Ctx) -> Script:
     contents = dict(item.files)
     if feature_id in ctx.scenario.buggy and not earlier and item.buggy:
         contents.update(item.buggy)
-    listing, = yield [bash(f"git checkout -q main && git branch --list {branch}")]
+    (listing,) = yield [bash(f"git checkout -q main && git branch --list {branch}")]
     create = "" if branch in listing else "-b "
-    result, = yield [bash(f"git checkout -q {create}{branch} && git rev-parse main")]
+    (result,) = yield [bash(f"git checkout -q {create}{branch} && git rev-parse main")]
     start = last_line(result)
     paths = yield from put(files, contents)
     end = last_line((yield [commit(paths, f"feat({feature_id}): {item.description[:50]}")])[0])
     if ctx.scenario.has_fault(ctx.session, "commit_on_main"):
-        yield [bash("git checkout -q main && echo '# stray' >> README.md && git add README.md && "
-                    "git commit -q -m 'stray commit on main'")]
+        yield [
+            bash(
+                "git checkout -q main && echo '# stray' >> README.md && git add README.md && "
+                "git commit -q -m 'stray commit on main'"
+            )
+        ]
     yield from faults(ctx, files)
     yield [session_entry(ctx, files, "IMPLEMENT", "READY_FOR_REVIEW", [feature_id], start, end)]
     return f"{feature_id} is ready for review on {branch}."
@@ -182,11 +202,15 @@ def implement(ctx: Ctx) -> Script:
 def review(ctx: Ctx) -> Script:
     files, _ = yield from orient()
     feature_id, branch = files.progress["current_feature"], files.progress["current_branch"]
-    tests, = yield [bash(f"git checkout -q {branch} && {RUN_TESTS}")]
+    (tests,) = yield [bash(f"git checkout -q {branch} && {RUN_TESTS}")]
     key = feature_id or branch
     reviews = files.reviews["reviews"]
-    earlier = [r for r in reviews if r.get("kind") == "feature" and (
-        r.get("feature_id") == feature_id if feature_id else r.get("branch") == branch)]
+    earlier = [
+        r
+        for r in reviews
+        if r.get("kind") == "feature"
+        and (r.get("feature_id") == feature_id if feature_id else r.get("branch") == branch)
+    ]
     verdict = ctx.scenario.verdict(key, len(earlier))
     issues: dict[str, list[str]] = {"critical": [], "major": [], "minor": []}
     if not tests_passed(tests) and not ctx.scenario.has_fault(ctx.session, "ignore_tests"):
@@ -197,23 +221,45 @@ def review(ctx: Ctx) -> Script:
     elif verdict == "REJECT":
         issues["critical"].append(f"{key}: wrong approach; redo it from main")
     review_id = max((r["review_id"] for r in reviews), default=0) + 1
-    entry = {"review_id": review_id, "feature_id": feature_id, "kind": "feature", "branch": branch,
-             "verdict": verdict, "issues": issues}
+    entry = {
+        "review_id": review_id,
+        "feature_id": feature_id,
+        "kind": "feature",
+        "branch": branch,
+        "verdict": verdict,
+        "issues": issues,
+    }
     yield [write_json(files.path("reviews.json"), {**files.reviews, "reviews": [*reviews, entry]})]
     end = ""
     if verdict == "PASS":
-        merged, = yield [bash(f"git checkout -q main && git merge -q --no-ff {branch} "
-                              f"-m 'Merge {branch}' && git rev-parse HEAD")]
+        (merged,) = yield [
+            bash(
+                f"git checkout -q main && git merge -q --no-ff {branch} "
+                f"-m 'Merge {branch}' && git rev-parse HEAD"
+            )
+        ]
         end = last_line(merged)
         if feature_id:
-            passed = [{**f, "passes": True} if f["id"] == feature_id else f
-                      for f in files.features["features"]]
+            passed = [
+                {**f, "passes": True} if f["id"] == feature_id else f for f in files.features["features"]
+            ]
             yield [write_json(files.path("feature_list.json"), {**files.features, "features": passed})]
     else:
         yield [bash("git checkout -q main")]
     yield from faults(ctx, files)
-    yield [session_entry(ctx, files, "REVIEW", "REVIEWED", [feature_id] if feature_id else [], "", end,
-                         verdict=verdict, review_id=review_id)]
+    yield [
+        session_entry(
+            ctx,
+            files,
+            "REVIEW",
+            "REVIEWED",
+            [feature_id] if feature_id else [],
+            "",
+            end,
+            verdict=verdict,
+            review_id=review_id,
+        )
+    ]
     return f"{verdict}: review {review_id} of {key}."
 
 
@@ -221,19 +267,25 @@ def fix(ctx: Ctx) -> Script:
     files, _ = yield from orient()
     feature_id, branch = files.progress["current_feature"], files.progress["current_branch"]
     open_review = files.reviews["reviews"][-1]
-    result, changelog = yield [bash(f"git checkout -q {branch} && git rev-parse HEAD"),
-                               bash("cat CHANGELOG.md 2>/dev/null; true")]
+    result, changelog = yield [
+        bash(f"git checkout -q {branch} && git rev-parse HEAD"),
+        bash("cat CHANGELOG.md 2>/dev/null; true"),
+    ]
     start = last_line(result)
     contents = dict(demo_app.feature(feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
     note = f"- session {ctx.session}: addressed review {open_review['review_id']}\n"
     contents["CHANGELOG.md"] = (changelog.strip() or "# Changelog") + "\n" + note
     paths = yield from put(files, contents)
-    end = last_line((yield [commit(paths, f"fix({feature_id or branch}): address review "
-                                          f"{open_review['review_id']}")])[0])
+    end = last_line(
+        (yield [commit(paths, f"fix({feature_id or branch}): address review {open_review['review_id']}")])[0]
+    )
     fixes = files.reviews.get("fixes", [])
     issues = [i for level in ("critical", "major", "minor") for i in open_review["issues"][level]]
-    entry = {"fix_id": max((f["fix_id"] for f in fixes), default=0) + 1,
-             "review_id": open_review["review_id"], "issues_fixed": issues}
+    entry = {
+        "fix_id": max((f["fix_id"] for f in fixes), default=0) + 1,
+        "review_id": open_review["review_id"],
+        "issues_fixed": issues,
+    }
     yield [write_json(files.path("reviews.json"), {**files.reviews, "fixes": [*fixes, entry]})]
     yield from faults(ctx, files)
     yield [session_entry(ctx, files, "FIX", "FIXED", [feature_id] if feature_id else [], start, end)]
@@ -251,18 +303,25 @@ def architecture(ctx: Ctx) -> Script:
         verdict = "REQUEST_CHANGES"
         issues["major"].append("document how commands and the store fit together (docs/architecture.md)")
     review_id = max((r["review_id"] for r in reviews), default=0) + 1
-    entry = {"review_id": review_id, "feature_id": None, "kind": "architecture",
-             "verdict": verdict, "issues": issues}
+    entry = {
+        "review_id": review_id,
+        "feature_id": None,
+        "kind": "architecture",
+        "verdict": verdict,
+        "issues": issues,
+    }
     yield [write_json(files.path("reviews.json"), {**files.reviews, "reviews": [*reviews, entry]})]
     yield from faults(ctx, files)
-    yield [session_entry(ctx, files, "ARCHITECTURE", "ARCHITECTURE_REVIEWED", [], "", "",
-                         verdict=verdict)]
+    yield [session_entry(ctx, files, "ARCHITECTURE", "ARCHITECTURE_REVIEWED", [], "", "", verdict=verdict)]
     return f"Architecture review {review_id}: {verdict}."
 
 
 SCRIPTS: dict[str, Callable[[Ctx], Script]] = {
-    "INITIALIZER": initializer, "IMPLEMENT": implement, "REVIEW": review,
-    "FIX": fix, "ARCHITECTURE": architecture,
+    "INITIALIZER": initializer,
+    "IMPLEMENT": implement,
+    "REVIEW": review,
+    "FIX": fix,
+    "ARCHITECTURE": architecture,
 }
 
 
@@ -276,7 +335,7 @@ def next_step(role: str, ctx: Ctx, results: list[str]) -> list[ToolCall] | str:
     try:
         batch = next(script)
         while done + len(batch) <= len(results):
-            answered = results[done: done + len(batch)]
+            answered = results[done : done + len(batch)]
             done += len(batch)
             batch = script.send(answered)
     except StopIteration as stop:

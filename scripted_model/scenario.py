@@ -90,11 +90,7 @@ class Scenario:
         return self.architecture[index] if index < len(self.architecture) else "PASS"
 
     def robot_faults(self, session: int) -> list[FaultSpec]:
-        return [
-            f
-            for f in self.faults
-            if f.session == session and f.kind in WRITTEN_FAULTS
-        ]
+        return [f for f in self.faults if f.session == session and f.kind in WRITTEN_FAULTS]
 
     def has_fault(self, session: int, kind: str) -> bool:
         return any(f.session == session and f.kind == kind for f in self.faults)

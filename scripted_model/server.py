@@ -213,6 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Handle one POST, log it, and never let an error kill the thread."""
         sid = self.headers.get("x-claude-code-session-id")
         entry = wire.new_log_entry(self.path, sid)
+        entry["auth"] = _auth_of(self.headers)
         try:
             entry["status"] = self._post(entry)
         except OSError as exc:
@@ -307,6 +308,22 @@ class _Handler(BaseHTTPRequestHandler):
             if readable and not _peek(conn):
                 break
         self.close_connection = True
+
+
+def _auth_of(headers: Any) -> str | None:
+    """Which credentials a request carried: "bearer:<token>", "x-api-key", both (comma-joined) or None.
+
+    A bearer token is logged as sent (the scripted model only ever sees dummy tokens), so a
+    test can check that the token it gave the CLI reached the server; an API key is not.
+    """
+    found: list[str] = []
+    authorization = headers.get("authorization")
+    if authorization:
+        scheme, _, value = authorization.strip().partition(" ")
+        found.append(f"bearer:{value.strip()}" if scheme.lower() == "bearer" else f"authorization:{scheme}")
+    if headers.get("x-api-key"):
+        found.append("x-api-key")
+    return ",".join(found) or None
 
 
 def _peek(conn: socket.socket) -> bytes:

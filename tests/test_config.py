@@ -25,8 +25,9 @@ FEATURES = ("F001", "F002", "F003")
 
 
 def state(next_session: SessionType = T.IMPLEMENT, **kw: object) -> SessionState:
-    base = SessionState(next_session=next_session, features=FEATURES,
-                        current_feature="F001", current_branch="feature/F001")
+    base = SessionState(
+        next_session=next_session, features=FEATURES, current_feature="F001", current_branch="feature/F001"
+    )
     return dataclasses.replace(base, **kw)  # type: ignore[arg-type]
 
 
@@ -40,30 +41,90 @@ def failed(t: SessionType) -> Outcome:
 
 ROWS = [
     ("no feature list yet", SessionState(), None, T.INITIALIZER),
-    ("INITIALIZER failed, attempts left", SessionState(next_session=T.INITIALIZER), failed(T.INITIALIZER), T.INITIALIZER),
-    ("INITIALIZER failed, no attempts left", SessionState(next_session=T.INITIALIZER, attempts=2), failed(T.INITIALIZER), T.HALTED),
-    ("INITIALIZER valid list", SessionState(next_session=T.INITIALIZER), ok(T.INITIALIZER, feature_ids=FEATURES), T.IMPLEMENT),
+    (
+        "INITIALIZER failed, attempts left",
+        SessionState(next_session=T.INITIALIZER),
+        failed(T.INITIALIZER),
+        T.INITIALIZER,
+    ),
+    (
+        "INITIALIZER failed, no attempts left",
+        SessionState(next_session=T.INITIALIZER, attempts=2),
+        failed(T.INITIALIZER),
+        T.HALTED,
+    ),
+    (
+        "INITIALIZER valid list",
+        SessionState(next_session=T.INITIALIZER),
+        ok(T.INITIALIZER, feature_ids=FEATURES),
+        T.IMPLEMENT,
+    ),
     ("IMPLEMENT with new commits", state(), ok(T.IMPLEMENT), T.REVIEW),
     ("IMPLEMENT failed, attempts left", state(), failed(T.IMPLEMENT), T.IMPLEMENT),
-    ("REVIEW REQUEST_CHANGES, rounds left", state(T.REVIEW), ok(T.REVIEW, verdict="REQUEST_CHANGES", review_id=1), T.FIX),
-    ("REVIEW REQUEST_CHANGES, no rounds left = REJECT", state(T.REVIEW, fix_rounds=2), ok(T.REVIEW, verdict="REQUEST_CHANGES"), T.IMPLEMENT),
+    (
+        "REVIEW REQUEST_CHANGES, rounds left",
+        state(T.REVIEW),
+        ok(T.REVIEW, verdict="REQUEST_CHANGES", review_id=1),
+        T.FIX,
+    ),
+    (
+        "REVIEW REQUEST_CHANGES, no rounds left = REJECT",
+        state(T.REVIEW, fix_rounds=2),
+        ok(T.REVIEW, verdict="REQUEST_CHANGES"),
+        T.IMPLEMENT,
+    ),
     ("REVIEW REJECT: feature retried", state(T.REVIEW), ok(T.REVIEW, verdict="REJECT"), T.IMPLEMENT),
-    ("REVIEW PASS, architecture due", state(T.REVIEW, features_completed=4), ok(T.REVIEW, verdict="PASS", passing=frozenset({"F001"})), T.ARCHITECTURE),
-    ("REVIEW PASS, none due", state(T.REVIEW), ok(T.REVIEW, verdict="PASS", passing=frozenset({"F001"})), T.IMPLEMENT),
+    (
+        "REVIEW PASS, architecture due",
+        state(T.REVIEW, features_completed=4),
+        ok(T.REVIEW, verdict="PASS", passing=frozenset({"F001"})),
+        T.ARCHITECTURE,
+    ),
+    (
+        "REVIEW PASS, none due",
+        state(T.REVIEW),
+        ok(T.REVIEW, verdict="PASS", passing=frozenset({"F001"})),
+        T.IMPLEMENT,
+    ),
     ("FIX always", state(T.FIX), ok(T.FIX), T.REVIEW),
     ("FIX failed at the bound still goes to REVIEW", state(T.FIX, attempts=2), failed(T.FIX), T.REVIEW),
-    ("ARCHITECTURE no issues", state(T.ARCHITECTURE, current_feature=None), ok(T.ARCHITECTURE, verdict="PASS"), T.IMPLEMENT),
-    ("ARCHITECTURE issues", state(T.ARCHITECTURE, current_feature=None), ok(T.ARCHITECTURE, verdict="REQUEST_CHANGES", review_id=7), T.FIX),
-    ("every feature passes", state(T.REVIEW, current_feature="F003", passing=frozenset({"F001", "F002"})),
-     ok(T.REVIEW, verdict="PASS", passing=frozenset(FEATURES)), T.DONE),
-    ("every feature passes or is blocked", state(T.REVIEW, current_feature="F003", passing=frozenset({"F001"}),
-     blocked=frozenset({"F002"}), rejections=(("F003", 1),)),
-     ok(T.REVIEW, verdict="REJECT", passing=frozenset({"F001"})), T.DONE),
+    (
+        "ARCHITECTURE no issues",
+        state(T.ARCHITECTURE, current_feature=None),
+        ok(T.ARCHITECTURE, verdict="PASS"),
+        T.IMPLEMENT,
+    ),
+    (
+        "ARCHITECTURE issues",
+        state(T.ARCHITECTURE, current_feature=None),
+        ok(T.ARCHITECTURE, verdict="REQUEST_CHANGES", review_id=7),
+        T.FIX,
+    ),
+    (
+        "every feature passes",
+        state(T.REVIEW, current_feature="F003", passing=frozenset({"F001", "F002"})),
+        ok(T.REVIEW, verdict="PASS", passing=frozenset(FEATURES)),
+        T.DONE,
+    ),
+    (
+        "every feature passes or is blocked",
+        state(
+            T.REVIEW,
+            current_feature="F003",
+            passing=frozenset({"F001"}),
+            blocked=frozenset({"F002"}),
+            rejections=(("F003", 1),),
+        ),
+        ok(T.REVIEW, verdict="REJECT", passing=frozenset({"F001"})),
+        T.DONE,
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "before", "outcome", "expected"), ROWS, ids=[r[0] for r in ROWS])
-def test_transition_table(name: str, before: SessionState, outcome: Outcome | None, expected: SessionType) -> None:
+def test_transition_table(
+    name: str, before: SessionState, outcome: Outcome | None, expected: SessionType
+) -> None:
     assert get_next_session_type(before, outcome, CFG) is expected
 
 
@@ -77,9 +138,17 @@ def test_rejection_blocks_after_max_rejections_and_moves_on() -> None:
 
 
 def test_architecture_issues_open_an_arch_branch_without_a_feature() -> None:
-    s = advance(state(T.ARCHITECTURE, current_feature=None, current_branch=None),
-                ok(T.ARCHITECTURE, verdict="REQUEST_CHANGES", review_id=7), CFG)
-    assert (s.next_session, s.current_feature, s.current_branch, s.open_review_id) == (T.FIX, None, "arch/7", 7)
+    s = advance(
+        state(T.ARCHITECTURE, current_feature=None, current_branch=None),
+        ok(T.ARCHITECTURE, verdict="REQUEST_CHANGES", review_id=7),
+        CFG,
+    )
+    assert (s.next_session, s.current_feature, s.current_branch, s.open_review_id) == (
+        T.FIX,
+        None,
+        "arch/7",
+        7,
+    )
     s = advance(s, ok(T.FIX), CFG)
     assert (s.next_session, s.current_branch) == (T.REVIEW, "arch/7")
     s = advance(s, ok(T.REVIEW, verdict="PASS"), CFG)
@@ -96,7 +165,9 @@ def test_fix_round_counter_and_attempts() -> None:
 
 
 def test_models_per_role_and_overrides() -> None:
-    assert [get_model_for_session(t, AgentConfig()) for t in (T.INITIALIZER, T.IMPLEMENT, T.FIX)] == ["sonnet"] * 3
+    assert [get_model_for_session(t, AgentConfig()) for t in (T.INITIALIZER, T.IMPLEMENT, T.FIX)] == [
+        "sonnet"
+    ] * 3
     assert get_model_for_session(T.REVIEW, AgentConfig()) == "opus"
     assert get_model_for_session(T.ARCHITECTURE, AgentConfig()) == "opus"
     custom = AgentConfig(models={**AgentConfig().models, "REVIEW": "my-model"})
@@ -153,10 +224,19 @@ outcome_st = st.tuples(st.booleans(), st.sampled_from(["PASS", "REQUEST_CHANGES"
     attempts=st.integers(1, 3),
 )
 def test_any_sequence_of_verdicts_ends_within_the_bound(
-    outcomes: list[tuple[bool, str]], n_features: int, interval: int, rounds: int, rejections: int, attempts: int
+    outcomes: list[tuple[bool, str]],
+    n_features: int,
+    interval: int,
+    rounds: int,
+    rejections: int,
+    attempts: int,
 ) -> None:
-    cfg = AgentConfig(architecture_interval=interval, max_fix_rounds=rounds,
-                      max_rejections=rejections, max_attempts=attempts)
+    cfg = AgentConfig(
+        architecture_interval=interval,
+        max_fix_rounds=rounds,
+        max_rejections=rejections,
+        max_attempts=attempts,
+    )
     _, final = _run(outcomes, cfg, n_features)
     if final.next_session is T.DONE:
         assert all(f in final.passing or f in final.blocked for f in final.features)

@@ -18,8 +18,20 @@ from scripted_model.scenario import Scenario
 
 SPEC = Path(__file__).resolve().parent.parent / "prompts" / "app_spec.txt"
 LIFECYCLE = {"features": 3, "reviews": {"F001": ["REQUEST_CHANGES", "PASS"], "F002": ["REJECT", "PASS"]}}
-EXPECTED = ["INITIALIZER", "IMPLEMENT", "REVIEW", "FIX", "REVIEW", "IMPLEMENT", "REVIEW",
-            "IMPLEMENT", "REVIEW", "ARCHITECTURE", "IMPLEMENT", "REVIEW"]
+EXPECTED = [
+    "INITIALIZER",
+    "IMPLEMENT",
+    "REVIEW",
+    "FIX",
+    "REVIEW",
+    "IMPLEMENT",
+    "REVIEW",
+    "IMPLEMENT",
+    "REVIEW",
+    "ARCHITECTURE",
+    "IMPLEMENT",
+    "REVIEW",
+]
 CFG = AgentConfig(architecture_interval=2, feature_count=3, test_command="bash init.sh")
 
 
@@ -53,18 +65,33 @@ def test_full_lifecycle(tmp_path: Path) -> None:
     assert sessions(project) == EXPECTED
     assert report.state.passing == {"F001", "F002", "F003"}
     assert report.state.features_completed == 3
-    assert report.stats.sessions_by_type == {"INITIALIZER": 1, "IMPLEMENT": 4, "REVIEW": 5, "FIX": 1, "ARCHITECTURE": 1}
+    assert report.stats.sessions_by_type == {
+        "INITIALIZER": 1,
+        "IMPLEMENT": 4,
+        "REVIEW": 5,
+        "FIX": 1,
+        "ARCHITECTURE": 1,
+    }
     # Every feature branch is merged into main; main's own commits are the scheduler's, the
     # initializer's and merges only.
     for feature in ("F001", "F002", "F003"):
         assert gitops.is_ancestor(gitops.open_repo(project), f"feature/{feature}", "main")
     first_parent = git(project, "log", "--first-parent", "--format=%s", "main").splitlines()
     assert [s for s in first_parent if not s.startswith("Merge ")] == [
-        "chore: project skeleton and init.sh", "chore: app spec and .gitignore for the scheduler's files"]
+        "chore: project skeleton and init.sh",
+        "chore: app spec and .gitignore for the scheduler's files",
+    ]
     subprocess.run(["bash", "init.sh"], cwd=project, check=True, capture_output=True)
     # The hand-off files validate, and each session left its copies.
     handoff = load_handoff(project)
-    assert [r["verdict"] for r in handoff.review_list()] == ["REQUEST_CHANGES", "PASS", "REJECT", "PASS", "PASS", "PASS"]
+    assert [r["verdict"] for r in handoff.review_list()] == [
+        "REQUEST_CHANGES",
+        "PASS",
+        "REJECT",
+        "PASS",
+        "PASS",
+        "PASS",
+    ]
     assert handoff.fix_list()[0]["review_id"] == 1
     for log in (project / ".agent_logs").iterdir():
         assert {p.name for p in (log / "post").iterdir()} == set(HANDOFF_FILES)
@@ -101,7 +128,9 @@ def test_interrupted_run_is_resumed_by_a_second_invocation(tmp_path: Path) -> No
     assert any("was interrupted" in line for line in lines)
     assert report.status == "done" and report.stats.interrupted_sessions == 1
     assert sessions(project) == EXPECTED == sessions(reference)
-    assert git(project, "ls-tree", "-r", "--name-only", "main") == git(reference, "ls-tree", "-r", "--name-only", "main")
+    assert git(project, "ls-tree", "-r", "--name-only", "main") == git(
+        reference, "ls-tree", "-r", "--name-only", "main"
+    )
     assert load_handoff(project).feature_list == load_handoff(reference).feature_list
 
 

@@ -1,0 +1,158 @@
+"""The command line through click's CliRunner, with the in-process robot injected as the runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner, Result
+from rich.console import Console
+
+import progress
+from agent import SessionRunner
+from autonomous_agent_demo import main, resolve_project
+from scripted_model.inprocess import InProcessRobotRunner
+from scripted_model.scenario import Scenario
+
+
+def invoke(*args: str, scenario: dict[str, Any] | None = None) -> Result:
+    def factory(console: Console) -> tuple[SessionRunner, dict[str, str]]:
+        return InProcessRobotRunner(Scenario.from_json(scenario or {"features": 2})), {}
+
+    return CliRunner().invoke(main, list(args), obj={"runner_factory": factory})
+
+
+def test_help_explains_every_option() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    for option in (
+        "--project-dir",
+        "--spec",
+        "--max-iterations",
+        "--architecture-interval",
+        "--feature-count",
+        "--review-model",
+        "--max-fix-rounds",
+        "--max-rejections",
+        "--dry-run",
+        "--offline-demo",
+    ):
+        assert option in result.output
+
+
+def test_dry_run_prints_the_initializer_and_launches_nothing(spec_file: Path) -> None:
+    result = invoke("--project-dir", "demo", "--spec", str(spec_file), "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "Next session: INITIALIZER" in result.output
+    assert "Model: sonnet" in result.output
+    assert "initializer_prompt.md" in result.output and ".claude_settings.json" in result.output
+    assert not resolve_project("demo").exists()
+    prompt = next(
+        line.split(": ", 1)[1] for line in result.output.splitlines() if line.startswith("Rendered prompt")
+    )
+    assert Path(prompt).read_text().startswith("# YOUR ROLE - INITIALIZER AGENT")
+
+
+def test_a_full_run_through_the_cli_and_a_resume(spec_file: Path) -> None:
+    first = invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "2")
+    assert first.exit_code == 3, first.output
+    assert "run the same command again to resume" in first.output
+    second = invoke("--project-dir", "app", "--spec", str(spec_file))
+    assert second.exit_code == 0, second.output
+    assert "2/2 features passing" in second.output
+    feature_list = json.loads((resolve_project("app") / "feature_list.json").read_text())
+    assert all(f["passes"] for f in feature_list["features"])
+
+
+def test_without_a_spec_a_new_project_uses_the_example_and_says_so() -> None:
+    result = invoke("--project-dir", "app", "--max-iterations", "1")
+    assert "No --spec given: using the example spec" in result.output
+    assert (resolve_project("app") / "app_spec.txt").read_text().startswith("# Application spec")
+
+
+def test_unreadable_spec_is_a_one_line_error(tmp_path: Path) -> None:
+    result = invoke("--project-dir", "app", "--spec", str(tmp_path / "missing.txt"))
+    assert result.exit_code == 1
+    assert (
+        result.output.strip().startswith("error: cannot read spec")
+        and len(result.output.strip().splitlines()) == 1
+    )
+    assert not resolve_project("app").exists()
+
+
+def test_empty_spec_is_refused(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n")
+    result = invoke("--project-dir", "app", "--spec", str(empty))
+    assert result.exit_code == 1 and "is empty" in result.output
+
+
+def test_unwritable_project_dir(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    result = invoke("--project-dir", str(blocker / "app"))
+    assert result.exit_code == 1
+    assert "cannot create project dir" in result.output
+
+
+def test_a_different_spec_on_resume_is_refused(spec_file: Path, tmp_path: Path) -> None:
+    assert invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1").exit_code == 3
+    other = tmp_path / "other.txt"
+    other.write_text("A different application.\n")
+    result = invoke("--project-dir", "app", "--spec", str(other))
+    assert result.exit_code == 1
+    assert "differs from the spec this project was started with" in result.output
+    same = invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1")
+    assert same.exit_code == 3, same.output
+
+
+def test_a_second_instance_is_refused_at_once(spec_file: Path) -> None:
+    project = resolve_project("app")
+    project.mkdir(parents=True)
+    with progress.project_lock(project):
+        result = invoke("--project-dir", "app", "--spec", str(spec_file))
+    assert result.exit_code == 1
+    assert "another scheduler is already running" in result.output
+
+
+def test_options_are_saved_reused_and_overridden(spec_file: Path) -> None:
+    invoke(
+        "--project-dir",
+        "app",
+        "--spec",
+        str(spec_file),
+        "--max-iterations",
+        "1",
+        "--architecture-interval",
+        "7",
+        "--review-model",
+        "custom-review",
+    )
+    saved = json.loads((resolve_project("app") / ".agent_config.json").read_text())
+    assert saved["architecture_interval"] == 7 and saved["models"]["REVIEW"] == "custom-review"
+    invoke("--project-dir", "app", "--max-iterations", "1", "--architecture-interval", "4")
+    saved = json.loads((resolve_project("app") / ".agent_config.json").read_text())
+    assert saved["architecture_interval"] == 4 and saved["models"]["REVIEW"] == "custom-review"
+
+
+def test_corrupt_state_file_is_a_clear_error_and_loses_nothing(spec_file: Path) -> None:
+    invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1")
+    state = resolve_project("app") / ".agent_state.json"
+    state.write_text("{ not json")
+    result = invoke("--project-dir", "app")
+    assert result.exit_code == 1
+    assert ".agent_state.json is not valid JSON" in result.output and "Restore it" in result.output
+    assert state.read_text() == "{ not json"
+
+
+def test_invalid_saved_config_is_a_clear_error(spec_file: Path) -> None:
+    invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1")
+    (resolve_project("app") / ".agent_config.json").write_text('{"architecture_interval": 0}')
+    result = invoke("--project-dir", "app")
+    assert result.exit_code == 1 and "architecture_interval" in result.output
+
+
+def test_bad_option_values_are_usage_errors() -> None:
+    result = invoke("--project-dir", "app", "--architecture-interval", "0")
+    assert result.exit_code == 2

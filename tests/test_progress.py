@@ -1,0 +1,112 @@
+"""Hand-off files: schemas, atomic writes, invariants, the lock."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from errors import AlreadyRunning, StateError
+from progress import (
+    Handoff,
+    atomic_write_json,
+    check_invariants,
+    ensure_handoff_files,
+    load_handoff,
+    project_lock,
+    read_json,
+)
+from schemas import FEATURE_LIST
+
+FEATURES = {
+    "features": [
+        {"id": "F001", "category": "functional", "description": "d", "steps": [], "passes": False},
+        {"id": "F002", "category": "functional", "description": "e", "steps": [], "passes": False},
+    ]
+}
+REVIEW = {
+    "review_id": 1,
+    "feature_id": "F001",
+    "kind": "feature",
+    "verdict": "PASS",
+    "issues": {"critical": [], "major": [], "minor": []},
+}
+
+
+def handoff(
+    features: dict | None = FEATURES, reviews: list | None = None, fixes: list | None = None
+) -> Handoff:  # type: ignore[type-arg]
+    return Handoff(features, {"sessions": []}, {"reviews": reviews or [], "fixes": fixes or []})
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
+    atomic_write_json(tmp_path / "x.json", {"a": 1})
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+    assert json.loads((tmp_path / "x.json").read_text()) == {"a": 1}
+
+
+def test_read_json_errors_name_the_file_and_the_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "feature_list.json"
+    bad.write_text('{"features": [')
+    with pytest.raises(StateError, match=r"feature_list.json is not valid JSON \(line 1"):
+        read_json(bad, FEATURE_LIST)
+    bad.write_text('{"features": [{"id": "X1"}]}')
+    with pytest.raises(StateError, match="does not match its schema at features/0"):
+        read_json(bad, FEATURE_LIST)
+
+
+def test_handoff_files_are_created_and_validate(tmp_path: Path) -> None:
+    ensure_handoff_files(tmp_path, "app")
+    loaded = load_handoff(tmp_path)
+    assert (
+        loaded.feature_list is None
+        and loaded.progress is not None
+        and loaded.reviews == {"reviews": [], "fixes": []}
+    )
+
+
+def test_clean_sessions_have_no_violations() -> None:
+    before = handoff()
+    passed = json.loads(json.dumps(FEATURES))
+    passed["features"][0]["passes"] = True
+    assert check_invariants(before, handoff(passed, [REVIEW]), "REVIEW") == []
+    assert check_invariants(Handoff(None, None, None), handoff(), "INITIALIZER") == []
+
+
+@pytest.mark.parametrize(
+    ("role", "after", "problem"),
+    [
+        ("IMPLEMENT", handoff({"features": FEATURES["features"][:1]}), "added, removed or edited"),
+        (
+            "IMPLEMENT",
+            handoff({"features": [{**FEATURES["features"][0], "passes": True}, FEATURES["features"][1]]}),
+            "only REVIEW may",
+        ),
+        ("REVIEW", handoff(reviews=[REVIEW, {**REVIEW, "review_id": 1}]), "IDs must increase"),
+        ("REVIEW", handoff({"features": [FEATURES["features"][0], FEATURES["features"][0]]}), "duplicate"),
+    ],
+)
+def test_invariant_violations(role: str, after: Handoff, problem: str) -> None:
+    assert any(problem in p for p in check_invariants(handoff(), after, role))
+
+
+def test_earlier_reviews_may_not_change() -> None:
+    before = handoff(reviews=[REVIEW])
+    after = handoff(reviews=[{**REVIEW, "verdict": "REJECT"}])
+    assert any("were changed or removed" in p for p in check_invariants(before, after, "REVIEW"))
+
+
+def test_only_the_initializer_creates_the_feature_list() -> None:
+    assert check_invariants(Handoff(None, None, None), handoff(), "IMPLEMENT")
+
+
+def test_a_second_lock_holder_is_refused(tmp_path: Path) -> None:
+    with (
+        project_lock(tmp_path),
+        pytest.raises(AlreadyRunning, match="already running"),
+        project_lock(tmp_path),
+    ):
+        pass
+    with project_lock(tmp_path):
+        pass  # released after the first holder exits

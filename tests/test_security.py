@@ -1,0 +1,74 @@
+"""Per-role settings and scope rules: validated, different per role, written before each session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from config import ROLES, SessionType
+from errors import SettingsError
+from security import path_decision, settings_for, validate_settings, write_role_files
+
+T = SessionType
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda r: r.value)
+def test_settings_validate_for_every_role(role: SessionType) -> None:
+    validate_settings(settings_for(role, "bash init.sh"))
+
+
+def test_settings_differ_per_role() -> None:
+    allows = {role: frozenset(settings_for(role)["permissions"]["allow"]) for role in ROLES}
+    denies = {role: frozenset(settings_for(role)["permissions"]["deny"]) for role in ROLES}
+    assert len({(allows[r], denies[r]) for r in ROLES}) == len(ROLES)
+    assert "Edit(./feature_list.json)" in denies[T.IMPLEMENT] and "Bash(git checkout -b:*)" in denies[T.FIX]
+    assert "Bash(git commit:*)" in allows[T.IMPLEMENT]
+    assert "Bash(git commit:*)" not in allows[T.REVIEW]
+    assert "Bash(git merge:*)" in allows[T.REVIEW] and "Bash(git merge:*)" not in allows[T.IMPLEMENT]
+    assert "Edit(./**)" not in allows[T.REVIEW] and "Edit(./**)" not in allows[T.ARCHITECTURE]
+    assert "Edit(./feature_list.json)" not in allows[T.ARCHITECTURE]
+    for role in ROLES:
+        deny = settings_for(role)["permissions"]["deny"]
+        assert "Bash(git push:*)" in deny and "Edit(./CLAUDE.md)" in deny
+
+
+def test_an_invalid_settings_file_is_refused() -> None:
+    with pytest.raises(SettingsError, match="invalid"):
+        validate_settings({"permissions": {"allow": ["Bash(ls"], "deny": [], "defaultMode": "dontAsk"}})
+    with pytest.raises(SettingsError):
+        validate_settings({"permissions": {"allow": [], "deny": [], "defaultMode": "bypassPermissions"}})
+
+
+def test_role_files_are_written(tmp_path: Path) -> None:
+    path = write_role_files(tmp_path, T.REVIEW, feature="F002", branch="feature/F002")
+    assert json.loads(path.read_text()) == settings_for(T.REVIEW)
+    scope = (tmp_path / "CLAUDE.md").read_text()
+    assert scope.startswith("# Scope of this session: REVIEW") and "feature/F002" in scope
+
+
+@pytest.mark.parametrize(
+    ("role", "target", "allowed"),
+    [
+        (T.IMPLEMENT, "src/app.py", True),
+        (T.IMPLEMENT, "progress.json", True),
+        (T.IMPLEMENT, "CLAUDE.md", False),
+        (T.IMPLEMENT, ".claude_settings.json", False),
+        (T.IMPLEMENT, ".agent_state.json", False),
+        (T.IMPLEMENT, ".git/config", False),
+        (T.IMPLEMENT, "../outside.txt", False),
+        (T.IMPLEMENT, "/etc/passwd", False),
+        (T.REVIEW, "reviews.json", True),
+        (T.REVIEW, "feature_list.json", True),
+        (T.REVIEW, "src/app.py", False),
+        (T.ARCHITECTURE, "reviews.json", True),
+        (T.ARCHITECTURE, "feature_list.json", False),
+        (T.FIX, "tests/test_app.py", True),
+        (T.FIX, "feature_list.json", False),
+        (T.IMPLEMENT, "reviews.json", False),
+    ],
+)
+def test_file_path_policy(role: SessionType, target: str, allowed: bool, tmp_path: Path) -> None:
+    assert (path_decision(role, tmp_path, target) is None) is allowed
+    assert (path_decision(role, tmp_path, str(tmp_path / target)) is None) is allowed
