@@ -245,7 +245,7 @@ class Scheduler:
     def build_request(self, state: SessionState, number: int, log_dir: Path) -> SessionRequest:
         """Render the role's prompt and write its settings and CLAUDE.md."""
         role = state.next_session
-        settings = write_role_files(
+        settings, scope = write_role_files(
             self.project,
             role,
             feature=state.current_feature,
@@ -256,7 +256,7 @@ class Scheduler:
             session_type=role,
             session_number=number,
             model=get_model_for_session(role, self.config),
-            system_append=render(role, self.prompt_vars(state, number)),
+            system_append=render(role, self.prompt_vars(state, number)) + "\n\n" + scope,
             prompt=kickoff(role, number),
             cwd=self.project,
             settings_path=settings,

@@ -224,14 +224,19 @@ def write_role_files(
     feature: str | None,
     branch: str | None,
     test_command: str | None = None,
-) -> Path:
-    """Validate and write the role's settings and CLAUDE.md; return the settings path."""
+) -> tuple[Path, str]:
+    """Validate and write the role's settings and CLAUDE.md; return the settings path and scope.
+
+    With `setting_sources=[]` the CLI does not read CLAUDE.md itself, so the scheduler
+    appends the scope text to the session's system prompt (see agent.py).
+    """
     settings = settings_for(role, test_command)
     validate_settings(settings)
     path = project / SETTINGS_FILE
     atomic_write_json(path, settings)
-    atomic_write_text(project / SCOPE_FILE, scope_rules(role, feature, branch))
-    return path
+    scope = scope_rules(role, feature, branch)
+    atomic_write_text(project / SCOPE_FILE, scope)
+    return path, scope
 
 
 def path_decision(role: SessionType, project: Path, target: str) -> str | None:

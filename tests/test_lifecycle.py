@@ -99,6 +99,7 @@ def test_full_lifecycle(tmp_path: Path) -> None:
     roles = [r.session_type.value for r in runner.requests]
     assert roles == EXPECTED
     assert all(f"# YOUR ROLE - {r.session_type.value} AGENT" in r.system_append for r in runner.requests)
+    assert all(f"# Scope of this session: {r.session_type.value}" in r.system_append for r in runner.requests)
     assert [r.model for r in runner.requests][:3] == ["sonnet", "sonnet", "opus"]
 
 

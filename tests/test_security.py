@@ -42,10 +42,10 @@ def test_an_invalid_settings_file_is_refused() -> None:
 
 
 def test_role_files_are_written(tmp_path: Path) -> None:
-    path = write_role_files(tmp_path, T.REVIEW, feature="F002", branch="feature/F002")
+    path, text = write_role_files(tmp_path, T.REVIEW, feature="F002", branch="feature/F002")
     assert json.loads(path.read_text()) == settings_for(T.REVIEW)
     scope = (tmp_path / "CLAUDE.md").read_text()
-    assert scope.startswith("# Scope of this session: REVIEW") and "feature/F002" in scope
+    assert scope == text and scope.startswith("# Scope of this session: REVIEW") and "feature/F002" in scope
 
 
 @pytest.mark.parametrize(
