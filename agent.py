@@ -206,7 +206,9 @@ def _from_result(message: ResultMessage) -> dict[str, Any]:
 
 def _plain(message: Any) -> dict[str, Any]:
     try:
-        return dict(json.loads(json.dumps(message.__dict__, default=lambda o: getattr(o, "__dict__", str(o)))))
+        return dict(
+            json.loads(json.dumps(message.__dict__, default=lambda o: getattr(o, "__dict__", str(o))))
+        )
     except (TypeError, ValueError):
         return {"repr": repr(message)[:2000]}
 

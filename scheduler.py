@@ -14,7 +14,7 @@ import git
 
 import gitops
 import progress
-from agent import SessionRequest, SessionResult, SessionRunner
+from agent import LOGIN_HELP, SessionRequest, SessionResult, SessionRunner
 from config import TERMINAL, AgentConfig, Outcome, SessionState, SessionType, advance, get_model_for_session
 from errors import NotLoggedIn, StateError
 from prompts import kickoff, render
@@ -207,7 +207,7 @@ class Scheduler:
         if result.not_logged_in:
             progress.restore(self.project, pre.copies)
             self.save(state, stats)
-            raise NotLoggedIn(result.error or "Claude Code is not logged in")
+            raise NotLoggedIn(LOGIN_HELP)
         if result.rate_limit_resets_at is not None:
             return result, None  # in_progress stays set: the next run restores and reruns it
         outcome = verify_session(self.project, repo, state, pre, self.config, self.echo)

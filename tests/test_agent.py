@@ -1,0 +1,85 @@
+"""The session runner: options built as data, and the real CLI's not-logged-in answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from claude_agent_sdk import ToolUseBlock
+from click.testing import CliRunner
+from rich.console import Console
+
+from agent import (
+    LOGIN_HELP,
+    ClaudeSessionRunner,
+    SessionRequest,
+    SessionResult,
+    build_options,
+    describe_tool_call,
+)
+from autonomous_agent_demo import main
+from config import SessionType
+from scripted_model.hermetic import sdk_env
+from security import write_role_files
+
+
+def request(tmp_path: Path, env: dict[str, str] | None = None) -> SessionRequest:
+    settings, _ = write_role_files(tmp_path, SessionType.REVIEW, feature="F001", branch="feature/F001")
+    return SessionRequest(
+        SessionType.REVIEW,
+        3,
+        "opus",
+        "ROLE TEXT",
+        "Session 3.",
+        tmp_path,
+        settings,
+        7,
+        tmp_path / "log",
+        env or {"X": "1"},
+    )
+
+
+def test_options_carry_the_role(tmp_path: Path) -> None:
+    options = build_options(request(tmp_path), stderr=lambda _: None)
+    assert options.model == "opus" and options.max_turns == 7 and options.cwd == str(tmp_path)
+    assert options.system_prompt == {"type": "preset", "preset": "claude_code", "append": "ROLE TEXT"}
+    assert options.setting_sources == [] and options.settings == str(tmp_path / ".claude_settings.json")
+    assert options.permission_mode == "dontAsk" and options.env == {"X": "1"}
+    assert options.hooks is not None and options.hooks["PreToolUse"][0].on_failure == "block"
+
+
+@pytest.mark.anyio
+async def test_the_file_path_hook_denies_scheduler_files(tmp_path: Path) -> None:
+    hook = build_options(request(tmp_path), stderr=lambda _: None).hooks["PreToolUse"][0].hooks[0]  # type: ignore[index]
+    denied = await hook(
+        {"tool_name": "Write", "tool_input": {"file_path": str(tmp_path / "CLAUDE.md")}}, None, None
+    )
+    assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert await hook({"tool_name": "Write", "tool_input": {"file_path": "reviews.json"}}, None, None) == {}
+
+
+def test_tool_calls_print_as_one_line() -> None:
+    block = ToolUseBlock(id="t", name="Bash", input={"command": "git status\n  --short"})
+    assert describe_tool_call(block) == "Bash: git status --short"
+
+
+def test_not_logged_in_is_recognised_from_the_real_cli(tmp_path: Path) -> None:
+    env = sdk_env("http://127.0.0.1:9", tmp_path / "home")  # loopback guard; the CLI stops before any call
+    env["ANTHROPIC_API_KEY"] = ""
+    result = ClaudeSessionRunner(echo=lambda _: None).run(request(tmp_path, env))
+    assert result.not_logged_in and result.is_error
+
+
+def test_not_logged_in_stops_the_run_with_one_line(spec_file: Path) -> None:
+    class LoggedOut:
+        def run(self, req: SessionRequest) -> SessionResult:
+            return SessionResult(error="Not logged in · Please run /login", not_logged_in=True)
+
+    def factory(console: Console) -> tuple[LoggedOut, dict[str, str]]:
+        return LoggedOut(), {}
+
+    result = CliRunner().invoke(
+        main, ["--project-dir", "app", "--spec", str(spec_file)], obj={"runner_factory": factory}
+    )
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == f"error: {LOGIN_HELP}"

@@ -1,0 +1,665 @@
+"""End-to-end: the user's command, the real bundled Claude Code CLI, the scripted model.
+
+Every test runs `python autonomous_agent_demo.py ...` as a subprocess from the repository
+root, exactly as a user would, against the robot agent of `scripted_model/` on 127.0.0.1,
+and then judges the run only by what it left behind: the session log folders, the
+hand-off files, `.agent_state.json`, the generated project's git history and the
+scripted model's request log.
+
+The product process itself gets a hermetic environment pointing at a dead loopback port
+(so nothing it starts could reach a real API even if the offline environment leaked);
+`--offline-demo` then points the CLI at its own scripted model.
+
+Runs (about 1 s per session on 2 cores):
+- `baseline`: 3 features, F002 sent back once, F003 rejected once, an architecture review
+  every 2 features that asks for changes (14 sessions, shared by several tests);
+- `fault_run`: 2 features with a 429, forbidden calls, invalid JSON and a commit on main;
+- a killed-and-resumed copy of the baseline, plus a second instance hitting the lock;
+- a run without `--offline-demo` against a server started by the test (custom models, token).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import filelock
+import pytest
+
+import progress
+from schemas import HANDOFF_SCHEMAS
+from scripted_model.hermetic import hermetic_env
+from scripted_model.offline import RobotBrain
+from scripted_model.scenario import Scenario
+from scripted_model.server import ScriptedModelServer
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[1]
+ENTRY = "autonomous_agent_demo.py"
+RUN_TIMEOUT = 240
+DEAD_LOOPBACK = "http://127.0.0.1:9"
+"""The discard port: nothing listens there, so a CLI that used it would simply fail."""
+
+INIT, IMPL, REVIEW, FIX, ARCH = "INITIALIZER", "IMPLEMENT", "REVIEW", "FIX", "ARCHITECTURE"
+
+MAIN_SCENARIO: dict[str, Any] = {
+    "description": "3 features: F002 sent back once, F003 rejected once, architecture asks for changes",
+    "features": 3,
+    "reviews": {"F002": ["REQUEST_CHANGES", "PASS"], "F003": ["REJECT", "PASS"]},
+    "architecture": ["REQUEST_CHANGES"],
+}
+MAIN_OPTIONS = ["--architecture-interval", "2"]
+MAIN_SEQUENCE = [
+    INIT,
+    IMPL,  # 2  F001
+    REVIEW,  # 3  F001 PASS (1 completed)
+    IMPL,  # 4  F002
+    REVIEW,  # 5  F002 REQUEST_CHANGES
+    FIX,  # 6  F002
+    REVIEW,  # 7  F002 PASS (2 completed: an architecture review is due)
+    ARCH,  # 8  REQUEST_CHANGES
+    FIX,  # 9  arch/<review id>
+    REVIEW,  # 10 arch branch PASS
+    IMPL,  # 11 F003
+    REVIEW,  # 12 F003 REJECT (branch deleted, retried)
+    IMPL,  # 13 F003 again
+    REVIEW,  # 14 F003 PASS: done
+]
+
+FAULT_SCENARIO: dict[str, Any] = {
+    "description": "faults: 429, forbidden calls, invalid JSON, a commit on main",
+    "features": 2,
+    "faults": [
+        {"session": 2, "kind": "http_429", "request": 2},
+        {"session": 2, "kind": "forbidden_command", "command": "git push origin main"},
+        {"session": 2, "kind": "forbidden_write", "file": "CLAUDE.md"},
+        {"session": 3, "kind": "invalid_json", "file": "reviews.json"},
+        {"session": 4, "kind": "forbidden_write", "file": "todo/__main__.py"},
+        {"session": 5, "kind": "commit_on_main"},
+    ],
+}
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def product_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """The product process's own environment: hermetic, private HOME, projects under tmp."""
+    env = hermetic_env(DEAD_LOOPBACK, tmp / "product-home", max_retries=0)
+    env["AGENT_GENERATIONS_DIR"] = str(tmp / "generations")
+    env.update(extra)
+    return env
+
+
+def command(project: Path, *args: str) -> list[str]:
+    return [sys.executable, ENTRY, "--project-dir", str(project), *args]
+
+
+def offline_command(project: Path, scenario: Path, *args: str) -> list[str]:
+    return command(project, "--offline-demo", "--scenario", str(scenario), *args)
+
+
+def run(
+    cmd: list[str], env: dict[str, str], timeout: float = RUN_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return (
+        f"exit {proc.returncode}\n--- stdout (tail)\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+    )
+
+
+def write_scenario(path: Path, data: dict[str, Any]) -> Path:
+    Scenario.from_json(data)  # a typo in a test scenario should fail here, not mid-run
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return path
+
+
+def log_root(project: Path) -> Path:
+    return project / progress.LOG_DIR
+
+
+def session_dirs(project: Path, *, interrupted: bool = False) -> list[Path]:
+    """Session log folders in session order (completed ones unless interrupted=True)."""
+    dirs = sorted(p for p in log_root(project).iterdir() if p.is_dir())
+    return [p for p in dirs if (".interrupted-" in p.name) == interrupted]
+
+
+_SESSION_DIR = re.compile(r"^session_(\d{4})_([A-Z]+)$")
+
+
+def sequence(project: Path) -> list[str]:
+    """Roles of the completed sessions, from the log folder names (sorted)."""
+    roles = []
+    for number, path in enumerate(session_dirs(project), start=1):
+        match = _SESSION_DIR.match(path.name)
+        assert match, f"unexpected log folder {path.name}"
+        assert int(match.group(1)) == number, f"session numbers are not contiguous at {path.name}"
+        roles.append(match.group(2))
+    return roles
+
+
+def session_dir(project: Path, number: int) -> Path:
+    (found,) = log_root(project).glob(f"session_{number:04d}_*[A-Z]")
+    return found
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def result_of(project: Path, number: int) -> dict[str, Any]:
+    data: dict[str, Any] = load_json(session_dir(project, number) / "result.json")
+    return data
+
+
+def state_of(project: Path) -> dict[str, Any]:
+    data: dict[str, Any] = load_json(project / progress.STATE_FILE)
+    return data
+
+
+def session_lines(stdout: str) -> dict[int, str]:
+    """The product's one-line verdict per session: `--- Session N ROLE[ VERDICT]: ...`."""
+    return {int(m.group(1)): m.group(0) for m in re.finditer(r"^--- Session (\d+) .*$", stdout, re.MULTILINE)}
+
+
+def git(project: Path, *args: str) -> str:
+    """A read-only git command in the generated project."""
+    return subprocess.run(
+        ["git", *args], cwd=project, capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+
+
+def is_ancestor(project: Path, ancestor: str, descendant: str) -> bool:
+    proc = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", ancestor, descendant], cwd=project, check=False, timeout=60
+    )
+    return proc.returncode == 0
+
+
+def branches(project: Path) -> dict[str, str]:
+    out = git(project, "for-each-ref", "refs/heads", "--format=%(refname:short) %(objectname)")
+    return dict(line.split(" ", 1) for line in out.splitlines())
+
+
+def first_parent_history(project: Path) -> list[tuple[str, list[str], str]]:
+    """(sha, parents, subject) on main's first-parent chain, oldest first."""
+    out = git(project, "log", "--first-parent", "--reverse", "--format=%H|%P|%s", "main")
+    rows = []
+    for line in out.splitlines():
+        sha, parents, subject = line.split("|", 2)
+        rows.append((sha, parents.split(), subject))
+    return rows
+
+
+def progress_entries(project: Path) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = load_json(project / "progress.json")["sessions"]
+    return entries
+
+
+def final_summary(project: Path) -> dict[str, Any]:
+    """What a completed run leaves: compared between a resumed and an uninterrupted run."""
+    state = state_of(project)
+    return {
+        "next_session": state["next_session"],
+        "passing": state["passing"],
+        "blocked": state["blocked"],
+        "features_completed": state["features_completed"],
+        "sequence": sequence(project),
+        "main_files": git(project, "ls-tree", "-r", "main", "--name-only").splitlines(),
+        "main_blobs": git(project, "ls-tree", "-r", "main").splitlines(),
+        "feature_list": load_json(project / "feature_list.json"),
+    }
+
+
+@dataclass(frozen=True)
+class Run:
+    project: Path
+    scenario: Path
+    proc: subprocess.CompletedProcess[str]
+    env: dict[str, str]
+
+
+def full_run(tmp: Path, scenario: dict[str, Any], *options: str) -> Run:
+    path = write_scenario(tmp / "scenario.json", scenario)
+    project = tmp / "app"
+    env = product_env(tmp)
+    proc = run(offline_command(project, path, *options), env)
+    assert proc.returncode == 0, explain(proc)
+    return Run(project, path, proc, env)
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One uninterrupted run of MAIN_SCENARIO, shared by the tests that only read it."""
+    return full_run(tmp_path_factory.mktemp("baseline"), MAIN_SCENARIO, *MAIN_OPTIONS)
+
+
+@pytest.fixture(scope="module")
+def fault_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One run of FAULT_SCENARIO, shared by the fault tests."""
+    return full_run(tmp_path_factory.mktemp("faults"), FAULT_SCENARIO)
+
+
+# --- 1. the sequence of session types --------------------------------------------------
+
+
+def test_session_sequence_of_the_scenario(baseline: Run) -> None:
+    assert sequence(baseline.project) == MAIN_SEQUENCE, baseline.proc.stdout[-4000:]
+
+    state = state_of(baseline.project)
+    assert state["next_session"] == "DONE"
+    assert state["passing"] == ["F001", "F002", "F003"]
+    assert state["blocked"] == []
+    assert state["features_completed"] == 3
+    assert state["rejections"] == {"F003": 1}
+    assert state["architecture_reviews_done"] == 1
+    assert state["session_count"] == len(MAIN_SEQUENCE)
+    assert state["in_progress"] is None
+    assert state["stats"]["failed_sessions"] == 0
+    assert state["stats"]["interrupted_sessions"] == 0
+    assert state["stats"]["sessions_by_type"] == {
+        role: MAIN_SEQUENCE.count(role) for role in (INIT, IMPL, REVIEW, FIX, ARCH)
+    }
+
+    reviews = load_json(baseline.project / "reviews.json")["reviews"]
+    assert [(r["kind"], r["feature_id"], r["verdict"]) for r in reviews] == [
+        ("feature", "F001", "PASS"),
+        ("feature", "F002", "REQUEST_CHANGES"),
+        ("feature", "F002", "PASS"),
+        ("architecture", None, "REQUEST_CHANGES"),
+        ("feature", None, "PASS"),  # the arch/<id> branch, merged like a feature branch
+        ("feature", "F003", "REJECT"),
+        ("feature", "F003", "PASS"),
+    ]
+    assert all(
+        line.endswith(")") and "verified" in line for line in session_lines(baseline.proc.stdout).values()
+    )
+    assert "3/3 features passing, 14 sessions" in baseline.proc.stdout
+
+
+# --- 2. the generated project's git history --------------------------------------------
+
+
+def test_git_history_of_the_generated_project(baseline: Run, tmp_path: Path) -> None:
+    project = baseline.project
+    heads = branches(project)
+    reviews = load_json(project / "reviews.json")["reviews"]
+    (arch_review,) = [r for r in reviews if r["kind"] == "architecture"]
+    assert set(heads) == {
+        "main",
+        "feature/F001",
+        "feature/F002",
+        "feature/F003",
+        f"arch/{arch_review['review_id']}",
+    }
+    for branch, tip in heads.items():
+        assert is_ancestor(project, tip, heads["main"]), f"{branch} is not merged into main"
+
+    history = first_parent_history(project)
+    (root, root_parents, _), (init_commit, init_parents, _) = history[0], history[1]
+    assert root_parents == []
+    assert set(git(project, "ls-tree", "-r", "--name-only", root).splitlines()) == {
+        ".gitignore",
+        "app_spec.txt",
+    }
+    assert init_parents == [root]
+    initializer_entry = load_json(session_dir(project, 1) / "post" / "progress.json")["sessions"][-1]
+    assert initializer_entry["agent_type"] == INIT
+    assert initializer_entry["commit_range"]["to"] == init_commit
+    merges = history[2:]
+    assert [len(parents) for _, parents, _ in merges] == [2] * len(merges), (
+        "a commit on main's first-parent history is neither the scheduler's, the INITIALIZER's nor a merge"
+    )
+    merged_tips = {parents[1] for _, parents, _ in merges}
+    assert merged_tips == {tip for branch, tip in heads.items() if branch != "main"}
+
+    # IMPLEMENT and FIX committed on their branches, never on main.
+    main_line = {sha for sha, _, _ in history}
+    work = [e for e in progress_entries(project) if e["agent_type"] in (IMPL, FIX)]
+    assert len(work) == MAIN_SEQUENCE.count(IMPL) + MAIN_SEQUENCE.count(FIX)
+    for entry in work:
+        to = entry["commit_range"]["to"]
+        assert re.fullmatch(r"[0-9a-f]{40}", to), entry
+        assert to not in main_line, f"session {entry['session_id']} committed on main"
+    merged_work = [e for e in work if e["features_touched"] != ["F003"] or e["session_id"] == 13]
+    for entry in merged_work:
+        assert is_ancestor(project, entry["commit_range"]["to"], "main"), entry
+    # the rejected first attempt of F003 (session 11) was deleted with its branch, never merged
+    (rejected,) = [e for e in work if e["session_id"] == 11]
+    assert not is_ancestor(project, rejected["commit_range"]["to"], "main")
+
+    # The generated project's own tests pass on a clean export of main.
+    export = tmp_path / "main-export"
+    export.mkdir()
+    archive = tmp_path / "main.tar"
+    subprocess.run(["git", "archive", "-o", str(archive), "main"], cwd=project, check=True, timeout=60)
+    with tarfile.open(archive) as tar:
+        tar.extractall(export, filter="data")
+    tests = subprocess.run(
+        ["bash", "init.sh"], cwd=export, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert re.search(r"Ran [1-9]\d* tests?", tests.stderr), tests.stderr
+
+
+# --- 3. the hand-off files after every session -----------------------------------------
+
+
+def handoff_at(folder: Path) -> progress.Handoff:
+    def load(name: str) -> Any:
+        path = folder / name
+        return load_json(path) if path.exists() else None
+
+    return progress.Handoff(load("feature_list.json"), load("progress.json"), load("reviews.json"))
+
+
+@pytest.mark.parametrize("which", ["baseline", "fault_run"])
+def test_handoff_files_validate_after_every_session(which: str, request: pytest.FixtureRequest) -> None:
+    the_run: Run = request.getfixturevalue(which)
+    dirs = session_dirs(the_run.project)
+    assert dirs
+    for folder in dirs:
+        role = _SESSION_DIR.match(folder.name).group(2)  # type: ignore[union-attr]
+        post = folder / "post"
+        names = sorted(p.name for p in post.glob("*.json"))
+        assert names == sorted(progress.HANDOFF_FILES), f"{folder.name}: post copies {names}"
+        for path in post.glob("*.json"):
+            progress.validate(load_json(path), HANDOFF_SCHEMAS[path.name], f"{folder.name}/post/{path.name}")
+        # and the session respected the hand-off contract (for a failed session the post
+        # copies are the restored pre-session files, which trivially do)
+        problems = progress.check_invariants(handoff_at(folder / "pre"), handoff_at(post), role)
+        assert problems == [], f"{folder.name}: {problems}"
+    # the files the run ends with are valid and are the last session's post copies
+    for name in progress.HANDOFF_FILES:
+        final = progress.read_json(the_run.project / name, HANDOFF_SCHEMAS[name])
+        last_post = load_json(dirs[-1] / "post" / name)
+        if name == "progress.json":  # the scheduler writes the DONE status after the last copy
+            status = ("current_phase", "current_feature", "current_branch", "features_completed")
+            final = {k: v for k, v in final.items() if k not in status}
+            last_post = {k: v for k, v in last_post.items() if k not in status}
+        assert final == last_post, name
+
+
+# --- 4. the role's settings reach the CLI ----------------------------------------------
+
+
+def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) -> None:
+    project = fault_run.project
+    denials = result_of(project, 2)["permission_denials"]
+    denied = {
+        (d["tool_name"], d["tool_input"].get("command") or d["tool_input"].get("file_path")) for d in denials
+    }
+    assert denied == {("Bash", "git push origin main"), ("Write", str(project / "CLAUDE.md"))}
+
+    # REVIEW may write only the hand-off files: a product file is refused in its session.
+    review_denials = result_of(project, 4)["permission_denials"]
+    assert [(d["tool_name"], d["tool_input"]["file_path"]) for d in review_denials] == [
+        ("Write", str(project / "todo" / "__main__.py"))
+    ]
+    assert "overwritten by the agent" not in git(project, "show", "main:todo/__main__.py")
+
+    # The CLI itself refused them (the denial is its tool result in the transcript).
+    transcript = (session_dir(project, 2) / "transcript.jsonl").read_text(encoding="utf-8")
+    for d in denials:
+        results = re.findall(
+            rf'"tool_use_id": "{re.escape(d["tool_use_id"])}", "content": "([^"]*)"', transcript
+        )
+        assert results and all("denied" in text for text in results), (d, results)
+
+    # Sessions without a forbidden call had no denial at all, and the faulty run finished.
+    quiet = [n for n in range(1, len(sequence(project)) + 1) if n not in (2, 4)]
+    assert all(result_of(project, n)["permission_denials"] == [] for n in quiet)
+    assert all(result_of(baseline.project, n)["permission_denials"] == [] for n in range(1, 15))
+    assert state_of(project)["next_session"] == "DONE"
+    assert state_of(project)["passing"] == ["F001", "F002"]
+
+
+# --- 5. kill and resume; the lock --------------------------------------------------------
+
+
+def wait_for(predicate: Any, proc: subprocess.Popen[str], what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if proc.poll() is not None:
+            pytest.fail(f"the scheduler exited ({proc.returncode}) before {what}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def killable() -> Iterator[list[subprocess.Popen[str]]]:
+    """Popen'ed schedulers (each its own process group) killed if a test leaves them running."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+def test_kill_and_resume_matches_an_uninterrupted_run(
+    baseline: Run, tmp_path: Path, killable: list[subprocess.Popen[str]]
+) -> None:
+    project = tmp_path / "app"
+    env = product_env(tmp_path)
+    cmd = offline_command(project, baseline.scenario, *MAIN_OPTIONS)
+    out = (tmp_path / "first-run.log").open("w", encoding="utf-8")
+    first = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    killable.append(first)
+
+    # A second instance on the same project, while the first holds the lock: refused at once.
+    wait_for(lambda: (log_root(project) / "session_0001_INITIALIZER").is_dir(), first, "session 1")
+    second: dict[str, Any] = {}
+
+    def run_second() -> None:
+        started = time.monotonic()
+        second["proc"] = run(cmd, env, timeout=60)
+        second["elapsed"] = time.monotonic() - started
+
+    thread = threading.Thread(target=run_second)
+    thread.start()
+    thread.join(timeout=90)
+    assert not thread.is_alive()
+    proc2: subprocess.CompletedProcess[str] = second["proc"]
+    assert proc2.returncode != 0, explain(proc2)
+    assert "another scheduler is already running" in proc2.stdout + proc2.stderr, explain(proc2)
+    assert second["elapsed"] < 20
+    assert "=== Session" not in proc2.stdout  # it ran nothing
+
+    # SIGKILL the whole process group in the middle of session 4 (IMPLEMENT F002).
+    s4 = log_root(project) / "session_0004_IMPLEMENT"
+
+    def mid_session() -> bool:
+        transcript = s4 / "transcript.jsonl"
+        return transcript.exists() and "git checkout -q -b feature/F002" in transcript.read_text(
+            encoding="utf-8"
+        )
+
+    wait_for(mid_session, first, "the middle of session 4")
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=30)
+    out.close()
+    deadline = time.monotonic() + 10
+    while group_alive(first.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not group_alive(first.pid), "a process of the killed scheduler survived"
+    assert not (s4 / "result.json").exists(), "session 4 had already finished: the kill came too late"
+    assert state_of(project)["in_progress"]["number"] == 4
+
+    # The same command again runs to completion.
+    resumed = run(cmd, env)
+    assert resumed.returncode == 0, explain(resumed)
+    assert "Resuming: session 4 (IMPLEMENT) was interrupted" in resumed.stdout
+    (interrupted,) = session_dirs(project, interrupted=True)
+    assert interrupted.name.startswith("session_0004_IMPLEMENT.interrupted-")
+    assert state_of(project)["stats"]["interrupted_sessions"] == 1
+    assert state_of(project)["stats"]["failed_sessions"] == 0
+
+    assert final_summary(project) == final_summary(baseline.project)
+    assert sequence(project) == MAIN_SEQUENCE
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="run_cli saves .agent_config.json (and copies the spec) before Scheduler.run takes the "
+    "project lock, so a refused second instance still overwrites the running project's saved options",
+)
+def test_refused_second_instance_leaves_the_saved_options_alone(baseline: Run, tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    shutil.copytree(baseline.project, project, symlinks=True)
+    saved = (project / progress.CONFIG_FILE).read_text(encoding="utf-8")
+    lock = filelock.FileLock(str(project / progress.LOCK_FILE), timeout=0)
+    with lock:  # stands in for a running scheduler
+        proc = run(
+            offline_command(project, baseline.scenario, *MAIN_OPTIONS, "--max-fix-rounds", "1"),
+            product_env(tmp_path),
+            timeout=60,
+        )
+    assert proc.returncode != 0 and "another scheduler is already running" in proc.stdout, explain(proc)
+    assert (project / progress.CONFIG_FILE).read_text(encoding="utf-8") == saved
+
+
+# --- 6. faults ---------------------------------------------------------------------------
+
+
+def test_http_429_is_retried_by_the_cli(fault_run: Run) -> None:
+    project = fault_run.project
+    assert sequence(project)[:2] == [INIT, IMPL]
+    result = result_of(project, 2)
+    assert result["is_error"] is False and result["subtype"] == "success", result
+    assert result["api_error_status"] is None
+    transcript = [json.loads(line) for line in (session_dir(project, 2) / "transcript.jsonl").open()]
+    retries = [m for m in transcript if m.get("subtype") == "api_retry"]
+    assert len(retries) == 1 and retries[0]["data"]["error_status"] == 429, retries
+    assert "[IMPLEMENT] API retry: rate_limit" in fault_run.proc.stdout
+    assert re.search(r"--- Session 2 IMPLEMENT: verified", fault_run.proc.stdout)
+    assert all(not result_of(project, n)["is_error"] for n in range(1, len(sequence(project)) + 1))
+
+
+def test_invalid_json_fails_verification_restores_and_retries(fault_run: Run) -> None:
+    project = fault_run.project
+    assert sequence(project)[:4] == [INIT, IMPL, REVIEW, REVIEW]
+    lines = session_lines(fault_run.proc.stdout)
+    assert "Session 3 REVIEW: FAILED:" in lines[3] and "reviews.json is not valid JSON" in lines[3], lines[3]
+    assert "Session 4 REVIEW PASS: verified" in lines[4], lines[4]
+
+    failed = session_dir(project, 3)
+    # the agent's broken file was replaced by the pre-session copies (post == pre)
+    for name in progress.HANDOFF_FILES:
+        assert (failed / "post" / name).read_bytes() == (failed / "pre" / name).read_bytes(), name
+    # and the merge the failed REVIEW had made was undone: F001 is merged exactly once
+    assert "undo: `main` reset to" in fault_run.proc.stdout
+    merges = [subject for _, parents, subject in first_parent_history(project) if len(parents) == 2]
+    assert merges == ["Merge feature/F001", "Merge feature/F002"]
+    reviews = load_json(project / "reviews.json")["reviews"]
+    assert [(r["feature_id"], r["verdict"]) for r in reviews] == [("F001", "PASS"), ("F002", "PASS")]
+    assert [e["session_id"] for e in progress_entries(project) if e["agent_type"] == REVIEW][0] == 4
+    assert state_of(project)["next_session"] == "DONE"
+
+
+def test_commit_on_main_is_reset_and_the_role_retried(fault_run: Run) -> None:
+    project = fault_run.project
+    roles = sequence(project)
+    assert roles[4:6] == [IMPL, IMPL]
+    lines = session_lines(fault_run.proc.stdout)
+    assert "Session 5 IMPLEMENT: FAILED: IMPLEMENT changed `main`" in lines[5], lines[5]
+    # the stray commit is gone from main: only the scheduler's, the INITIALIZER's and merges remain
+    history = first_parent_history(project)
+    assert all(subject != "stray commit on main" for _, _, subject in history)
+    assert [len(parents) for _, parents, _ in history[2:]] == [2, 2]
+    assert "# stray" not in git(project, "show", "main:README.md")
+    assert state_of(project)["next_session"] == "DONE"
+    assert state_of(project)["passing"] == ["F001", "F002"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="verify.verify_session undoes a failed session by resetting `main` only; the commits the "
+    "failed IMPLEMENT made on feature/<ID> stay, so every retry finds its work already committed, "
+    "fails with 'no new commits', and the feature is charged a rejection",
+)
+def test_commit_on_main_retry_succeeds_at_once(fault_run: Run) -> None:
+    project = fault_run.project
+    lines = session_lines(fault_run.proc.stdout)
+    assert "Session 6 IMPLEMENT: verified" in lines[6], lines[6]
+    assert sequence(project) == [INIT, IMPL, REVIEW, REVIEW, IMPL, IMPL, REVIEW]
+    assert state_of(project)["rejections"] == {}
+    assert state_of(project)["stats"]["failed_sessions"] == 2
+
+
+# --- 7. any Anthropic-compatible endpoint -----------------------------------------------
+
+CUSTOM_MODELS = {
+    INIT: "custom-init-model",
+    IMPL: "custom-impl-model",
+    REVIEW: "custom-review-model",
+    FIX: "custom-fix-model",
+    ARCH: "custom-arch-model",
+}
+
+
+def test_any_endpoint_gets_the_per_role_models_and_the_token(tmp_path: Path) -> None:
+    scenario = Scenario.from_json({"features": 2, "reviews": {"F001": ["REQUEST_CHANGES", "PASS"]}})
+    project = tmp_path / "app"
+    token = "some-token"
+    with ScriptedModelServer(RobotBrain(scenario), log_path=tmp_path / "requests.jsonl") as server:
+        env = hermetic_env(server.base_url, tmp_path / "cli-home", auth_token=token)
+        env["API_TIMEOUT_MS"] = "20000"
+        env["AGENT_GENERATIONS_DIR"] = str(tmp_path / "generations")
+        cmd = command(
+            project,
+            "--architecture-interval", "1",
+            "--test-command", "bash init.sh",
+            "--initializer-model", CUSTOM_MODELS[INIT],
+            "--implement-model", CUSTOM_MODELS[IMPL],
+            "--review-model", CUSTOM_MODELS[REVIEW],
+            "--fix-model", CUSTOM_MODELS[FIX],
+            "--architecture-model", CUSTOM_MODELS[ARCH],
+        )  # fmt: skip
+        proc = run(cmd, env)
+        requests = server.requests
+    assert proc.returncode == 0, explain(proc)
+    assert "Offline demo" not in proc.stdout
+    assert sequence(project) == [INIT, IMPL, REVIEW, FIX, REVIEW, ARCH, IMPL, REVIEW]
+
+    main = [r for r in requests if r["path"].startswith("/v1/messages") and r["has_tools"]]
+    assert main and all(r["status"] == 200 for r in main)
+    models: dict[str, set[str]] = {}
+    for r in main:
+        models.setdefault(r["role"], set()).add(r["model"])
+    assert models == {role: {model} for role, model in CUSTOM_MODELS.items()}
+    # every session the log folders show reached this server, under its own session id
+    session_ids = {result_of(project, n)["session_id"] for n in range(1, 9)}
+    assert session_ids == {r["session_id"] for r in main}
+    # the token reached the server on every request, and no API key was sent instead
+    assert {r["auth"] for r in requests} == {f"bearer:{token}"}
+    assert state_of(project)["passing"] == ["F001", "F002"]
