@@ -26,6 +26,7 @@ from config import DEFAULT_MODELS, ROLES, AgentConfig, get_model_for_session
 from errors import EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, ConfigError, SchedulerError
 from prompts import EXAMPLE_SPEC, template_path
 from scheduler import RunReport, Scheduler
+from scripted_model.scenario import DEMO, Scenario
 from security import settings_for, validate_settings
 
 HERE = Path(__file__).resolve().parent
@@ -159,11 +160,11 @@ def real_runner(console: Console) -> tuple[SessionRunner, dict[str, str]]:
 
 
 @contextmanager
-def offline_runner(console: Console, scenario: Path | None) -> Iterator[RunnerFactory]:
+def offline_runner(console: Console, scenario: Scenario, log_path: Path) -> Iterator[RunnerFactory]:
     """Start the scripted model on loopback for the run and point the real CLI at it."""
     from scripted_model.offline import offline_environment
 
-    with offline_environment(scenario) as env:
+    with offline_environment(scenario=scenario, log_path=log_path) as env:
         console.print(f"Offline demo: scripted model at {env['ANTHROPIC_BASE_URL']} (no API key, no network)")
 
         def factory(c: Console) -> tuple[SessionRunner, dict[str, str]]:
@@ -285,6 +286,9 @@ def run_cli(
     runner_factory: RunnerFactory | None = None,
 ) -> int:
     project = resolve_project(project_dir)
+    if scenario is not None and not offline_demo:
+        raise ConfigError("--scenario only applies to --offline-demo; add --offline-demo or drop --scenario")
+    scenario_data = load_scenario(scenario) if offline_demo else None
     if spec is not None:
         read_spec(spec)
     if offline_demo and options.get("test_command") is None:
@@ -302,9 +306,19 @@ def run_cli(
     place_spec(project, spec, lambda line: console.print(line, markup=False))
     progress.save_config(project, config.to_json())
     if offline_demo:
-        with offline_runner(console, scenario) as factory:
+        log = project / progress.LOG_DIR / "scripted_model_requests.jsonl"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        assert scenario_data is not None
+        with offline_runner(console, scenario_data, log) as factory:
             return _run(console, project, config, factory, max_iterations)
     return _run(console, project, config, runner_factory or real_runner, max_iterations)
+
+
+def load_scenario(path: Path | None) -> Scenario:
+    try:
+        return Scenario.load(path) if path else DEMO
+    except ValueError as exc:
+        raise ConfigError(f"{exc}; see docs/scripted_model.md for the format") from None
 
 
 def _run(

@@ -124,8 +124,18 @@ def create_branch(repo: git.Repo, branch: str, at: str) -> None:
         repo.git.branch(branch, at)
 
 
+def abort_unfinished(repo: git.Repo) -> None:
+    """Abort a merge, rebase or cherry-pick an agent left half done."""
+    git_dir = Path(repo.git_dir)
+    for marker, command in (("MERGE_HEAD", ("merge", "--abort")), ("rebase-merge", ("rebase", "--abort")),
+                            ("rebase-apply", ("rebase", "--abort")), ("CHERRY_PICK_HEAD", ("cherry-pick", "--abort"))):
+        if (git_dir / marker).exists():
+            repo.git.execute(["git", *command])
+
+
 def stash_leftovers(repo: git.Repo, message: str) -> bool:
     """Stash uncommitted work (untracked files too) so nothing an agent left is lost."""
+    abort_unfinished(repo)
     if not repo.is_dirty(untracked_files=True):
         return False
     repo.git.stash("push", "--include-untracked", "-m", message)
