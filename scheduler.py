@@ -161,6 +161,10 @@ class Scheduler:
             moved / "pre",
         )
 
+    def _start_session(self, state: SessionState) -> None:
+        """Check that the hand-off files an agent is about to read are intact."""
+        progress.load_handoff(self.project)
+
     def _prepare_git(self, repo: git.Repo, state: SessionState) -> None:
         role, branch = state.next_session, state.current_branch
         if role is SessionType.FIX and branch and branch.startswith("arch/"):
@@ -179,6 +183,11 @@ class Scheduler:
         number = state.session_count + 1
         log_dir = log_dir_for(self.project, number, role)
         self._prepare_git(repo, state)
+        try:
+            self._start_session(state)
+        except StateError as exc:
+            raise StateError(f"{exc}. The newest good copies of the hand-off files are in "
+                             f"{progress.LOG_DIR}/session_*/post/; restore the file from there") from None
         progress.write_status(
             self.project,
             phase=role.value,

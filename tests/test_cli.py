@@ -156,3 +156,14 @@ def test_invalid_saved_config_is_a_clear_error(spec_file: Path) -> None:
 def test_bad_option_values_are_usage_errors() -> None:
     result = invoke("--project-dir", "app", "--architecture-interval", "0")
     assert result.exit_code == 2
+
+
+def test_a_corrupt_handoff_file_between_runs_is_named_with_where_to_restore_it(spec_file: Path) -> None:
+    invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "2")
+    features = resolve_project("app") / "feature_list.json"
+    features.write_text('{"features": [}')
+    result = invoke("--project-dir", "app")
+    assert result.exit_code == 1
+    last = result.output.strip().splitlines()[-1]
+    assert "feature_list.json is not valid JSON" in last and "session_*/post/" in last
+    assert features.read_text() == '{"features": [}'
