@@ -31,6 +31,7 @@ from security import settings_for, validate_settings
 
 HERE = Path(__file__).resolve().parent
 SPEC_NAME = "app_spec.txt"
+OFFLINE_DEFAULTS: dict[str, Any] = {"test_command": "bash init.sh", "feature_count": 6}
 RunnerFactory = Callable[[Console], tuple[SessionRunner, dict[str, str]]]
 
 
@@ -291,11 +292,9 @@ def run_cli(
     scenario_data = load_scenario(scenario) if offline_demo else None
     if spec is not None:
         read_spec(spec)
-    if offline_demo and options.get("test_command") is None:
-        options["test_command"] = "bash init.sh"
-    if offline_demo and options.get("feature_count") is None:
-        options["feature_count"] = 6
     saved = progress.load_config(project) if project.exists() else None
+    if offline_demo and saved is None:  # the demo's defaults, for a new project only
+        options = {**OFFLINE_DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
     config = merge_config(saved, dict(options))
     if dry:
         if project.exists() and spec is not None and (project / SPEC_NAME).exists():

@@ -161,7 +161,7 @@ class Scheduler:
             moved / "pre",
         )
 
-    def _start_session(self, state: SessionState) -> None:
+    def _check_handoff(self, state: SessionState) -> None:
         """Check that the hand-off files an agent is about to read are intact."""
         progress.load_handoff(self.project)
 
@@ -184,7 +184,7 @@ class Scheduler:
         log_dir = log_dir_for(self.project, number, role)
         self._prepare_git(repo, state)
         try:
-            self._start_session(state)
+            self._check_handoff(state)
         except StateError as exc:
             raise StateError(f"{exc}. The newest good copies of the hand-off files are in "
                              f"{progress.LOG_DIR}/session_*/post/; restore the file from there") from None
