@@ -302,15 +302,16 @@ def run_cli(
         dry_run(console, project, config)
         return EXIT_DONE
     make_project_dir(project)
-    place_spec(project, spec, lambda line: console.print(line, markup=False))
-    progress.save_config(project, config.to_json())
-    if offline_demo:
-        log = project / progress.LOG_DIR / "scripted_model_requests.jsonl"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        assert scenario_data is not None
-        with offline_runner(console, scenario_data, log) as factory:
-            return _run(console, project, config, factory, max_iterations)
-    return _run(console, project, config, runner_factory or real_runner, max_iterations)
+    with progress.project_lock(project):  # nothing is written before the lock is held
+        place_spec(project, spec, lambda line: console.print(line, markup=False))
+        progress.save_config(project, config.to_json())
+        if offline_demo:
+            log = project / progress.LOG_DIR / "scripted_model_requests.jsonl"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            assert scenario_data is not None
+            with offline_runner(console, scenario_data, log) as factory:
+                return _run(console, project, config, factory, max_iterations)
+        return _run(console, project, config, runner_factory or real_runner, max_iterations)
 
 
 def load_scenario(path: Path | None) -> Scenario:
@@ -326,7 +327,12 @@ def _run(
     runner, env = factory(console)
     console.print(f"Project: {project}")
     scheduler = Scheduler(
-        project, config, runner, env=env, echo=lambda line: console.print(line, markup=False, highlight=False)
+        project,
+        config,
+        runner,
+        env=env,
+        take_lock=False,
+        echo=lambda line: console.print(line, markup=False, highlight=False),
     )
     report = scheduler.run(max_iterations)
     print_summary(console, report)

@@ -111,6 +111,11 @@ def set_branch(repo: git.Repo, branch: str, sha: str) -> None:
         repo.git.branch("-f", branch, sha)
 
 
+def keep_ref(repo: git.Repo, name: str, sha: str) -> None:
+    """Keep a commit reachable under refs/scheduler/<name> (undone or rejected work)."""
+    repo.git.update_ref(f"refs/scheduler/{name}", sha)
+
+
 def delete_branch(repo: git.Repo, branch: str) -> None:
     if head(repo, branch) is None:
         return
@@ -127,8 +132,12 @@ def create_branch(repo: git.Repo, branch: str, at: str) -> None:
 def abort_unfinished(repo: git.Repo) -> None:
     """Abort a merge, rebase or cherry-pick an agent left half done."""
     git_dir = Path(repo.git_dir)
-    for marker, command in (("MERGE_HEAD", ("merge", "--abort")), ("rebase-merge", ("rebase", "--abort")),
-                            ("rebase-apply", ("rebase", "--abort")), ("CHERRY_PICK_HEAD", ("cherry-pick", "--abort"))):
+    for marker, command in (
+        ("MERGE_HEAD", ("merge", "--abort")),
+        ("rebase-merge", ("rebase", "--abort")),
+        ("rebase-apply", ("rebase", "--abort")),
+        ("CHERRY_PICK_HEAD", ("cherry-pick", "--abort")),
+    ):
         if (git_dir / marker).exists():
             repo.git.execute(["git", *command])
 

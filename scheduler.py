@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -71,12 +72,14 @@ class Scheduler:
         *,
         echo: Callable[[str], None] = print,
         env: dict[str, str] | None = None,
+        take_lock: bool = True,
     ) -> None:
         self.project = project
         self.config = config
         self.runner = runner
         self.echo = echo
         self.env = env or {}
+        self.take_lock = take_lock
 
     # -- state -----------------------------------------------------------------
     def load(self) -> tuple[SessionState, Stats, dict[str, Any] | None]:
@@ -100,7 +103,8 @@ class Scheduler:
 
     # -- the loop ----------------------------------------------------------------
     def run(self, max_iterations: int | None = None) -> RunReport:
-        with progress.project_lock(self.project):
+        """Run sessions until done or a limit; takes the project lock unless the caller holds it."""
+        with progress.project_lock(self.project) if self.take_lock else contextlib.nullcontext():
             repo = gitops.open_repo(self.project)
             progress.ensure_handoff_files(self.project, self.project.name)
             state, stats, interrupted = self.load()
@@ -186,8 +190,10 @@ class Scheduler:
         try:
             self._check_handoff(state)
         except StateError as exc:
-            raise StateError(f"{exc}. The newest good copies of the hand-off files are in "
-                             f"{progress.LOG_DIR}/session_*/post/; restore the file from there") from None
+            raise StateError(
+                f"{exc}. The newest good copies of the hand-off files are in "
+                f"{progress.LOG_DIR}/session_*/post/; restore the file from there"
+            ) from None
         progress.write_status(
             self.project,
             phase=role.value,
@@ -237,8 +243,11 @@ class Scheduler:
         if old_branch and dropped:
             tip, main = gitops.head(repo, old_branch), gitops.head(repo, gitops.MAIN)
             if tip and main and not gitops.is_ancestor(repo, tip, main):
+                gitops.keep_ref(repo, f"rejected/session-{new.session_count}/{old_branch}", tip)
                 gitops.delete_branch(repo, old_branch)
-                self.echo(f"  branch {old_branch} deleted (rejected; its tip was {tip[:10]})")
+                self.echo(
+                    f"  branch {old_branch} deleted (rejected; its tip {tip[:10]} is kept under refs/scheduler/rejected/)"
+                )
         if new.blocked - state.blocked:
             self.echo(f"  blocked: {', '.join(sorted(new.blocked - state.blocked))}")
         self.save(new, stats)

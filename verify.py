@@ -64,11 +64,35 @@ def verify_session(
             raise Rejected("; ".join(problems))
         return _CHECKS[role](project, repo, state, pre, after, config, echo)
     except Rejected as exc:
-        restore(project, pre.copies)
-        if gitops.head(repo, gitops.MAIN) != pre.main:
-            gitops.set_branch(repo, gitops.MAIN, pre.main)
-            echo(f"  undo: `main` reset to {pre.main[:10]}")
+        undo(project, repo, state, pre, echo)
         return Outcome(session_type=role, ok=False, reason=str(exc))
+
+
+def undo(
+    project: Path, repo: git.Repo, state: SessionState, pre: PreSession, echo: Callable[[str], None]
+) -> None:
+    """Put the hand-off files, `main` and the work branch back as they were before the session.
+
+    Whatever the session committed stays reachable under refs/scheduler/undone/ (nothing lost).
+    """
+    restore(project, pre.copies)
+    label = f"session-{state.session_count + 1}"
+    main = gitops.head(repo, gitops.MAIN)
+    if main is not None and main != pre.main:
+        gitops.keep_ref(repo, f"undone/{label}/main", main)
+        gitops.set_branch(repo, gitops.MAIN, pre.main)
+        echo(f"  undo: `main` reset to {pre.main[:10]}")
+    branch = state.current_branch
+    tip = gitops.head(repo, branch) if branch else None
+    if branch is None or tip is None or tip == pre.branch_tip:
+        return
+    gitops.keep_ref(repo, f"undone/{label}/{branch}", tip)
+    if pre.branch_tip is None:
+        gitops.delete_branch(repo, branch)
+        echo(f"  undo: {branch} removed (its commits are kept in refs/scheduler/undone/{label})")
+    else:
+        gitops.set_branch(repo, branch, pre.branch_tip)
+        echo(f"  undo: {branch} reset to {pre.branch_tip[:10]}")
 
 
 def _main_untouched(repo: git.Repo, pre: PreSession, role: SessionType) -> None:

@@ -28,7 +28,6 @@ import signal
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -464,9 +463,38 @@ def killable() -> Iterator[list[subprocess.Popen[str]]]:
             proc.wait(timeout=30)
 
 
+def transcript_has(folder: Path, text: str) -> bool:
+    transcript = folder / "transcript.jsonl"
+    return transcript.exists() and text in transcript.read_text(encoding="utf-8")
+
+
+def main_subject(project: Path) -> str:
+    proc = subprocess.run(
+        ["git", "log", "-1", "--format=%s", "main"], cwd=project, capture_output=True, text=True, check=False
+    )
+    return proc.stdout.strip()
+
+
+KILL_POINTS = {
+    # IMPLEMENT F002, right after it created its branch and before it committed
+    "implement": (4, IMPL, lambda folder, project: transcript_has(folder, "git checkout -q -b feature/F002")),
+    # REVIEW F002 (PASS), after its merge reached main but before it set `passes`
+    "review-after-merge": (
+        7,
+        REVIEW,
+        lambda folder, project: (
+            transcript_has(folder, "git merge -q --no-ff feature/F002")
+            and main_subject(project) == "Merge feature/F002"
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("kill_point", list(KILL_POINTS))
 def test_kill_and_resume_matches_an_uninterrupted_run(
-    baseline: Run, tmp_path: Path, killable: list[subprocess.Popen[str]]
+    kill_point: str, baseline: Run, tmp_path: Path, killable: list[subprocess.Popen[str]]
 ) -> None:
+    number, role, reached = KILL_POINTS[kill_point]
     project = tmp_path / "app"
     env = product_env(tmp_path)
     cmd = offline_command(project, baseline.scenario, *MAIN_OPTIONS)
@@ -478,33 +506,18 @@ def test_kill_and_resume_matches_an_uninterrupted_run(
 
     # A second instance on the same project, while the first holds the lock: refused at once.
     wait_for(lambda: (log_root(project) / "session_0001_INITIALIZER").is_dir(), first, "session 1")
-    second: dict[str, Any] = {}
+    started = time.monotonic()
+    second = run(cmd, env, timeout=60)
+    elapsed = time.monotonic() - started
+    assert first.poll() is None, "the first scheduler ended before the second instance was refused"
+    assert second.returncode != 0, explain(second)
+    assert "another scheduler is already running" in second.stdout + second.stderr, explain(second)
+    assert elapsed < 20
+    assert "=== Session" not in second.stdout  # it ran nothing
 
-    def run_second() -> None:
-        started = time.monotonic()
-        second["proc"] = run(cmd, env, timeout=60)
-        second["elapsed"] = time.monotonic() - started
-
-    thread = threading.Thread(target=run_second)
-    thread.start()
-    thread.join(timeout=90)
-    assert not thread.is_alive()
-    proc2: subprocess.CompletedProcess[str] = second["proc"]
-    assert proc2.returncode != 0, explain(proc2)
-    assert "another scheduler is already running" in proc2.stdout + proc2.stderr, explain(proc2)
-    assert second["elapsed"] < 20
-    assert "=== Session" not in proc2.stdout  # it ran nothing
-
-    # SIGKILL the whole process group in the middle of session 4 (IMPLEMENT F002).
-    s4 = log_root(project) / "session_0004_IMPLEMENT"
-
-    def mid_session() -> bool:
-        transcript = s4 / "transcript.jsonl"
-        return transcript.exists() and "git checkout -q -b feature/F002" in transcript.read_text(
-            encoding="utf-8"
-        )
-
-    wait_for(mid_session, first, "the middle of session 4")
+    # SIGKILL the whole process group in the middle of the chosen session.
+    folder = log_root(project) / f"session_{number:04d}_{role}"
+    wait_for(lambda: reached(folder, project), first, f"the middle of session {number}")
     os.killpg(first.pid, signal.SIGKILL)
     first.wait(timeout=30)
     out.close()
@@ -512,27 +525,26 @@ def test_kill_and_resume_matches_an_uninterrupted_run(
     while group_alive(first.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not group_alive(first.pid), "a process of the killed scheduler survived"
-    assert not (s4 / "result.json").exists(), "session 4 had already finished: the kill came too late"
-    assert state_of(project)["in_progress"]["number"] == 4
+    assert not (folder / "result.json").exists(), f"session {number} had already finished: the kill came late"
+    assert state_of(project)["in_progress"]["number"] == number
 
     # The same command again runs to completion.
     resumed = run(cmd, env)
     assert resumed.returncode == 0, explain(resumed)
-    assert "Resuming: session 4 (IMPLEMENT) was interrupted" in resumed.stdout
+    assert f"Resuming: session {number} ({role}) was interrupted" in resumed.stdout
     (interrupted,) = session_dirs(project, interrupted=True)
-    assert interrupted.name.startswith("session_0004_IMPLEMENT.interrupted-")
+    assert interrupted.name.startswith(f"{folder.name}.interrupted-")
     assert state_of(project)["stats"]["interrupted_sessions"] == 1
     assert state_of(project)["stats"]["failed_sessions"] == 0
 
     assert final_summary(project) == final_summary(baseline.project)
     assert sequence(project) == MAIN_SEQUENCE
+    merges = [subject for _, parents, subject in first_parent_history(project) if len(parents) == 2]
+    assert merges == [
+        subject for _, parents, subject in first_parent_history(baseline.project) if len(parents) == 2
+    ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run_cli saves .agent_config.json (and copies the spec) before Scheduler.run takes the "
-    "project lock, so a refused second instance still overwrites the running project's saved options",
-)
 def test_refused_second_instance_leaves_the_saved_options_alone(baseline: Run, tmp_path: Path) -> None:
     project = tmp_path / "app"
     shutil.copytree(baseline.project, project, symlinks=True)
@@ -582,7 +594,7 @@ def test_invalid_json_fails_verification_restores_and_retries(fault_run: Run) ->
     assert merges == ["Merge feature/F001", "Merge feature/F002"]
     reviews = load_json(project / "reviews.json")["reviews"]
     assert [(r["feature_id"], r["verdict"]) for r in reviews] == [("F001", "PASS"), ("F002", "PASS")]
-    assert [e["session_id"] for e in progress_entries(project) if e["agent_type"] == REVIEW][0] == 4
+    assert next(e["session_id"] for e in progress_entries(project) if e["agent_type"] == REVIEW) == 4
     assert state_of(project)["next_session"] == "DONE"
 
 
@@ -601,12 +613,6 @@ def test_commit_on_main_is_reset_and_the_role_retried(fault_run: Run) -> None:
     assert state_of(project)["passing"] == ["F001", "F002"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="verify.verify_session undoes a failed session by resetting `main` only; the commits the "
-    "failed IMPLEMENT made on feature/<ID> stay, so every retry finds its work already committed, "
-    "fails with 'no new commits', and the feature is charged a rejection",
-)
 def test_commit_on_main_retry_succeeds_at_once(fault_run: Run) -> None:
     project = fault_run.project
     lines = session_lines(fault_run.proc.stdout)
