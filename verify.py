@@ -1,8 +1,8 @@
 """After every session: check the agent's claims against schemas, invariants and git.
 
 The result is a verified `Outcome`; whatever a failed session left behind is undone
-(hand-off files restored from the pre-session copies, `main` reset to its
-pre-session commit) so the next session starts from a known state.
+(hand-off files restored from the pre-session copies, `main` and the work branch reset
+to their pre-session commits) so the retry starts from a known state.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def verify_session(
         problems = check_invariants(pre.handoff, after, role.value)
         if problems:
             raise Rejected("; ".join(problems))
-        return _CHECKS[role](project, repo, state, pre, after, config, echo)
+        return _CHECKS[role](Ran(project, repo, state, pre, after, config, echo))
     except Rejected as exc:
         undo(project, repo, state, pre, echo)
         return Outcome(session_type=role, ok=False, reason=str(exc))
@@ -95,187 +95,131 @@ def undo(
         echo(f"  undo: {branch} reset to {pre.branch_tip[:10]}")
 
 
-def _main_untouched(repo: git.Repo, pre: PreSession, role: SessionType) -> None:
-    if gitops.head(repo, gitops.MAIN) != pre.main:
-        raise Rejected(f"{role.value} changed `main`; only REVIEW may merge into it")
+@dataclass(frozen=True)
+class Ran:
+    """Everything a role's check needs about the session that just ran."""
+
+    project: Path
+    repo: git.Repo
+    state: SessionState
+    pre: PreSession
+    after: Handoff
+    config: AgentConfig
+    echo: Callable[[str], None]
+
+    def main_untouched(self) -> None:
+        if gitops.head(self.repo, gitops.MAIN) != self.pre.main:
+            raise Rejected(f"{self.state.next_session.value} changed `main`; only REVIEW may merge into it")
+
+    def new_commits_on_branch(self) -> None:
+        branch = self.state.current_branch
+        tip = gitops.head(self.repo, branch) if branch else None
+        if branch is None or tip is None:
+            raise Rejected(f"branch {branch} does not exist")
+        base = self.pre.branch_tip or self.pre.main
+        if tip == base or not gitops.is_ancestor(self.repo, base, tip):
+            raise Rejected(f"no new commits on {branch} since the session started")
+
+    def new_reviews(self, kind: str) -> list[dict[str, Any]]:
+        new = self.after.review_list()[len(self.pre.handoff.review_list()) :]
+        return [r for r in new if r["kind"] == kind]
+
+    def outcome(self, **values: Any) -> Outcome:
+        return Outcome(self.state.next_session, ok=True, passing=self.after.passing(), **values)
 
 
-def _new_commits_on(repo: git.Repo, branch: str | None, pre: PreSession) -> None:
-    if branch is None:
-        raise Rejected("no branch to work on")
-    tip = gitops.head(repo, branch)
-    if tip is None:
-        raise Rejected(f"branch {branch} does not exist")
-    base = pre.branch_tip or pre.main
-    if tip == base or not gitops.is_ancestor(repo, base, tip):
-        raise Rejected(f"no new commits on {branch} since the session started")
-
-
-def _new_entries(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return after[len(before) :]
-
-
-Check = Callable[
-    [Path, git.Repo, SessionState, PreSession, Handoff, AgentConfig, Callable[[str], None]], Outcome
-]
-
-
-def _initializer(
-    project: Path,
-    repo: git.Repo,
-    state: SessionState,
-    pre: PreSession,
-    after: Handoff,
-    config: AgentConfig,
-    echo: Callable[[str], None],
-) -> Outcome:
-    if after.feature_list is None:
+def _initializer(ran: Ran) -> Outcome:
+    if ran.after.feature_list is None:
         raise Rejected("no feature_list.json was written")
-    if after.passing():
+    if ran.after.passing():
         raise Rejected("the INITIALIZER marked features as passing")
-    main = gitops.head(repo, gitops.MAIN)
-    if main is None or main == pre.main:
+    if gitops.head(ran.repo, gitops.MAIN) == ran.pre.main:
         raise Rejected("nothing was committed on `main`")
-    ids = tuple(f["id"] for f in after.features())
-    return Outcome(SessionType.INITIALIZER, ok=True, feature_ids=ids, passing=frozenset())
+    return ran.outcome(feature_ids=tuple(f["id"] for f in ran.after.features()))
 
 
-def _implement(
-    project: Path,
-    repo: git.Repo,
-    state: SessionState,
-    pre: PreSession,
-    after: Handoff,
-    config: AgentConfig,
-    echo: Callable[[str], None],
-) -> Outcome:
-    _main_untouched(repo, pre, SessionType.IMPLEMENT)
-    _new_commits_on(repo, state.current_branch, pre)
-    return Outcome(SessionType.IMPLEMENT, ok=True, passing=after.passing())
+def _implement(ran: Ran) -> Outcome:
+    ran.main_untouched()
+    ran.new_commits_on_branch()
+    return ran.outcome()
 
 
-def _fix(
-    project: Path,
-    repo: git.Repo,
-    state: SessionState,
-    pre: PreSession,
-    after: Handoff,
-    config: AgentConfig,
-    echo: Callable[[str], None],
-) -> Outcome:
-    _main_untouched(repo, pre, SessionType.FIX)
-    _new_commits_on(repo, state.current_branch, pre)
-    fixes = _new_entries(pre.handoff.fix_list(), after.fix_list())
-    if not any(fix["review_id"] == state.open_review_id for fix in fixes):
-        raise Rejected(f"no fix entry for review {state.open_review_id} in reviews.json")
-    return Outcome(SessionType.FIX, ok=True, passing=after.passing())
+def _fix(ran: Ran) -> Outcome:
+    ran.main_untouched()
+    ran.new_commits_on_branch()
+    fixes = ran.after.fix_list()[len(ran.pre.handoff.fix_list()) :]
+    if not any(fix["review_id"] == ran.state.open_review_id for fix in fixes):
+        raise Rejected(f"no fix entry for review {ran.state.open_review_id} in reviews.json")
+    return ran.outcome()
 
 
-def _architecture(
-    project: Path,
-    repo: git.Repo,
-    state: SessionState,
-    pre: PreSession,
-    after: Handoff,
-    config: AgentConfig,
-    echo: Callable[[str], None],
-) -> Outcome:
-    _main_untouched(repo, pre, SessionType.ARCHITECTURE)
-    reviews = [
-        r for r in _new_entries(pre.handoff.review_list(), after.review_list()) if r["kind"] == "architecture"
-    ]
+def _architecture(ran: Ran) -> Outcome:
+    ran.main_untouched()
+    reviews = ran.new_reviews("architecture")
     if not reviews:
         raise Rejected("no architecture review was appended to reviews.json")
-    review = reviews[-1]
-    return Outcome(
-        SessionType.ARCHITECTURE,
-        ok=True,
-        verdict=review["verdict"],
-        review_id=review["review_id"],
-        passing=after.passing(),
-    )
+    return ran.outcome(verdict=reviews[-1]["verdict"], review_id=reviews[-1]["review_id"])
 
 
-def _review(
-    project: Path,
-    repo: git.Repo,
-    state: SessionState,
-    pre: PreSession,
-    after: Handoff,
-    config: AgentConfig,
-    echo: Callable[[str], None],
-) -> Outcome:
-    feature, branch = state.current_feature, state.current_branch
-    reviews = [
-        r
-        for r in _new_entries(pre.handoff.review_list(), after.review_list())
-        if r["kind"] == "feature" and r["feature_id"] == feature
-    ]
+def _review(ran: Ran) -> Outcome:
+    feature, branch = ran.state.current_feature, ran.state.current_branch
+    reviews = [r for r in ran.new_reviews("feature") if r["feature_id"] == feature]
     if not reviews:
         raise Rejected(f"no review of {feature or branch} was appended to reviews.json")
-    review = reviews[-1]
-    verdict, review_id = review["verdict"], review["review_id"]
-    changed = after.passing() ^ pre.handoff.passing()
+    verdict, review_id = reviews[-1]["verdict"], reviews[-1]["review_id"]
+    changed = ran.after.passing() ^ ran.pre.handoff.passing()
     if verdict != "PASS":
-        _main_untouched(repo, pre, SessionType.REVIEW)
+        ran.main_untouched()
         if changed:
             raise Rejected(f"`passes` changed although the verdict is {verdict}")
-        return Outcome(
-            SessionType.REVIEW, ok=True, verdict=verdict, review_id=review_id, passing=after.passing()
+        return ran.outcome(verdict=verdict, review_id=review_id)
+    if changed != ({feature} if feature else set()):
+        raise Rejected(
+            f"a PASS must set `passes` on {feature or 'no feature'} and nothing else "
+            f"(changed: {sorted(changed)})"
         )
-    if feature is not None and changed != {feature}:
-        raise Rejected(f"a PASS must set `passes` on {feature} and nothing else (changed: {sorted(changed)})")
-    if feature is None and changed:
-        raise Rejected("a PASS of an architecture branch must not change `passes`")
-    tip = gitops.head(repo, branch) if branch else None
-    main = gitops.head(repo, gitops.MAIN)
-    if tip is None or main is None or not gitops.is_ancestor(repo, tip, main):
+    tip = gitops.head(ran.repo, branch) if branch else None
+    main = gitops.head(ran.repo, gitops.MAIN)
+    if tip is None or main is None or not gitops.is_ancestor(ran.repo, tip, main):
         raise Rejected(f"verdict PASS but {branch} is not merged into `main`")
-    if not gitops.is_ancestor(repo, pre.main, main):
+    if not gitops.is_ancestor(ran.repo, ran.pre.main, main):
         raise Rejected("`main` was rewritten instead of merged into")
-    if config.test_command:
-        passed, output = gitops.run_tests_at(repo, main, config.test_command)
+    if ran.config.test_command:
+        passed, output = gitops.run_tests_at(ran.repo, main, ran.config.test_command)
         if not passed:
-            return _undo_failed_merge(project, repo, pre, after, review_id, feature, output, echo)
-        echo(f"  verified: `{config.test_command}` passes on main")
-    return Outcome(SessionType.REVIEW, ok=True, verdict="PASS", review_id=review_id, passing=after.passing())
+            return _undo_failed_merge(ran, main, review_id, output)
+        ran.echo(f"  verified: `{ran.config.test_command}` passes on main")
+    return ran.outcome(verdict="PASS", review_id=review_id)
 
 
-def _undo_failed_merge(
-    project: Path,
-    repo: git.Repo,
-    pre: PreSession,
-    after: Handoff,
-    review_id: int,
-    feature: str | None,
-    output: str,
-    echo: Callable[[str], None],
-) -> Outcome:
+def _undo_failed_merge(ran: Ran, merged: str, review_id: int, output: str) -> Outcome:
     """Tests fail on `main` after the merge: undo it and turn the PASS into REQUEST_CHANGES."""
-    gitops.set_branch(repo, gitops.MAIN, pre.main)
+    feature = ran.state.current_feature
+    gitops.keep_ref(ran.repo, f"undone/session-{ran.state.session_count + 1}/main", merged)
+    gitops.set_branch(ran.repo, gitops.MAIN, ran.pre.main)
     finding = f"tests failed on main after merging: {output.strip()[-500:]}"
-    reviews = dict(after.reviews or {})
+    reviews = dict(ran.after.reviews or {})
     reviews["reviews"] = [
         {**r, "verified_verdict": "REQUEST_CHANGES", "scheduler_findings": [finding]}
         if r["review_id"] == review_id
         else r
         for r in reviews["reviews"]
     ]
-    atomic_write_json(project / "reviews.json", reviews)
-    features = dict(after.feature_list or {})
+    atomic_write_json(ran.project / "reviews.json", reviews)
+    features = dict(ran.after.feature_list or {})
     features["features"] = [{**f, "passes": False} if f["id"] == feature else f for f in features["features"]]
-    atomic_write_json(project / "feature_list.json", features)
-    echo("  undo: merge reverted, tests fail on main; PASS counts as REQUEST_CHANGES")
+    atomic_write_json(ran.project / "feature_list.json", features)
+    ran.echo("  undo: merge reverted, tests fail on main; PASS counts as REQUEST_CHANGES")
     return Outcome(
         SessionType.REVIEW,
         ok=True,
         verdict="REQUEST_CHANGES",
         review_id=review_id,
-        passing=after.passing() - ({feature} if feature else set()),
+        passing=ran.after.passing() - {feature},
     )
 
 
-_CHECKS: dict[SessionType, Check] = {
+_CHECKS: dict[SessionType, Callable[[Ran], Outcome]] = {
     SessionType.INITIALIZER: _initializer,
     SessionType.IMPLEMENT: _implement,
     SessionType.REVIEW: _review,
