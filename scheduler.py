@@ -206,11 +206,7 @@ class Scheduler:
         else:
             progress.snapshot(self.project, log_dir / "pre")
             pre = dataclasses.replace(pre, copies=log_dir / "pre")
-        self.save(
-            state,
-            stats,
-            {"number": number, "log_dir": str(log_dir), "main": pre.main, "branch_tip": pre.branch_tip},
-        )
+        self.save(state, stats, self._in_progress(number, log_dir, pre))
         request = self.build_request(state, number, log_dir)
         self.echo(
             f"\n=== Session {number}: {role.value} ({request.model})"
@@ -224,6 +220,8 @@ class Scheduler:
             self.save(state, stats)
             raise NotLoggedIn(LOGIN_HELP)
         if result.rate_limit_resets_at is not None:
+            stats.cost_usd += result.cost_usd
+            self.save(state, stats, self._in_progress(number, log_dir, pre))
             return result, None  # in_progress stays set: the next run restores and reruns it
         outcome = verify_session(self.project, repo, state, pre, self.config, self.echo)
         progress.snapshot(self.project, log_dir / "post")
@@ -259,6 +257,11 @@ class Scheduler:
             features_completed=new.features_completed,
         )
         return new
+
+    @staticmethod
+    def _in_progress(number: int, log_dir: Path, pre: PreSession) -> dict[str, Any]:
+        """What a rerun of an interrupted session needs: where it started."""
+        return {"number": number, "log_dir": str(log_dir), "main": pre.main, "branch_tip": pre.branch_tip}
 
     def build_request(self, state: SessionState, number: int, log_dir: Path) -> SessionRequest:
         """Render the role's prompt and write its settings and CLAUDE.md."""

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from scripted_model.hermetic import sdk_env
+from scripted_model.hermetic import gateway_token, sdk_env
 from scripted_model.protocol import Fault, Reply, Turn
 from scripted_model.robot import Ctx, next_step
 from scripted_model.scenario import DEMO, Scenario
@@ -71,7 +71,9 @@ def offline_environment(
         tempfile.TemporaryDirectory(prefix="agent-offline-") as home,
         ScriptedModelServer(RobotBrain(chosen), log_path=log_path) as server,
     ):
-        env = sdk_env(server.base_url, Path(home), max_retries=max_retries)
+        # A gateway-style token rather than an API key: with it the CLI reads the usage-limit
+        # headers, so a scripted usage limit looks to the scheduler like a real one.
+        env = sdk_env(server.base_url, Path(home), max_retries=max_retries, auth_token=gateway_token())
         if api_timeout_ms is not None:
             env["API_TIMEOUT_MS"] = str(api_timeout_ms)
         yield env

@@ -669,3 +669,25 @@ def test_any_endpoint_gets_the_per_role_models_and_the_token(tmp_path: Path) -> 
     # the token reached the server on every request, and no API key was sent instead
     assert {r["auth"] for r in requests} == {f"bearer:{token}"}
     assert state_of(project)["passing"] == ["F001", "F002"]
+
+
+def test_a_usage_limit_stops_resumably_and_the_next_run_reruns_the_session(tmp_path: Path) -> None:
+    """A subscription usage limit: exit 3 with the reset time; the rerun finishes the project."""
+    env = product_env(tmp_path)
+    project = tmp_path / "limited"
+    limited = write_scenario(
+        tmp_path / "limited.json",
+        {"features": 1, "faults": [{"session": 2, "kind": "usage_limit", "reset_in_seconds": 600}]},
+    )
+    first = run(offline_command(project, limited), env)
+    assert first.returncode == 3, explain(first)
+    assert "usage limit reached; it resets at" in first.stdout
+    state = state_of(project)
+    assert state["in_progress"]["number"] == 2 and state["next_session"] == IMPL
+    assert not (log_root(project) / "session_0002_IMPLEMENT" / "post").exists()
+    after_reset = write_scenario(tmp_path / "after.json", {"features": 1})
+    second = run(offline_command(project, after_reset), env)
+    assert second.returncode == 0, explain(second)
+    assert "Resuming: session 2 (IMPLEMENT) was interrupted" in second.stdout
+    assert sequence(project) == [INIT, IMPL, REVIEW]
+    assert state_of(project)["passing"] == ["F001"]
