@@ -46,6 +46,8 @@ class SessionRequest:
     settings_path: Path
     max_turns: int
     log_dir: Path
+    max_budget_usd: float | None = None
+    """What is left of the project's budget: the CLI ends the session when it is spent."""
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment for the CLI, merged over the inherited one (empty in normal runs)."""
 
@@ -114,6 +116,7 @@ def build_options(request: SessionRequest, stderr: Callable[[str], None]) -> Cla
         setting_sources=[],
         permission_mode=PERMISSION_MODE,
         max_turns=request.max_turns,
+        max_budget_usd=request.max_budget_usd,
         env=dict(request.env),
         stderr=stderr,
         hooks={

@@ -224,6 +224,11 @@ def offline_runner(console: Console, scenario: Scenario, log_path: Path) -> Iter
     "--max-turns", type=click.IntRange(min=1), help="Turn limit of each Claude Code session (default 200)."
 )
 @click.option(
+    "--max-budget-usd",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Stop when the project has spent this much (USD, as Claude Code reports it); each session gets what is left.",
+)
+@click.option(
     "--test-command",
     help="The project's test command, run on main after every merge; a failing merge is undone.",
 )

@@ -64,6 +64,8 @@ class AgentConfig:
     """Consecutive failed (unverified) sessions of one role before the scheduler gives up on it."""
     max_turns: int = 200
     """Turn limit handed to each Claude Code session."""
+    max_budget_usd: float | None = None
+    """Spending limit of the whole project in USD, as the CLI reports cost (None: no limit)."""
     test_command: str | None = None
     """The project's own test command, run on `main` after every merge (None: not checked)."""
     models: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODELS))
@@ -76,6 +78,8 @@ class AgentConfig:
         for name in ("max_fix_rounds", "max_rejections"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.max_budget_usd is not None and self.max_budget_usd <= 0:
+            raise ValueError(f"max_budget_usd must be positive, got {self.max_budget_usd}")
         unknown = set(self.models) - set(DEFAULT_MODELS)
         if unknown:
             raise ValueError(f"unknown role(s) in models: {', '.join(sorted(unknown))}")

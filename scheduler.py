@@ -110,34 +110,40 @@ class Scheduler:
             state, stats, interrupted = self.load()
             count = 0
             while state.next_session not in TERMINAL:
-                if max_iterations is not None and count >= max_iterations:
-                    return RunReport(
-                        "limit",
-                        state,
-                        stats,
-                        f"stopped after {count} session(s) "
-                        "(--max-iterations); run the same command again to resume",
-                        count,
-                    )
+                limit = self._limit_before(count, max_iterations, stats)
+                if limit:
+                    return RunReport("limit", state, stats, limit, count)
                 pre = self._recover(repo, state, stats, interrupted) if interrupted else None
                 interrupted = None
                 result, outcome = self._one_session(repo, state, stats, pre)
                 count += 1
-                if result.rate_limit_resets_at is not None:
-                    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(result.rate_limit_resets_at))
-                    return RunReport(
-                        "limit",
-                        state,
-                        stats,
-                        f"usage limit reached; it resets at {when}. "
-                        "Run the same command again then to resume",
-                        count,
-                    )
-                assert outcome is not None
+                if outcome is None:  # cut short by a limit: the next run reruns this session
+                    return RunReport("limit", state, stats, self._cut_short(result), count)
                 state = self._after(repo, state, stats, outcome)
             if state.next_session is SessionType.HALTED:
                 return RunReport("halted", state, stats, state.halt_reason, count)
             return RunReport("done", state, stats, "every feature passes or is blocked", count)
+
+    def _limit_before(self, count: int, max_iterations: int | None, stats: Stats) -> str | None:
+        """Why no further session may start in this run, if a limit says so."""
+        if max_iterations is not None and count >= max_iterations:
+            return (
+                f"stopped after {count} session(s) (--max-iterations); run the same command again to resume"
+            )
+        budget = self.config.max_budget_usd
+        if budget is not None and stats.cost_usd >= budget:
+            return f"the budget of ${budget:.2f} is spent (${stats.cost_usd:.2f}); raise --max-budget-usd to go on"
+        return None
+
+    @staticmethod
+    def _cut_short(result: SessionResult) -> str:
+        if result.rate_limit_resets_at is not None:
+            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(result.rate_limit_resets_at))
+            return f"usage limit reached; it resets at {when}. Run the same command again then to resume"
+        return (
+            f"the budget ran out during the session (${result.cost_usd:.2f} spent in it); "
+            "raise --max-budget-usd and run the same command again to resume"
+        )
 
     def _recover(
         self, repo: git.Repo, state: SessionState, stats: Stats, interrupted: dict[str, Any]
@@ -207,7 +213,7 @@ class Scheduler:
             progress.snapshot(self.project, log_dir / "pre")
             pre = dataclasses.replace(pre, copies=log_dir / "pre")
         self.save(state, stats, self._in_progress(number, log_dir, pre))
-        request = self.build_request(state, number, log_dir)
+        request = self.build_request(state, number, log_dir, spent=stats.cost_usd)
         self.echo(
             f"\n=== Session {number}: {role.value} ({request.model})"
             + (f" · {state.current_branch}" if state.current_branch else "")
@@ -219,7 +225,7 @@ class Scheduler:
             progress.restore(self.project, pre.copies)
             self.save(state, stats)
             raise NotLoggedIn(LOGIN_HELP)
-        if result.rate_limit_resets_at is not None:
+        if result.rate_limit_resets_at is not None or result.subtype == "error_max_budget_usd":
             stats.cost_usd += result.cost_usd
             self.save(state, stats, self._in_progress(number, log_dir, pre))
             return result, None  # in_progress stays set: the next run restores and reruns it
@@ -263,7 +269,9 @@ class Scheduler:
         """What a rerun of an interrupted session needs: where it started."""
         return {"number": number, "log_dir": str(log_dir), "main": pre.main, "branch_tip": pre.branch_tip}
 
-    def build_request(self, state: SessionState, number: int, log_dir: Path) -> SessionRequest:
+    def build_request(
+        self, state: SessionState, number: int, log_dir: Path, spent: float = 0.0
+    ) -> SessionRequest:
         """Render the role's prompt and write its settings and CLAUDE.md."""
         role = state.next_session
         settings, scope = write_role_files(
@@ -282,6 +290,7 @@ class Scheduler:
             cwd=self.project,
             settings_path=settings,
             max_turns=self.config.max_turns,
+            max_budget_usd=None if self.config.max_budget_usd is None else self.config.max_budget_usd - spent,
             log_dir=log_dir,
             env=dict(self.env),
         )

@@ -33,7 +33,10 @@ def run_cli(project: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
         [sys.executable, "autonomous_agent_demo.py", "--project-dir", str(project), "--offline-demo"],
-        cwd=ROOT, check=True, capture_output=True, env={**os.environ},
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        env={**os.environ},
     )
     return time.perf_counter() - started
 
@@ -60,8 +63,10 @@ def main() -> None:
         by_role: dict[str, list[int]] = defaultdict(list)
         for entry in requests:
             by_role[entry["role"] or "?"].append(entry["body_bytes"])
-        print(f"offline demo (real CLI):  {cli_s:7.1f} s  {sessions} sessions  "
-              f"{cli_s / sessions:5.2f} s/session  {len(state['passing'])}/{len(state['features'])} passing")
+        print(
+            f"offline demo (real CLI):  {cli_s:7.1f} s  {sessions} sessions  "
+            f"{cli_s / sessions:5.2f} s/session  {len(state['passing'])}/{len(state['features'])} passing"
+        )
         print(f"in-process robot:         {local_s:7.1f} s  {local_s / sessions:5.2f} s/session")
         print(f"ratio real CLI / in-process: {cli_s / local_s:5.1f}x")
         print(f"model requests: {len(requests)} ({len(requests) / sessions:.1f} per session)")

@@ -691,3 +691,24 @@ def test_a_usage_limit_stops_resumably_and_the_next_run_reruns_the_session(tmp_p
     assert "Resuming: session 2 (IMPLEMENT) was interrupted" in second.stdout
     assert sequence(project) == [INIT, IMPL, REVIEW]
     assert state_of(project)["passing"] == ["F001"]
+
+
+def test_a_budget_cut_session_is_rerun_once_the_budget_is_raised(tmp_path: Path) -> None:
+    """The CLI ends a session whose share of the budget is spent; raising it resumes the run."""
+    env = product_env(tmp_path)
+    project = tmp_path / "budget"
+    scenario = write_scenario(tmp_path / "one.json", {"features": 1})
+    first = run(offline_command(project, scenario, "--max-budget-usd", "0.5"), env)
+    assert first.returncode == 3, explain(first)
+    assert "budget" in first.stdout
+    cut = [
+        json.loads((d / "result.json").read_text())
+        for d in log_root(project).iterdir()
+        if (d / "result.json").exists() and "error_max_budget_usd" in (d / "result.json").read_text()
+    ]
+    assert cut and cut[0]["terminal_reason"] == "budget_exhausted"
+    assert state_of(project)["stats"]["failed_sessions"] == 0
+    second = run(offline_command(project, scenario, "--max-budget-usd", "50"), env)
+    assert second.returncode == 0, explain(second)
+    assert sequence(project) == [INIT, IMPL, REVIEW]
+    assert json.loads((project / progress.CONFIG_FILE).read_text())["max_budget_usd"] == 50

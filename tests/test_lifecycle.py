@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -198,3 +199,18 @@ def test_initializer_that_keeps_failing_halts_and_is_retried_on_the_next_run(tmp
     assert report.status == "halted" and "no feature_list.json was written" in report.message
     report, _, _ = run(project, {"features": 1})
     assert report.status == "done"
+
+
+def test_the_budget_stops_the_run_and_each_session_gets_what_is_left(tmp_path: Path) -> None:
+    class Priced(InProcessRobotRunner):
+        def run(self, request: SessionRequest) -> SessionResult:
+            return dataclasses.replace(super().run(request), cost_usd=1.0)
+
+    project = new_project(tmp_path)
+    runner = Priced(Scenario.from_json(LIFECYCLE))
+    config = dataclasses.replace(CFG, max_budget_usd=2.5)
+    report = Scheduler(project, config, runner, echo=lambda _: None).run()
+    assert report.status == "limit" and "budget of $2.50 is spent" in report.message
+    assert [r.max_budget_usd for r in runner.requests] == [2.5, 1.5, 0.5]
+    raised = dataclasses.replace(CFG, max_budget_usd=100.0)
+    assert Scheduler(project, raised, runner, echo=lambda _: None).run().status == "done"
