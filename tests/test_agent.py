@@ -26,16 +26,16 @@ from security import write_role_files
 def request(tmp_path: Path, env: dict[str, str] | None = None) -> SessionRequest:
     settings, _ = write_role_files(tmp_path, SessionType.REVIEW, feature="F001", branch="feature/F001")
     return SessionRequest(
-        SessionType.REVIEW,
-        3,
-        "opus",
-        "ROLE TEXT",
-        "Session 3.",
-        tmp_path,
-        settings,
-        7,
-        tmp_path / "log",
-        env or {"X": "1"},
+        session_type=SessionType.REVIEW,
+        session_number=3,
+        model="opus",
+        system_append="ROLE TEXT",
+        prompt="Session 3.",
+        cwd=tmp_path,
+        settings_path=settings,
+        max_turns=7,
+        log_dir=tmp_path / "log",
+        env=env or {"X": "1"},
     )
 
 
