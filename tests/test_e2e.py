@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -712,3 +713,23 @@ def test_a_budget_cut_session_is_rerun_once_the_budget_is_raised(tmp_path: Path)
     assert second.returncode == 0, explain(second)
     assert sequence(project) == [INIT, IMPL, REVIEW]
     assert json.loads((project / progress.CONFIG_FILE).read_text())["max_budget_usd"] == 50
+
+
+def _can_unshare_network() -> bool:
+    if not shutil.which("unshare") or os.geteuid() != 0:
+        return False
+    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _can_unshare_network(), reason="needs root and unshare -n")
+def test_the_offline_demo_runs_in_a_namespace_with_nothing_but_loopback(tmp_path: Path) -> None:
+    """A second guard: with no network device but `lo`, the whole lifecycle still completes."""
+    project = tmp_path / "isolated"
+    scenario = write_scenario(tmp_path / "one.json", {"features": 1})
+    inner = shlex.join(offline_command(project, scenario))
+    proc = run(
+        ["unshare", "-n", "bash", "-c", f"ip link set lo up 2>/dev/null; exec {inner}"], product_env(tmp_path)
+    )
+    assert proc.returncode == 0, explain(proc)
+    assert "1/1 features passing, 3 sessions" in proc.stdout
