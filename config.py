@@ -243,19 +243,26 @@ def get_next_session_type(state: SessionState, outcome: Outcome | None, config: 
     return _after_rejection(after, config)  # REJECT, or REQUEST_CHANGES with no rounds left
 
 
-def _after_rejection(state: SessionState, config: AgentConfig) -> SessionType:
-    blocked = set(state.blocked)
+def _with_rejection(state: SessionState, config: AgentConfig) -> SessionState:
+    """Count a rejection of the current feature; block it once it has too many."""
     feature = state.current_feature
-    if feature is not None and state.rejection_count(feature) + 1 > config.max_rejections:
-        blocked.add(feature)
-    settled = dataclasses.replace(state, blocked=frozenset(blocked))
-    return SessionType.DONE if all_settled(settled) else SessionType.IMPLEMENT
+    if feature is None:  # an arch/ branch: nothing to count
+        return state
+    rejections = state.with_rejection(feature)
+    over = dict(rejections)[feature] > config.max_rejections
+    return dataclasses.replace(
+        state, rejections=rejections, blocked=state.blocked | ({feature} if over else set())
+    )
+
+
+def _after_rejection(state: SessionState, config: AgentConfig) -> SessionType:
+    return SessionType.DONE if all_settled(_with_rejection(state, config)) else SessionType.IMPLEMENT
 
 
 def advance(state: SessionState, outcome: Outcome | None, config: AgentConfig) -> SessionState:
     """The state for the next session: the next type plus every counter it implies."""
     if outcome is None:
-        return _enter(state, get_next_session_type(state, outcome, config), config)
+        return _enter(state, get_next_session_type(state, outcome, config))
     nxt = get_next_session_type(state, outcome, config)
     current = outcome.session_type
     new = dataclasses.replace(state, session_count=state.session_count + 1)
@@ -275,13 +282,8 @@ def advance(state: SessionState, outcome: Outcome | None, config: AgentConfig) -
     rejected = (not outcome.ok and current in (SessionType.IMPLEMENT, SessionType.REVIEW)) or (
         current is SessionType.REVIEW and outcome.verdict != "PASS" and nxt is not SessionType.FIX
     )
-    if rejected and state.current_feature is not None:
-        feature = state.current_feature
-        rejections = state.with_rejection(feature)
-        blocked = set(new.blocked)
-        if dict(rejections)[feature] > config.max_rejections:
-            blocked.add(feature)
-        new = dataclasses.replace(new, rejections=rejections, blocked=frozenset(blocked))
+    if rejected:
+        new = _with_rejection(new, config)
     if current is SessionType.REVIEW and outcome.ok and outcome.verdict == "PASS" and state.current_feature:
         new = dataclasses.replace(new, features_completed=state.features_completed + 1)
     if current is SessionType.ARCHITECTURE:
@@ -299,10 +301,10 @@ def advance(state: SessionState, outcome: Outcome | None, config: AgentConfig) -
         )
     elif nxt is SessionType.FIX:
         new = dataclasses.replace(new, open_review_id=outcome.review_id)
-    return _enter(new, nxt, config)
+    return _enter(new, nxt)
 
 
-def _enter(state: SessionState, nxt: SessionType, config: AgentConfig) -> SessionState:
+def _enter(state: SessionState, nxt: SessionType) -> SessionState:
     """Set the work item for the session about to run."""
     if nxt is SessionType.IMPLEMENT:
         feature = next_feature(state)
