@@ -22,9 +22,9 @@ from rich.table import Table
 
 import progress
 from agent import ClaudeSessionRunner, SessionRunner
-from config import DEFAULT_MODELS, ROLES, AgentConfig, get_model_for_session
+from config import DEFAULT_MODELS, ROLES, AgentConfig, SessionState, advance, get_model_for_session
 from errors import EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, ConfigError, SchedulerError
-from prompts import EXAMPLE_SPEC, template_path
+from prompts import EXAMPLE_SPEC, render, role_variables, template_path
 from scheduler import RunReport, Scheduler
 from scripted_model.scenario import DEMO, Scenario
 from security import settings_for, validate_settings
@@ -123,8 +123,6 @@ def print_summary(console: Console, report: RunReport) -> None:
 
 def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     """Show what the next session would be; start nothing, change nothing in the project."""
-    from config import SessionState, advance
-
     raw = progress.load_state(project) if project.exists() else None
     state = advance(SessionState(), None, config) if raw is None else SessionState.from_json(raw)
     role = state.next_session
@@ -136,24 +134,15 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     validate_settings(settings)
     settings_path = out / ".claude_settings.json"
     progress.atomic_write_json(settings_path, settings)
-    scheduler = Scheduler(project, config, runner=_NoRunner())
-    from prompts import render
-
     prompt_path = out / "prompt.md"
-    prompt_path.write_text(
-        render(role, scheduler.prompt_vars(state, state.session_count + 1)), encoding="utf-8"
-    )
+    variables = role_variables(project.name, config, state, state.session_count + 1)
+    prompt_path.write_text(render(role, variables), encoding="utf-8")
     console.print(f"Model: {get_model_for_session(role, config)}")
     console.print(f"Feature: {state.current_feature or '-'}  Branch: {state.current_branch or '-'}")
     console.print(f"Prompt template: {template_path(role)}")
     console.print(f"Rendered prompt: {prompt_path}")
     console.print(f"Settings: {settings_path}")
     console.print("Dry run: nothing was launched.")
-
-
-class _NoRunner:
-    def run(self, request: Any) -> Any:  # pragma: no cover - never called in a dry run
-        raise RuntimeError("dry run")
 
 
 def real_runner(console: Console) -> tuple[SessionRunner, dict[str, str]]:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from config import SessionType
+from config import AgentConfig, SessionState, SessionType
 from errors import PromptError
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
@@ -76,3 +76,23 @@ def kickoff(role: SessionType, session_id: int) -> str:
         f"Session {session_id}. {ROLE_LINE.format(role.value)[2:]}: follow your role "
         "instructions from the system prompt. Start by reading the files they name."
     )
+
+
+def role_variables(
+    project_name: str, config: AgentConfig, state: SessionState, number: int
+) -> dict[str, str | int | None]:
+    """The `{{VARS}}` of the session about to run in `state` (None where a role has no value)."""
+    arch = bool(state.current_branch and state.current_branch.startswith("arch/"))
+    return {
+        "PROJECT_NAME": project_name,
+        "SESSION_ID": number,
+        "FEATURE_COUNT": config.feature_count,
+        "FEATURES_COMPLETED": state.features_completed,
+        "CURRENT_FEATURE": state.current_feature or ("none (architecture fixes)" if arch else None),
+        "CURRENT_BRANCH": state.current_branch,
+        "REVIEW_ID": state.open_review_id,
+        "FIX_ROUND": state.fix_rounds,
+        "REVIEW_KIND": "feature",
+        "REVIEW_FEATURE_ID": "null" if arch else f'"{state.current_feature}"',
+        "TEST_COMMAND": config.test_command or "./init.sh",
+    }

@@ -18,7 +18,7 @@ import progress
 from agent import LOGIN_HELP, SessionRequest, SessionResult, SessionRunner
 from config import TERMINAL, AgentConfig, Outcome, SessionState, SessionType, advance, get_model_for_session
 from errors import NotLoggedIn, StateError
-from prompts import kickoff, render
+from prompts import kickoff, render, role_variables
 from security import write_role_files
 from verify import PreSession, capture, verify_session
 
@@ -285,7 +285,9 @@ class Scheduler:
             session_type=role,
             session_number=number,
             model=get_model_for_session(role, self.config),
-            system_append=render(role, self.prompt_vars(state, number)) + "\n\n" + scope,
+            system_append=render(role, role_variables(self.project.name, self.config, state, number))
+            + "\n\n"
+            + scope,
             prompt=kickoff(role, number),
             cwd=self.project,
             settings_path=settings,
@@ -294,19 +296,3 @@ class Scheduler:
             log_dir=log_dir,
             env=dict(self.env),
         )
-
-    def prompt_vars(self, state: SessionState, number: int) -> dict[str, str | int | None]:
-        arch = bool(state.current_branch and state.current_branch.startswith("arch/"))
-        return {
-            "PROJECT_NAME": self.project.name,
-            "SESSION_ID": number,
-            "FEATURE_COUNT": self.config.feature_count,
-            "FEATURES_COMPLETED": state.features_completed,
-            "CURRENT_FEATURE": state.current_feature or ("none (architecture fixes)" if arch else None),
-            "CURRENT_BRANCH": state.current_branch,
-            "REVIEW_ID": state.open_review_id,
-            "FIX_ROUND": state.fix_rounds,
-            "REVIEW_KIND": "feature",
-            "REVIEW_FEATURE_ID": "null" if arch else f'"{state.current_feature}"',
-            "TEST_COMMAND": self.config.test_command or "./init.sh",
-        }

@@ -9,8 +9,7 @@ import pytest
 
 from config import ROLES, AgentConfig, SessionState, SessionType
 from errors import PromptError
-from prompts import PROMPTS_DIR, TEMPLATES, render, substitute
-from scheduler import Scheduler
+from prompts import PROMPTS_DIR, TEMPLATES, render, role_variables, substitute
 
 STATES = {
     SessionType.INITIALIZER: SessionState(),
@@ -34,8 +33,7 @@ STATES = {
 
 @pytest.mark.parametrize("role", ROLES, ids=lambda r: r.value)
 def test_every_role_renders_with_nothing_left_unfilled(role: SessionType, tmp_path: Path) -> None:
-    scheduler = Scheduler(tmp_path, AgentConfig(), runner=None)  # type: ignore[arg-type]
-    text = render(role, scheduler.prompt_vars(STATES[role], 4))
+    text = render(role, role_variables("app", AgentConfig(), STATES[role], 4))
     assert text.splitlines()[0] == f"# YOUR ROLE - {role.value} AGENT"
     assert not re.search(r"\{\{\s*[A-Za-z_]", text)
     assert "feature_list.json" in text and "Session" not in text.splitlines()[0]
@@ -43,7 +41,7 @@ def test_every_role_renders_with_nothing_left_unfilled(role: SessionType, tmp_pa
 
 def test_fix_prompt_for_an_architecture_branch_renders(tmp_path: Path) -> None:
     state = SessionState(SessionType.FIX, ("F001",), current_branch="arch/7", open_review_id=7, fix_rounds=1)
-    text = render(SessionType.FIX, Scheduler(tmp_path, AgentConfig(), runner=None).prompt_vars(state, 9))  # type: ignore[arg-type]
+    text = render(SessionType.FIX, role_variables("app", AgentConfig(), state, 9))
     assert "arch/7" in text and "review **7**" in text
 
 
