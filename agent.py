@@ -46,6 +46,8 @@ class SessionRequest:
     settings_path: Path
     max_turns: int
     log_dir: Path
+    timeout_s: float | None = None
+    """Wall-clock limit of the session; the CLI is stopped when it is reached."""
     max_budget_usd: float | None = None
     """What is left of the project's budget: the CLI ends the session when it is spent."""
     env: dict[str, str] = field(default_factory=dict)
@@ -152,40 +154,53 @@ class ClaudeSessionRunner:
         request.log_dir.mkdir(parents=True, exist_ok=True)
         stderr_lines: list[str] = []
         values: dict[str, Any] = {}
-        tools = 0
+        counter = [0]
         started = time.monotonic()
         with (request.log_dir / "transcript.jsonl").open("w", encoding="utf-8") as transcript:
-            try:
-                async for message in query(
-                    prompt=request.prompt, options=build_options(request, stderr_lines.append)
-                ):
-                    transcript.write(json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n")
-                    if isinstance(message, AssistantMessage):
-                        for block in message.content:
-                            if isinstance(block, ToolUseBlock):
-                                tools += 1
-                                self._echo(f"  [{request.session_type.value}] {describe_tool_call(block)}")
-                    elif isinstance(message, RateLimitEvent) and message.rate_limit_info.status == "rejected":
-                        values["rate_limit_resets_at"] = message.rate_limit_info.resets_at or int(time.time())
-                    elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
-                        self._echo(
-                            f"  [{request.session_type.value}] API retry: {message.data.get('error', '')}"
+            with anyio.move_on_after(request.timeout_s) as deadline:
+                try:
+                    options = build_options(request, stderr_lines.append)
+                    async for message in query(prompt=request.prompt, options=options):
+                        transcript.write(
+                            json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n"
                         )
-                    elif isinstance(message, ResultMessage):
-                        values.update(_from_result(message))
-            except ProcessError as exc:
-                values.setdefault(
-                    "error", f"Claude Code exited with {exc.exit_code}: {_tail(stderr_lines) or exc}"
+                        self._observe(request, message, values, counter)
+                except ProcessError as exc:
+                    tail = _tail(stderr_lines) or str(exc)
+                    values.setdefault("error", f"Claude Code exited with {exc.exit_code}: {tail}")
+                except ClaudeSDKError as exc:
+                    values.setdefault("error", f"{type(exc).__name__}: {exc}")
+            if deadline.cancelled_caught:
+                values.update(
+                    error=f"the session ran out of its {request.timeout_s:.0f} s and was stopped",
+                    terminal_reason="session_timeout",
+                    is_error=True,
                 )
-            except ClaudeSDKError as exc:
-                values.setdefault("error", f"{type(exc).__name__}: {exc}")
+                self._echo(f"  [{request.session_type.value}] stopped: session timeout")
         (request.log_dir / "cli_stderr.log").write_text("\n".join(stderr_lines), encoding="utf-8")
         text = " ".join(
             [str(values.get("error") or ""), str(values.get("result_text") or ""), _tail(stderr_lines)]
         ).lower()
         values.pop("result_text", None)
         values["not_logged_in"] = any(hint in text for hint in NOT_LOGGED_IN_HINTS)
-        return SessionResult(tool_calls=tools, duration_s=time.monotonic() - started, **values)
+        return SessionResult(tool_calls=counter[0], duration_s=time.monotonic() - started, **values)
+
+    def _observe(
+        self, request: SessionRequest, message: Any, values: dict[str, Any], counter: list[int]
+    ) -> None:
+        """Print tool calls and retries; keep what the result record needs."""
+        role = request.session_type.value
+        if isinstance(message, AssistantMessage):
+            for block in message.content:
+                if isinstance(block, ToolUseBlock):
+                    counter[0] += 1
+                    self._echo(f"  [{role}] {describe_tool_call(block)}")
+        elif isinstance(message, RateLimitEvent) and message.rate_limit_info.status == "rejected":
+            values["rate_limit_resets_at"] = message.rate_limit_info.resets_at or int(time.time())
+        elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
+            self._echo(f"  [{role}] API retry: {message.data.get('error', '')}")
+        elif isinstance(message, ResultMessage):
+            values.update(_from_result(message))
 
 
 def _from_result(message: ResultMessage) -> dict[str, Any]:

@@ -213,6 +213,12 @@ def offline_runner(console: Console, scenario: Scenario, log_path: Path) -> Iter
     "--max-turns", type=click.IntRange(min=1), help="Turn limit of each Claude Code session (default 200)."
 )
 @click.option(
+    "--session-timeout",
+    "session_timeout_s",
+    type=click.IntRange(min=1),
+    help="Seconds one session may run before it is stopped and verified as it stands (default 3600).",
+)
+@click.option(
     "--max-budget-usd",
     type=click.FloatRange(min=0, min_open=True),
     help="Stop when the project has spent this much (USD, as Claude Code reports it); each session gets what is left.",

@@ -64,6 +64,8 @@ class AgentConfig:
     """Consecutive failed (unverified) sessions of one role before the scheduler gives up on it."""
     max_turns: int = 200
     """Turn limit handed to each Claude Code session."""
+    session_timeout_s: int = 3600
+    """Wall-clock limit of one session in seconds; a session that hangs is stopped and verified."""
     max_budget_usd: float | None = None
     """Spending limit of the whole project in USD, as the CLI reports cost (None: no limit)."""
     test_command: str | None = None
@@ -72,7 +74,13 @@ class AgentConfig:
     """Model name (CLI alias or full name) per role."""
 
     def __post_init__(self) -> None:
-        for name in ("architecture_interval", "feature_count", "max_attempts", "max_turns"):
+        for name in (
+            "architecture_interval",
+            "feature_count",
+            "max_attempts",
+            "max_turns",
+            "session_timeout_s",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("max_fix_rounds", "max_rejections"):

@@ -292,6 +292,7 @@ class Scheduler:
             cwd=self.project,
             settings_path=settings,
             max_turns=self.config.max_turns,
+            timeout_s=self.config.session_timeout_s,
             max_budget_usd=None if self.config.max_budget_usd is None else self.config.max_budget_usd - spent,
             log_dir=log_dir,
             env=dict(self.env),

@@ -160,6 +160,7 @@ AGENT_CONFIG: dict[str, Any] = {
         "max_rejections": _COUNT,
         "max_attempts": _POSITIVE,
         "max_turns": _POSITIVE,
+        "session_timeout_s": _POSITIVE,
         "max_budget_usd": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "test_command": NULLABLE_STR,
         "spec_sha256": {"type": "string"},

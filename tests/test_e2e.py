@@ -733,3 +733,30 @@ def test_the_offline_demo_runs_in_a_namespace_with_nothing_but_loopback(tmp_path
     )
     assert proc.returncode == 0, explain(proc)
     assert "1/1 features passing, 3 sessions" in proc.stdout
+
+
+def test_a_hanging_session_is_stopped_by_the_session_timeout(tmp_path: Path) -> None:
+    """The model never answers: the session is stopped at its deadline, verified, and retried."""
+    env = product_env(tmp_path)
+    project = tmp_path / "hang"
+    scenario = write_scenario(
+        tmp_path / "hang.json", {"features": 1, "faults": [{"session": 2, "kind": "hang", "request": 3}]}
+    )
+    proc = run(offline_command(project, scenario, "--session-timeout", "4"), env)
+    assert proc.returncode == 0, explain(proc)
+    result = json.loads((log_root(project) / "session_0002_IMPLEMENT" / "result.json").read_text())
+    assert result["terminal_reason"] == "session_timeout" and 4 <= result["duration_s"] < 30
+    assert sequence(project) == [INIT, IMPL, IMPL, REVIEW]
+    assert not processes_in(project), "the stopped CLI process must not outlive its session"
+
+
+def processes_in(folder: Path) -> list[int]:
+    """PIDs whose working directory is `folder` (Linux /proc)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and Path(os.readlink(proc / "cwd")) == folder:
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
