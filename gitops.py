@@ -27,6 +27,18 @@ IGNORED = (
     "*.pyc",
     "node_modules/",
     ".venv/",
+    ".pytest_cache/",
+    ".mypy_cache/",
+    ".ruff_cache/",
+    ".coverage",
+    "*.egg-info/",
+    "# dotfiles Claude Code's sandbox mounts placeholders over (they break `git add`)",
+    ".bashrc",
+    ".bash_profile",
+    ".gitconfig",
+    ".gitmodules",
+    ".mcp.json",
+    ".idea",
 )
 
 
@@ -41,6 +53,10 @@ def open_repo(project: Path) -> git.Repo:
         else:
             repo = git.Repo(project)
         _ensure_identity(repo)
+        if repo.head.is_valid():
+            if head(repo, MAIN) is None:  # an existing repository whose main line has another name
+                repo.git.branch(MAIN, "HEAD")
+            checkout(repo, MAIN)
         _ensure_gitignore(repo, project)
         return repo
     except git.GitCommandError as exc:
@@ -66,8 +82,6 @@ def _ensure_gitignore(repo: git.Repo, project: Path) -> None:
     missing = [line for line in IGNORED if line not in lines]
     if missing:
         path.write_text("\n".join([*lines, *missing]) + "\n", encoding="utf-8")
-    if repo.head.is_valid() and current_branch(repo) != MAIN:
-        return
     tracked = [name for name in TRACKED if (project / name).exists()]
     repo.git.add(*tracked)
     if not repo.head.is_valid() or repo.git.diff("--cached", "--name-only"):

@@ -110,3 +110,23 @@ def test_a_second_lock_holder_is_refused(tmp_path: Path) -> None:
         pass
     with project_lock(tmp_path):
         pass  # released after the first holder exits
+
+
+def test_an_existing_repository_gets_main_and_the_ignore_rules(tmp_path: Path) -> None:
+    import subprocess
+
+    import gitops
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q", "-b", "master")
+    (tmp_path / "app.py").write_text("print('hi')\n")
+    git("add", "app.py")
+    git("commit", "-qm", "start")
+    (tmp_path / "notes.txt").write_text("uncommitted work\n")
+    repo = gitops.open_repo(tmp_path)
+    assert gitops.current_branch(repo) == "main"
+    assert "progress.json" in (tmp_path / ".gitignore").read_text()
+    assert git("status", "--porcelain") == ""
+    assert "notes.txt" in git("stash", "show", "--include-untracked", "--name-only", "stash@{0}")
