@@ -108,8 +108,10 @@ BUILD = [
     "python3",
     "python",
     "pip install",
+    "pip3 install",
     "npm install",
     "npm ci",
+    "npx",
     "node",
     "make",
 ]

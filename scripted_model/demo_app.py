@@ -59,12 +59,12 @@ if __name__ == "__main__":
     "tests/__init__.py": "",
     "tests/test_smoke.py": """import unittest
 
-from todo.__main__ import main
+from tests.helpers import run
 
 
 class SmokeTest(unittest.TestCase):
     def test_unknown_command_is_an_error(self) -> None:
-        self.assertEqual(main(["nope"]), 1)
+        self.assertEqual(run("nope")[0], 1)
 
 
 if __name__ == "__main__":
