@@ -201,8 +201,8 @@ def offline_runner(console: Console, scenario: Scenario, log_path: Path) -> Iter
 )
 @click.option(
     "--max-rejections",
-    type=click.IntRange(min=0),
-    help="Rejections after which a feature is blocked (default 2).",
+    type=click.IntRange(min=1),
+    help="A feature is blocked by its Nth rejection (default 2).",
 )
 @click.option(
     "--max-attempts",

@@ -59,7 +59,7 @@ class AgentConfig:
     max_fix_rounds: int = 3
     """FIX sessions allowed per review cycle before REQUEST_CHANGES counts as REJECT."""
     max_rejections: int = 2
-    """Rejections after which a feature is blocked."""
+    """A feature is blocked by its this-many-th rejection (at least 1)."""
     max_attempts: int = 3
     """Consecutive failed (unverified) sessions of one role before the scheduler gives up on it."""
     max_turns: int = 200
@@ -80,12 +80,12 @@ class AgentConfig:
             "max_attempts",
             "max_turns",
             "session_timeout_s",
+            "max_rejections",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("max_fix_rounds", "max_rejections"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.max_fix_rounds < 0:
+            raise ValueError(f"max_fix_rounds must not be negative, got {self.max_fix_rounds}")
         if self.max_budget_usd is not None and self.max_budget_usd <= 0:
             raise ValueError(f"max_budget_usd must be positive, got {self.max_budget_usd}")
         unknown = set(self.models) - set(DEFAULT_MODELS)
@@ -257,7 +257,7 @@ def _with_rejection(state: SessionState, config: AgentConfig) -> SessionState:
     if feature is None:  # an arch/ branch: nothing to count
         return state
     rejections = state.with_rejection(feature)
-    over = dict(rejections)[feature] > config.max_rejections
+    over = dict(rejections)[feature] >= config.max_rejections
     return dataclasses.replace(
         state, rejections=rejections, blocked=state.blocked | ({feature} if over else set())
     )

@@ -157,7 +157,7 @@ AGENT_CONFIG: dict[str, Any] = {
         "architecture_interval": _POSITIVE,
         "feature_count": _POSITIVE,
         "max_fix_rounds": _COUNT,
-        "max_rejections": _COUNT,
+        "max_rejections": _POSITIVE,
         "max_attempts": _POSITIVE,
         "max_turns": _POSITIVE,
         "session_timeout_s": _POSITIVE,

@@ -20,7 +20,7 @@ from config import (
 )
 
 T = SessionType
-CFG = AgentConfig(architecture_interval=5, max_fix_rounds=2, max_rejections=1, max_attempts=3)
+CFG = AgentConfig(architecture_interval=5, max_fix_rounds=2, max_rejections=2, max_attempts=3)
 FEATURES = ("F001", "F002", "F003")
 
 
@@ -220,7 +220,7 @@ outcome_st = st.tuples(st.booleans(), st.sampled_from(["PASS", "REQUEST_CHANGES"
     n_features=st.integers(1, 8),
     interval=st.integers(1, 4),
     rounds=st.integers(0, 3),
-    rejections=st.integers(0, 2),
+    rejections=st.integers(1, 3),
     attempts=st.integers(1, 3),
 )
 def test_any_sequence_of_verdicts_ends_within_the_bound(
@@ -247,7 +247,7 @@ def test_any_sequence_of_verdicts_ends_within_the_bound(
 @given(outcomes=st.lists(outcome_st, min_size=1, max_size=60), n=st.integers(1, 5))
 def test_next_type_depends_only_on_state_and_outcome(outcomes: list[tuple[bool, str]], n: int) -> None:
     """Two runs of the same outcomes give the same states (no hidden state, no randomness)."""
-    cfg = AgentConfig(architecture_interval=2, max_fix_rounds=1, max_rejections=1, max_attempts=2)
+    cfg = AgentConfig(architecture_interval=2, max_fix_rounds=1, max_rejections=2, max_attempts=2)
     assert _run(outcomes, cfg, n) == _run(outcomes, cfg, n)
 
 
