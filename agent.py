@@ -178,11 +178,10 @@ class ClaudeSessionRunner:
                 )
                 self._echo(f"  [{request.session_type.value}] stopped: session timeout")
         (request.log_dir / "cli_stderr.log").write_text("\n".join(stderr_lines), encoding="utf-8")
-        text = " ".join(
-            [str(values.get("error") or ""), str(values.get("result_text") or ""), _tail(stderr_lines)]
-        ).lower()
-        values.pop("result_text", None)
-        values["not_logged_in"] = any(hint in text for hint in NOT_LOGGED_IN_HINTS)
+        result_text = str(values.pop("result_text", None) or "")
+        if values.get("is_error", True):  # an agent's own words never count as a login failure
+            text = " ".join([str(values.get("error") or ""), result_text, _tail(stderr_lines)]).lower()
+            values["not_logged_in"] = any(hint in text for hint in NOT_LOGGED_IN_HINTS)
         return SessionResult(tool_calls=counter[0], duration_s=time.monotonic() - started, **values)
 
     def _observe(

@@ -11,8 +11,7 @@ import git
 from errors import GitError
 
 MAIN = "main"
-IGNORED = (
-    "# scheduler hand-off and state files: kept out of git so checkouts never change them",
+SCHEDULER_PATHS = (
     "feature_list.json",
     "progress.json",
     "reviews.json",
@@ -23,6 +22,11 @@ IGNORED = (
     ".claude_settings.json",
     "CLAUDE.md",
     ".claude/",
+)
+"""Hand-off and scheduler files: never in git, whatever a branch's .gitignore says."""
+IGNORED = (
+    "# scheduler hand-off and state files: kept out of git so checkouts never change them",
+    *SCHEDULER_PATHS,
     "__pycache__/",
     "*.pyc",
     "node_modules/",
@@ -76,16 +80,28 @@ def _ensure_identity(repo: git.Repo) -> None:
 
 
 def _ensure_gitignore(repo: git.Repo, project: Path) -> None:
-    """Keep hand-off and scheduler files out of git; commit the spec and .gitignore on `main`."""
+    """Keep hand-off and scheduler files out of git.
+
+    `.git/info/exclude` holds the scheduler's paths on every start (no commit can change
+    it); the project's `.gitignore` gets them too, together with the spec, in one commit on
+    `main` the first time only, so a resumed run never moves `main` under a session.
+    """
+    exclude = Path(repo.git_dir) / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    known = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
+    if any(line not in known for line in SCHEDULER_PATHS):
+        extra = [line for line in SCHEDULER_PATHS if line not in known]
+        exclude.write_text("\n".join([*known, "# the scheduler's files", *extra]) + "\n", encoding="utf-8")
+    spec_untracked = (project / "app_spec.txt").exists() and not repo.git.ls_files("app_spec.txt")
+    if repo.head.is_valid() and not spec_untracked:
+        return
     path = project / ".gitignore"
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
     missing = [line for line in IGNORED if line not in lines]
     if missing:
         path.write_text("\n".join([*lines, *missing]) + "\n", encoding="utf-8")
-    tracked = [name for name in TRACKED if (project / name).exists()]
-    repo.git.add(*tracked)
-    if not repo.head.is_valid() or repo.git.diff("--cached", "--name-only"):
-        repo.git.commit("-m", "chore: app spec and .gitignore for the scheduler's files", "--no-verify")
+    repo.git.add(*[name for name in TRACKED if (project / name).exists()])
+    repo.git.commit("-m", "chore: app spec and .gitignore for the scheduler's files", "--no-verify")
 
 
 def head(repo: git.Repo, branch: str) -> str | None:
@@ -161,8 +177,36 @@ def stash_leftovers(repo: git.Repo, message: str) -> bool:
     abort_unfinished(repo)
     if not repo.is_dirty(untracked_files=True):
         return False
-    repo.git.stash("push", "--include-untracked", "-m", message)
+    keep = [f":(exclude){path.rstrip('/')}" for path in SCHEDULER_PATHS]
+    repo.git.stash("push", "--include-untracked", "-m", message, "--", ".", *keep)
     return True
+
+
+def clear_stale_lock(repo: git.Repo) -> bool:
+    """Remove an index.lock left by a git process that was killed with its session.
+
+    Only called between sessions, under the project lock, when no agent can be running git.
+    """
+    lock = Path(repo.git_dir) / "index.lock"
+    if lock.exists():
+        lock.unlink()
+        return True
+    return False
+
+
+def branches(repo: git.Repo) -> dict[str, str]:
+    """Every local branch and the commit it points at."""
+    out = repo.git.for_each_ref("--format=%(refname:short) %(objectname)", "refs/heads/")
+    return dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
+
+
+def changed_paths(repo: git.Repo, base: str, tip: str) -> list[str]:
+    """Files that differ between two commits."""
+    return [p for p in repo.git.diff("--name-only", base, tip).splitlines() if p]
+
+
+def parents(repo: git.Repo, sha: str) -> list[str]:
+    return str(repo.git.rev_list("--parents", "-n", "1", sha)).split()[1:]
 
 
 def checkout(repo: git.Repo, branch: str) -> None:

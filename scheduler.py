@@ -17,7 +17,7 @@ import gitops
 import progress
 from agent import LOGIN_HELP, SessionRequest, SessionResult, SessionRunner
 from config import TERMINAL, AgentConfig, Outcome, SessionState, SessionType, advance, get_model_for_session
-from errors import NotLoggedIn, StateError
+from errors import GitError, NotLoggedIn, StateError
 from prompts import kickoff, render, role_variables
 from security import write_role_files
 from verify import PreSession, capture, verify_session
@@ -105,24 +105,45 @@ class Scheduler:
     def run(self, max_iterations: int | None = None) -> RunReport:
         """Run sessions until done or a limit; takes the project lock unless the caller holds it."""
         with progress.project_lock(self.project) if self.take_lock else contextlib.nullcontext():
-            repo = gitops.open_repo(self.project)
-            progress.ensure_handoff_files(self.project, self.project.name)
-            state, stats, interrupted = self.load()
-            count = 0
-            while state.next_session not in TERMINAL:
-                limit = self._limit_before(count, max_iterations, stats)
-                if limit:
-                    return RunReport("limit", state, stats, limit, count)
-                pre = self._recover(repo, state, stats, interrupted) if interrupted else None
-                interrupted = None
-                result, outcome = self._one_session(repo, state, stats, pre)
-                count += 1
-                if outcome is None:  # cut short by a limit: the next run reruns this session
-                    return RunReport("limit", state, stats, self._cut_short(result), count)
-                state = self._after(repo, state, stats, outcome)
-            if state.next_session is SessionType.HALTED:
-                return RunReport("halted", state, stats, state.halt_reason, count)
-            return RunReport("done", state, stats, "every feature passes or is blocked", count)
+            try:
+                return self._loop(max_iterations)
+            except git.GitCommandError as exc:
+                command = " ".join(str(part) for part in exc.command[:4])
+                raise GitError(
+                    f"git failed in {self.project} ({command}): {str(exc.stderr).strip()[-300:]}; "
+                    "fix the repository (see `git status`) and run the same command again"
+                ) from None
+
+    def _loop(self, max_iterations: int | None) -> RunReport:
+        repo = gitops.open_repo(self.project)
+        progress.ensure_handoff_files(self.project, self.project.name)
+        state, stats, interrupted = self.load()
+        count = 0
+        while state.next_session not in TERMINAL:
+            limit = self._limit_before(count, max_iterations, stats)
+            if limit:
+                return RunReport("limit", state, stats, limit, count)
+            pre = self._recover(repo, state, stats, interrupted) if interrupted else None
+            interrupted = None
+            result, outcome = self._one_session(repo, state, stats, pre)
+            count += 1
+            if outcome is None:  # cut short by a limit: the next run reruns this session
+                return RunReport("limit", state, stats, self._cut_short(result), count)
+            if not outcome.ok and result.terminal_reason == "api_error":
+                self.save(state, stats)  # undone already; not the agent's failure, so no attempt used
+                status = result.api_error_status or "no answer"
+                return RunReport(
+                    "limit",
+                    state,
+                    stats,
+                    f"the model API kept failing ({status}) after "
+                    "Claude Code's own retries; run the same command again later",
+                    count,
+                )
+            state = self._after(repo, state, stats, outcome)
+        if state.next_session is SessionType.HALTED:
+            return RunReport("halted", state, stats, state.halt_reason, count)
+        return RunReport("done", state, stats, "every feature passes or is blocked", count)
 
     def _limit_before(self, count: int, max_iterations: int | None, stats: Stats) -> str | None:
         """Why no further session may start in this run, if a limit says so."""
@@ -148,27 +169,34 @@ class Scheduler:
     def _recover(
         self, repo: git.Repo, state: SessionState, stats: Stats, interrupted: dict[str, Any]
     ) -> PreSession:
-        """A session was cut off: restore its hand-off files and run it again from the same start."""
+        """A session was cut off: restore its hand-off files and run it again from the same start.
+
+        Its commits stay (they count when the rerun is verified); its log folder is kept
+        aside as `*.interrupted-<time>`.
+        """
         old = Path(interrupted["log_dir"])
-        copies = old / "pre"
-        if not copies.is_dir():
-            raise StateError(
-                f"the interrupted session's copies are missing ({copies}); "
-                "restore them or delete .agent_state.json to start the schedule over"
-            )
-        progress.restore(self.project, copies)
-        moved = old.with_name(old.name + f".interrupted-{int(time.time())}")
-        old.rename(moved)
+        if (old / "pre").is_dir():
+            aside = old.with_name(old.name + f".interrupted-{time.time_ns()}")
+            old.rename(aside)
+        else:  # killed again after the folder was set aside, before the rerun saved its own
+            earlier = sorted(p for p in old.parent.glob(old.name + ".interrupted-*") if (p / "pre").is_dir())
+            if not earlier:
+                raise StateError(
+                    f"the interrupted session's copies are missing ({old}/pre); restore that folder "
+                    "from a backup, or restore .agent_state.json from the newest .agent_logs/*/state.json"
+                )
+            aside = earlier[-1]
+        progress.restore(self.project, aside / "pre")
+        branch, tip = state.current_branch, interrupted.get("branch_tip")
+        if branch and tip and gitops.head(repo, branch) is None:  # deleted just before the kill
+            gitops.create_branch(repo, branch, tip)
         stats.interrupted_sessions += 1
         self.echo(
             f"Resuming: session {interrupted['number']} ({state.next_session.value}) was "
             "interrupted; hand-off files restored, running it again"
         )
         return PreSession(
-            interrupted["main"],
-            interrupted.get("branch_tip"),
-            progress.load_handoff(self.project),
-            moved / "pre",
+            interrupted["main"], tip, progress.load_handoff(self.project), aside / "pre", interrupted["heads"]
         )
 
     def _check_handoff(self, state: SessionState) -> None:
@@ -176,14 +204,22 @@ class Scheduler:
         progress.load_handoff(self.project)
 
     def _prepare_git(self, repo: git.Repo, state: SessionState) -> None:
+        """Check out what the session starts on; nothing an earlier session left is lost."""
         role, branch = state.next_session, state.current_branch
+        if gitops.clear_stale_lock(repo):
+            self.echo("  removed a stale .git/index.lock left by a stopped session")
         if role is SessionType.FIX and branch and branch.startswith("arch/"):
             main = gitops.head(repo, gitops.MAIN)
             assert main is not None
             gitops.create_branch(repo, branch, main)
-        if role in (SessionType.FIX, SessionType.REVIEW) and branch and gitops.head(repo, branch):
+        if role in (SessionType.FIX, SessionType.REVIEW):
+            if not branch or gitops.head(repo, branch) is None:
+                raise StateError(
+                    f"the branch {branch} that this {role.value} session works on is missing; restore it "
+                    "(its last commits are under refs/scheduler/) and run the same command again"
+                )
             gitops.checkout(repo, branch)
-        elif gitops.head(repo, gitops.MAIN):
+        else:
             gitops.checkout(repo, gitops.MAIN)
 
     def _one_session(
@@ -267,7 +303,13 @@ class Scheduler:
     @staticmethod
     def _in_progress(number: int, log_dir: Path, pre: PreSession) -> dict[str, Any]:
         """What a rerun of an interrupted session needs: where it started."""
-        return {"number": number, "log_dir": str(log_dir), "main": pre.main, "branch_tip": pre.branch_tip}
+        return {
+            "number": number,
+            "log_dir": str(log_dir),
+            "main": pre.main,
+            "branch_tip": pre.branch_tip,
+            "heads": pre.heads,
+        }
 
     def build_request(
         self, state: SessionState, number: int, log_dir: Path, spent: float = 0.0

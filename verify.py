@@ -29,6 +29,8 @@ class PreSession:
     handoff: Handoff
     copies: Path
     """The folder holding the pre-session copies of the hand-off files."""
+    heads: dict[str, str]
+    """Every local branch and its commit."""
 
 
 class Rejected(Exception):
@@ -41,7 +43,7 @@ def capture(project: Path, repo: git.Repo, state: SessionState, copies: Path) ->
     if main is None:
         raise StateError("the project's repository has no `main` branch; restore it or start a new project")
     tip = gitops.head(repo, state.current_branch) if state.current_branch else None
-    return PreSession(main, tip, load_handoff(project), copies)
+    return PreSession(main, tip, load_handoff(project), copies, gitops.branches(repo))
 
 
 def verify_session(
@@ -71,28 +73,25 @@ def verify_session(
 def undo(
     project: Path, repo: git.Repo, state: SessionState, pre: PreSession, echo: Callable[[str], None]
 ) -> None:
-    """Put the hand-off files, `main` and the work branch back as they were before the session.
+    """Put the hand-off files and every branch back as they were before the session.
 
     Whatever the session committed stays reachable under refs/scheduler/undone/ (nothing lost).
     """
     restore(project, pre.copies)
     label = f"session-{state.session_count + 1}"
-    main = gitops.head(repo, gitops.MAIN)
-    if main is not None and main != pre.main:
-        gitops.keep_ref(repo, f"undone/{label}/main", main)
-        gitops.set_branch(repo, gitops.MAIN, pre.main)
-        echo(f"  undo: `main` reset to {pre.main[:10]}")
-    branch = state.current_branch
-    tip = gitops.head(repo, branch) if branch else None
-    if branch is None or tip is None or tip == pre.branch_tip:
-        return
-    gitops.keep_ref(repo, f"undone/{label}/{branch}", tip)
-    if pre.branch_tip is None:
-        gitops.delete_branch(repo, branch)
-        echo(f"  undo: {branch} removed (its commits are kept in refs/scheduler/undone/{label})")
-    else:
-        gitops.set_branch(repo, branch, pre.branch_tip)
-        echo(f"  undo: {branch} reset to {pre.branch_tip[:10]}")
+    now = gitops.branches(repo)
+    for branch in sorted(set(now) | set(pre.heads), key=lambda b: b != gitops.MAIN):
+        before, after = pre.heads.get(branch), now.get(branch)
+        if before == after:
+            continue
+        if after is not None:
+            gitops.keep_ref(repo, f"undone/{label}/{branch}", after)
+        if before is None:
+            gitops.delete_branch(repo, branch)
+            echo(f"  undo: {branch} removed (its commits are kept in refs/scheduler/undone/{label})")
+        else:
+            gitops.set_branch(repo, branch, before)
+            echo(f"  undo: {branch} reset to {before[:10]}")
 
 
 @dataclass(frozen=True)
@@ -111,14 +110,37 @@ class Ran:
         if gitops.head(self.repo, gitops.MAIN) != self.pre.main:
             raise Rejected(f"{self.state.next_session.value} changed `main`; only REVIEW may merge into it")
 
+    def only_branches_changed(self, allowed: set[str]) -> None:
+        """No branch but `allowed` was created, moved or deleted."""
+        now = gitops.branches(self.repo)
+        touched = {b for b in set(now) | set(self.pre.heads) if now.get(b) != self.pre.heads.get(b)}
+        if gitops.MAIN in touched - allowed:
+            self.main_untouched()
+        if touched - allowed:
+            raise Rejected(
+                f"{self.state.next_session.value} changed branches it does not own: "
+                f"{', '.join(sorted(touched - allowed))}"
+            )
+
+    def no_scheduler_files_committed(self, base: str, tip: str) -> None:
+        bad = [
+            p
+            for p in gitops.changed_paths(self.repo, base, tip)
+            if any(p == s.rstrip("/") or p.startswith(s) for s in gitops.SCHEDULER_PATHS)
+        ]
+        if bad:
+            raise Rejected(f"hand-off or scheduler files were committed: {', '.join(bad)}")
+
     def new_commits_on_branch(self) -> None:
         branch = self.state.current_branch
         tip = gitops.head(self.repo, branch) if branch else None
         if branch is None or tip is None:
             raise Rejected(f"branch {branch} does not exist")
+        self.only_branches_changed({branch})
         base = self.pre.branch_tip or self.pre.main
         if tip == base or not gitops.is_ancestor(self.repo, base, tip):
             raise Rejected(f"no new commits on {branch} since the session started")
+        self.no_scheduler_files_committed(base, tip)
 
     def new_reviews(self, kind: str) -> list[dict[str, Any]]:
         new = self.after.review_list()[len(self.pre.handoff.review_list()) :]
@@ -133,8 +155,11 @@ def _initializer(ran: Ran) -> Outcome:
         raise Rejected("no feature_list.json was written")
     if ran.after.passing():
         raise Rejected("the INITIALIZER marked features as passing")
-    if gitops.head(ran.repo, gitops.MAIN) == ran.pre.main:
+    ran.only_branches_changed({gitops.MAIN})
+    main = gitops.head(ran.repo, gitops.MAIN)
+    if main is None or main == ran.pre.main:
         raise Rejected("nothing was committed on `main`")
+    ran.no_scheduler_files_committed(ran.pre.main, main)
     return ran.outcome(feature_ids=tuple(f["id"] for f in ran.after.features()))
 
 
@@ -154,7 +179,7 @@ def _fix(ran: Ran) -> Outcome:
 
 
 def _architecture(ran: Ran) -> Outcome:
-    ran.main_untouched()
+    ran.only_branches_changed(set())
     reviews = ran.new_reviews("architecture")
     if not reviews:
         raise Rejected("no architecture review was appended to reviews.json")
@@ -169,7 +194,7 @@ def _review(ran: Ran) -> Outcome:
     verdict, review_id = reviews[-1]["verdict"], reviews[-1]["review_id"]
     changed = ran.after.passing() ^ ran.pre.handoff.passing()
     if verdict != "PASS":
-        ran.main_untouched()
+        ran.only_branches_changed(set())
         if changed:
             raise Rejected(f"`passes` changed although the verdict is {verdict}")
         return ran.outcome(verdict=verdict, review_id=review_id)
@@ -178,12 +203,18 @@ def _review(ran: Ran) -> Outcome:
             f"a PASS must set `passes` on {feature or 'no feature'} and nothing else "
             f"(changed: {sorted(changed)})"
         )
-    tip = gitops.head(ran.repo, branch) if branch else None
-    main = gitops.head(ran.repo, gitops.MAIN)
-    if tip is None or main is None or not gitops.is_ancestor(ran.repo, tip, main):
-        raise Rejected(f"verdict PASS but {branch} is not merged into `main`")
-    if not gitops.is_ancestor(ran.repo, ran.pre.main, main):
-        raise Rejected("`main` was rewritten instead of merged into")
+    ran.only_branches_changed({gitops.MAIN})
+    tip, main = ran.pre.branch_tip, gitops.head(ran.repo, gitops.MAIN)
+    if tip is None or main is None:
+        raise Rejected(f"verdict PASS but {branch} does not exist")
+    merged = main == tip and gitops.is_ancestor(ran.repo, ran.pre.main, tip)
+    merged = merged or gitops.parents(ran.repo, main) == [ran.pre.main, tip]
+    if not merged:
+        raise Rejected(
+            f"verdict PASS but `main` is not {branch} merged into the old `main` "
+            "(expected one `git merge --no-ff` or a fast-forward)"
+        )
+    ran.no_scheduler_files_committed(ran.pre.main, main)
     if ran.config.test_command:
         passed, output = gitops.run_tests_at(ran.repo, main, ran.config.test_command)
         if not passed:

@@ -83,3 +83,17 @@ def test_not_logged_in_stops_the_run_with_one_line(spec_file: Path) -> None:
     )
     assert result.exit_code == 1
     assert result.output.strip().splitlines()[-1] == f"error: {LOGIN_HELP}"
+
+
+def test_an_agent_talking_about_logins_is_not_a_login_failure(tmp_path: Path) -> None:
+    from scripted_model.protocol import Reply, Turn
+    from scripted_model.server import ScriptedModelServer
+
+    class Talker:
+        def respond(self, turn: Turn) -> Reply:
+            return Reply(text="Done: users who are not logged in now get a 401 authentication_error.")
+
+    with ScriptedModelServer(Talker()) as server:
+        env = sdk_env(server.base_url, tmp_path / "home")
+        result = ClaudeSessionRunner(echo=lambda _: None).run(request(tmp_path, env))
+    assert not result.is_error and not result.not_logged_in

@@ -590,7 +590,7 @@ def test_invalid_json_fails_verification_restores_and_retries(fault_run: Run) ->
     for name in progress.HANDOFF_FILES:
         assert (failed / "post" / name).read_bytes() == (failed / "pre" / name).read_bytes(), name
     # and the merge the failed REVIEW had made was undone: F001 is merged exactly once
-    assert "undo: `main` reset to" in fault_run.proc.stdout
+    assert "undo: main reset to" in fault_run.proc.stdout
     merges = [subject for _, parents, subject in first_parent_history(project) if len(parents) == 2]
     assert merges == ["Merge feature/F001", "Merge feature/F002"]
     reviews = load_json(project / "reviews.json")["reviews"]
@@ -760,3 +760,22 @@ def processes_in(folder: Path) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def test_an_api_outage_stops_resumably_without_using_an_attempt(tmp_path: Path) -> None:
+    """HTTP 500 on every retry: the session is undone, the run stops with exit 3, nothing is charged."""
+    env = product_env(tmp_path)
+    project = tmp_path / "outage"
+    outage = write_scenario(
+        tmp_path / "outage.json",
+        {"features": 1, "faults": [{"session": 2, "kind": "http_500", "request": 2, "times": 50}]},
+    )
+    first = run(offline_command(project, outage), env)
+    assert first.returncode == 3, explain(first)
+    assert "the model API kept failing (500)" in first.stdout
+    state = state_of(project)
+    assert state["next_session"] == IMPL and state["attempts"] == 0 and state["in_progress"] is None
+    assert git(project, "branch", "--list", "feature/*").strip() == ""  # the partial branch was undone
+    second = run(offline_command(project, write_scenario(tmp_path / "ok.json", {"features": 1})), env)
+    assert second.returncode == 0, explain(second)
+    assert state_of(project)["passing"] == ["F001"]

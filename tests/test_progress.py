@@ -127,6 +127,9 @@ def test_an_existing_repository_gets_main_and_the_ignore_rules(tmp_path: Path) -
     (tmp_path / "notes.txt").write_text("uncommitted work\n")
     repo = gitops.open_repo(tmp_path)
     assert gitops.current_branch(repo) == "main"
-    assert "progress.json" in (tmp_path / ".gitignore").read_text()
+    assert git("check-ignore", "progress.json", ".agent_state.json").split() == [
+        "progress.json",
+        ".agent_state.json",
+    ]
     assert git("status", "--porcelain") == ""
     assert "notes.txt" in git("stash", "show", "--include-untracked", "--name-only", "stash@{0}")
