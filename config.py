@@ -133,8 +133,8 @@ class SessionState:
     current_feature: str | None = None
     current_branch: str | None = None
     features_completed: int = 0
-    architecture_reviews_done: int = 0
-    """How many multiples of the interval have had their ARCHITECTURE review."""
+    architecture_checked_at: int = 0
+    """features_completed when the last ARCHITECTURE review ran (0: none yet)."""
     fix_rounds: int = 0
     """FIX sessions in the current review cycle."""
     attempts: int = 0
@@ -187,7 +187,8 @@ def next_feature(state: SessionState) -> str | None:
 
 def architecture_due(state: SessionState, config: AgentConfig) -> bool:
     """Due once per new multiple of the interval reached by features_completed."""
-    return state.features_completed // config.architecture_interval > state.architecture_reviews_done
+    interval = config.architecture_interval
+    return state.features_completed // interval > state.architecture_checked_at // interval
 
 
 def get_model_for_session(session_type: SessionType, config: AgentConfig) -> str:
@@ -297,7 +298,7 @@ def advance(state: SessionState, outcome: Outcome | None, config: AgentConfig) -
     if current is SessionType.ARCHITECTURE:
         new = dataclasses.replace(
             new,
-            architecture_reviews_done=state.features_completed // config.architecture_interval,
+            architecture_checked_at=state.features_completed,
         )
     if nxt is SessionType.FIX and current is SessionType.ARCHITECTURE:
         new = dataclasses.replace(

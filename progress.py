@@ -161,6 +161,14 @@ def restore(project: Path, src: Path) -> None:
             (project / name).unlink(missing_ok=True)
 
 
+APPENDS: dict[str, tuple[frozenset[str], bool]] = {
+    "REVIEW": (frozenset({"feature"}), False),
+    "ARCHITECTURE": (frozenset({"architecture"}), False),
+    "FIX": (frozenset(), True),
+}
+"""Per role: the kinds of review it may append to reviews.json, and whether it may append fixes."""
+
+
 def check_invariants(before: Handoff, after: Handoff, role: str) -> list[str]:
     """Violations of the hand-off contract by a session of `role` (empty when clean)."""
     problems: list[str] = []
@@ -185,6 +193,13 @@ def check_invariants(before: Handoff, after: Handoff, role: str) -> list[str]:
         numbers = [entry[key] for entry in new]
         if any(b <= a for a, b in itertools.pairwise(numbers)):
             problems.append(f"reviews.json `{label}` IDs must increase ({key}: {numbers})")
+    kinds, may_fix = APPENDS.get(role, (frozenset(), False))
+    added = after.review_list()[len(before.review_list()) :]
+    if any(review["kind"] not in kinds for review in added):
+        allowed = " or ".join(sorted(kinds)) or "no"
+        problems.append(f"{role} appended a review it may not write ({allowed} reviews only)")
+    if len(after.fix_list()) > len(before.fix_list()) and not may_fix:
+        problems.append(f"{role} appended a fix entry; only FIX may")
     old_sessions = (before.progress or {}).get("sessions", [])
     if (after.progress or {}).get("sessions", [])[: len(old_sessions)] != old_sessions:
         problems.append("earlier session entries of progress.json were changed or removed")
@@ -199,8 +214,8 @@ def load_state(project: Path) -> dict[str, Any] | None:
         return dict(read_json(path, AGENT_STATE))
     except StateError as exc:
         raise StateError(
-            f"{exc}. Restore it from the newest copy under .agent_logs/*/state.json or delete it "
-            "to start the schedule over (the hand-off files and git are kept)"
+            f"{exc}. Restore it from the newest copy, {LOG_DIR}/session_*/state.json (each session "
+            "leaves one), then run the same command again"
         ) from None
 
 

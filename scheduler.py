@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,6 +85,11 @@ class Scheduler:
     # -- state -----------------------------------------------------------------
     def load(self) -> tuple[SessionState, Stats, dict[str, Any] | None]:
         raw = progress.load_state(self.project)
+        if raw is None and (self.project / "feature_list.json").exists():
+            raise StateError(
+                f"{progress.STATE_FILE} is missing but the project has a feature list; restore it from the "
+                f"newest {progress.LOG_DIR}/session_*/state.json and run the same command again"
+            )
         if raw is None:
             return advance(SessionState(), None, self.config), Stats(), None
         stats = Stats(**raw.get("stats", {}))
@@ -291,6 +297,8 @@ class Scheduler:
         if new.blocked - state.blocked:
             self.echo(f"  blocked: {', '.join(sorted(new.blocked - state.blocked))}")
         self.save(new, stats)
+        log_dir = log_dir_for(self.project, new.session_count, state.next_session)
+        shutil.copy2(self.project / progress.STATE_FILE, log_dir / "state.json")  # a restore point
         progress.write_status(
             self.project,
             phase=new.next_session.value,

@@ -125,6 +125,7 @@ HANDOFF_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 _COUNT = {"type": "integer", "minimum": 0}
+_POSITIVE = {"type": "integer", "minimum": 1}
 AGENT_STATE: dict[str, Any] = {
     "type": "object",
     "required": ["next_session", "features", "passing", "blocked", "session_count"],
@@ -139,18 +140,43 @@ AGENT_STATE: dict[str, Any] = {
         "current_feature": {"anyOf": [FEATURE_ID, {"type": "null"}]},
         "current_branch": NULLABLE_STR,
         "features_completed": _COUNT,
-        "architecture_reviews_done": _COUNT,
+        "architecture_checked_at": _COUNT,
         "fix_rounds": _COUNT,
         "attempts": _COUNT,
         "open_review_id": {"type": ["integer", "null"]},
         "session_count": _COUNT,
         "halt_reason": {"type": "string"},
-        "in_progress": {"type": ["object", "null"]},
-        "stats": {"type": "object"},
+        "in_progress": {
+            "anyOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "required": ["number", "log_dir", "main", "branch_tip", "heads"],
+                    "properties": {
+                        "number": _POSITIVE,
+                        "log_dir": {"type": "string", "minLength": 1},
+                        "main": {"type": "string", "minLength": 1},
+                        "branch_tip": NULLABLE_STR,
+                        "heads": {"type": "object", "additionalProperties": {"type": "string"}},
+                    },
+                },
+            ]
+        },
+        "stats": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "sessions_by_type": {"type": "object", "additionalProperties": _COUNT},
+                "failed_sessions": _COUNT,
+                "interrupted_sessions": _COUNT,
+                "cost_usd": {"type": "number", "minimum": 0},
+                "input_tokens": _COUNT,
+                "output_tokens": _COUNT,
+            },
+        },
     },
 }
 
-_POSITIVE = {"type": "integer", "minimum": 1}
 AGENT_CONFIG: dict[str, Any] = {
     "type": "object",
     "properties": {

@@ -167,3 +167,24 @@ def test_a_corrupt_handoff_file_between_runs_is_named_with_where_to_restore_it(s
     last = result.output.strip().splitlines()[-1]
     assert "feature_list.json is not valid JSON" in last and "session_*/post/" in last
     assert features.read_text() == '{"features": [}'
+
+
+def test_the_state_restore_point_named_in_the_error_really_restores(spec_file: Path) -> None:
+    invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "3")
+    project = resolve_project("app")
+    state = project / ".agent_state.json"
+    state.write_text("{ not json")
+    assert invoke("--project-dir", "app").exit_code == 1
+    newest = sorted(project.glob(".agent_logs/session_*/state.json"))[-1]
+    state.write_text(newest.read_text())
+    result = invoke("--project-dir", "app")
+    assert result.exit_code == 0, result.output
+    assert "2/2 features passing" in result.output
+
+
+def test_a_missing_state_file_in_a_started_project_is_refused(spec_file: Path) -> None:
+    invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "2")
+    (resolve_project("app") / ".agent_state.json").unlink()
+    result = invoke("--project-dir", "app")
+    assert result.exit_code == 1
+    assert ".agent_state.json is missing but the project has a feature list" in result.output

@@ -270,3 +270,12 @@ def test_architecture_cadence_over_20_features_with_interval_3() -> None:
         s = advance(s, out, cfg)
     assert arch_after == [3, 6, 9, 12, 15, 18]
     assert s.features_completed == 20
+
+
+def test_a_changed_interval_on_resume_neither_skips_nor_repeats_a_review() -> None:
+    s = state(T.REVIEW, features_completed=4, architecture_checked_at=4)
+    wider = AgentConfig(architecture_interval=5)
+    s = advance(s, ok(T.REVIEW, verdict="PASS", passing=frozenset({"F001"})), wider)
+    assert s.next_session is T.ARCHITECTURE and s.features_completed == 5
+    s = advance(s, ok(T.ARCHITECTURE, verdict="PASS", passing=frozenset({"F001"})), wider)
+    assert s.architecture_checked_at == 5 and s.next_session is T.IMPLEMENT

@@ -270,7 +270,7 @@ def test_session_sequence_of_the_scenario(baseline: Run) -> None:
     assert state["blocked"] == []
     assert state["features_completed"] == 3
     assert state["rejections"] == {"F003": 1}
-    assert state["architecture_reviews_done"] == 1
+    assert state["architecture_checked_at"] == 2
     assert state["session_count"] == len(MAIN_SEQUENCE)
     assert state["in_progress"] is None
     assert state["stats"]["failed_sessions"] == 0

@@ -85,6 +85,9 @@ def test_clean_sessions_have_no_violations() -> None:
         ),
         ("REVIEW", handoff(reviews=[REVIEW, {**REVIEW, "review_id": 1}]), "IDs must increase"),
         ("REVIEW", handoff({"features": [FEATURES["features"][0], FEATURES["features"][0]]}), "duplicate"),
+        ("IMPLEMENT", handoff(reviews=[REVIEW]), "appended a review it may not write"),
+        ("ARCHITECTURE", handoff(reviews=[REVIEW]), "architecture reviews only"),
+        ("REVIEW", handoff(fixes=[{"fix_id": 1, "review_id": 1, "issues_fixed": []}]), "only FIX may"),
     ],
 )
 def test_invariant_violations(role: str, after: Handoff, problem: str) -> None:
