@@ -22,7 +22,16 @@ from rich.table import Table
 
 import progress
 from agent import ClaudeSessionRunner, SessionRunner
-from config import DEFAULT_MODELS, ROLES, AgentConfig, SessionState, advance, get_model_for_session
+from config import (
+    DEFAULT_MODELS,
+    ROLES,
+    AgentConfig,
+    SessionState,
+    SessionType,
+    advance,
+    get_model_for_session,
+    resume,
+)
 from errors import EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, ConfigError, SchedulerError
 from prompts import EXAMPLE_SPEC, render, role_variables, template_path
 from scheduler import RunReport, Scheduler
@@ -75,7 +84,7 @@ def place_spec(project: Path, spec: Path | None, echo: Callable[[str], None]) ->
         echo(f"No --spec given: using the example spec {EXAMPLE_SPEC}")
         spec = EXAMPLE_SPEC
     data = read_spec(spec)
-    progress.atomic_write_text(target, data.decode("utf-8", errors="replace"))
+    progress.atomic_write_bytes(target, data)
 
 
 def make_project_dir(project: Path) -> None:
@@ -124,10 +133,12 @@ def print_summary(console: Console, report: RunReport) -> None:
 def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     """Show what the next session would be; start nothing, change nothing in the project."""
     raw = progress.load_state(project) if project.exists() else None
-    state = advance(SessionState(), None, config) if raw is None else SessionState.from_json(raw)
+    state = advance(SessionState(), None, config) if raw is None else resume(SessionState.from_json(raw))
     role = state.next_session
-    console.print(f"Next session: {role.value}")
-    if role.value in ("DONE", "HALTED"):
+    rerun = raw.get("in_progress") if raw else None
+    note = f" (a rerun of interrupted session {rerun['number']})" if rerun else ""
+    console.print(f"Next session: {role.value}{note}")
+    if role is SessionType.DONE:
         return
     out = Path(tempfile.mkdtemp(prefix="agent-dry-run-"))
     settings = settings_for(role, config.test_command)

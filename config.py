@@ -339,6 +339,13 @@ def _enter(state: SessionState, nxt: SessionType) -> SessionState:
     return dataclasses.replace(state, next_session=nxt)
 
 
+def resume(state: SessionState) -> SessionState:
+    """The state a new run starts from: a halted run tries its INITIALIZER again."""
+    if state.next_session is SessionType.HALTED:
+        return dataclasses.replace(state, next_session=SessionType.INITIALIZER, attempts=0, halt_reason="")
+    return state
+
+
 def session_bound(feature_count: int, config: AgentConfig) -> int:
     """An upper bound on the sessions of a whole run (the loop always ends)."""
     a = config.max_attempts

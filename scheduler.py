@@ -17,7 +17,16 @@ import git
 import gitops
 import progress
 from agent import LOGIN_HELP, SessionRequest, SessionResult, SessionRunner
-from config import TERMINAL, AgentConfig, Outcome, SessionState, SessionType, advance, get_model_for_session
+from config import (
+    TERMINAL,
+    AgentConfig,
+    Outcome,
+    SessionState,
+    SessionType,
+    advance,
+    get_model_for_session,
+    resume,
+)
 from errors import GitError, NotLoggedIn, StateError
 from prompts import kickoff, render, role_variables
 from security import write_role_files
@@ -96,9 +105,7 @@ class Scheduler:
         state = SessionState.from_json(raw)
         if state.next_session is SessionType.HALTED:
             self.echo(f"The last run halted ({state.halt_reason}); trying the INITIALIZER again")
-            state = dataclasses.replace(
-                state, next_session=SessionType.INITIALIZER, attempts=0, halt_reason=""
-            )
+        state = resume(state)
         return state, stats, raw.get("in_progress")
 
     def save(self, state: SessionState, stats: Stats, in_progress: dict[str, Any] | None = None) -> None:
@@ -122,8 +129,9 @@ class Scheduler:
 
     def _loop(self, max_iterations: int | None) -> RunReport:
         repo = gitops.open_repo(self.project)
-        progress.ensure_handoff_files(self.project, self.project.name)
         state, stats, interrupted = self.load()
+        if not state.features:  # a new project: the files agents append to start empty
+            progress.ensure_handoff_files(self.project, self.project.name)
         count = 0
         while state.next_session not in TERMINAL:
             limit = self._limit_before(count, max_iterations, stats)
@@ -206,8 +214,14 @@ class Scheduler:
         )
 
     def _check_handoff(self, state: SessionState) -> None:
-        """Check that the hand-off files an agent is about to read are intact."""
-        progress.load_handoff(self.project)
+        """Check that the hand-off files an agent is about to read are intact and present."""
+        handoff = progress.load_handoff(self.project)
+        if state.features:
+            for name, data in zip(
+                progress.HANDOFF_FILES, (handoff.feature_list, handoff.progress, handoff.reviews), strict=True
+            ):
+                if data is None:
+                    raise StateError(f"{name} is missing")
 
     def _prepare_git(self, repo: git.Repo, state: SessionState) -> None:
         """Check out what the session starts on; nothing an earlier session left is lost."""

@@ -115,6 +115,8 @@ BUILD = [
     "node",
     "make",
 ]
+RUN_APP = ["python3", "python", "node", "npm start"]
+"""Reviewers try the feature's steps by running the app itself."""
 REVIEW_GIT = ["git merge", "git reset --hard ORIG_HEAD", "git merge --abort"]
 DENY_BASH = [
     "git push",
@@ -150,35 +152,42 @@ FORBIDDEN_FILES: dict[SessionType, tuple[str, ...]] = {
 """Hand-off files a role may not write (enforced by both the settings and the path hook)."""
 
 NEW_BRANCH = ["git checkout -b", "git switch -c", "git checkout -B"]
+REWRITE_BRANCHES = [
+    "git branch -f",
+    "git branch -D",
+    "git branch -d",
+    "git branch -m",
+    "git branch -M",
+    "git checkout -f",
+    "git commit",
+    "git cherry-pick",
+    "git revert",
+    "git stash",
+]
+"""Reviewers judge and merge; they never move, delete or add to a branch."""
 ROLE_DENIES: dict[SessionType, list[str]] = {
     SessionType.INITIALIZER: _bash_rules(NEW_BRANCH),
+    SessionType.REVIEW: _bash_rules(NEW_BRANCH + REWRITE_BRANCHES),
+    SessionType.ARCHITECTURE: _bash_rules(NEW_BRANCH + REWRITE_BRANCHES),
     SessionType.IMPLEMENT: _file_rules(list(FORBIDDEN_FILES[SessionType.IMPLEMENT])),
     SessionType.FIX: _file_rules(list(FORBIDDEN_FILES[SessionType.FIX])) + _bash_rules(NEW_BRANCH),
 }
 """What a role may not do beyond the common denies (deny rules beat allow rules)."""
 
 
-def _bash(prefixes: list[str]) -> list[str]:
-    return [f"Bash({p}:*)" if " " in p or not p.startswith("./") else f"Bash({p})" for p in prefixes]
-
-
-def _files(paths: list[str]) -> list[str]:
-    return [f"{tool}(./{p})" for p in paths for tool in ("Edit", "Write")]
-
-
 def settings_for(role: SessionType, test_command: str | None = None) -> dict[str, Any]:
     """The Claude Code settings of a role, as data."""
     tests = RUN_TESTS + ([test_command] if test_command else [])
-    allow = list(READ_ONLY_TOOLS) + _bash(INSPECT + tests)
+    allow = list(READ_ONLY_TOOLS) + _bash_rules(INSPECT + tests)
     if role in (SessionType.INITIALIZER, SessionType.IMPLEMENT, SessionType.FIX):
-        allow += [*_bash(BUILD), "Edit(./**)", "Write(./**)"]
+        allow += [*_bash_rules(BUILD), "Edit(./**)", "Write(./**)"]
     elif role is SessionType.REVIEW:
-        allow += _bash(REVIEW_GIT) + _files(list(HANDOFF_FILES))
+        allow += _bash_rules(REVIEW_GIT + RUN_APP) + _file_rules(list(HANDOFF_FILES))
     elif role is SessionType.ARCHITECTURE:
-        allow += _files(["reviews.json", "progress.json"])
+        allow += _file_rules(["reviews.json", "progress.json"])
     else:
         raise SettingsError(f"{role} runs no session")
-    deny = _bash(DENY_BASH) + [f"{tool}(./{p})" for p in PROTECTED for tool in ("Edit", "Write")]
+    deny = _bash_rules(DENY_BASH) + [f"{tool}(./{p})" for p in PROTECTED for tool in ("Edit", "Write")]
     deny += [f"{tool}(./{p}/**)" for p in PROTECTED for tool in ("Edit", "Write")]
     deny += ROLE_DENIES.get(role, [])
     return {"permissions": {"allow": allow, "deny": deny, "defaultMode": PERMISSION_MODE}}

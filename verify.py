@@ -77,7 +77,6 @@ def undo(
 
     Whatever the session committed stays reachable under refs/scheduler/undone/ (nothing lost).
     """
-    restore(project, pre.copies)
     label = f"session-{state.session_count + 1}"
     now = gitops.branches(repo)
     for branch in sorted(set(now) | set(pre.heads), key=lambda b: b != gitops.MAIN):
@@ -92,6 +91,7 @@ def undo(
         else:
             gitops.set_branch(repo, branch, before)
             echo(f"  undo: {branch} reset to {before[:10]}")
+    restore(project, pre.copies)  # last: a checkout above may have removed a wrongly tracked copy
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ class InProcessRobotRunner:
                 cwd=cwd,
                 capture_output=True,
                 text=True,
+                errors="replace",
                 timeout=300,
                 check=False,
             )

@@ -188,3 +188,29 @@ def test_a_missing_state_file_in_a_started_project_is_refused(spec_file: Path) -
     result = invoke("--project-dir", "app")
     assert result.exit_code == 1
     assert ".agent_state.json is missing but the project has a feature list" in result.output
+
+
+def test_a_non_utf8_spec_is_kept_byte_for_byte_and_accepted_on_resume(tmp_path: Path) -> None:
+    spec = tmp_path / "latin1.txt"
+    spec.write_bytes("Caf\xe9 menu app\n".encode("latin-1"))
+    assert invoke("--project-dir", "app", "--spec", str(spec), "--max-iterations", "1").exit_code == 3
+    assert (resolve_project("app") / "app_spec.txt").read_bytes() == spec.read_bytes()
+    assert invoke("--project-dir", "app", "--spec", str(spec), "--max-iterations", "1").exit_code == 3
+
+
+def test_a_deleted_handoff_file_mid_project_is_an_error_not_a_fresh_start(spec_file: Path) -> None:
+    invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "3")
+    (resolve_project("app") / "reviews.json").unlink()
+    result = invoke("--project-dir", "app")
+    assert result.exit_code == 1
+    assert "reviews.json is missing" in result.output and "session_*/post/" in result.output
+
+
+def test_dry_run_names_an_interrupted_session(spec_file: Path) -> None:
+    invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1")
+    state_path = resolve_project("app") / ".agent_state.json"
+    state = json.loads(state_path.read_text())
+    state["in_progress"] = {"number": 2, "log_dir": "x", "main": "abc", "branch_tip": None, "heads": {}}
+    state_path.write_text(json.dumps(state))
+    result = invoke("--project-dir", "app", "--dry-run")
+    assert "Next session: IMPLEMENT (a rerun of interrupted session 2)" in result.output
