@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import claude_agent_sdk
 from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
@@ -141,11 +144,28 @@ def describe_tool_call(block: ToolUseBlock) -> str:
     return f"{block.name}: {detail[:100]}"
 
 
+def guarded_cli(folder: Path) -> Path | None:
+    """A wrapper around the bundled CLI that dies with this process, even on SIGKILL (Linux).
+
+    Without it, a scheduler killed mid-session would leave its CLI running beside the
+    resumed one. Returns None where `setpriv` or the bundled CLI is missing.
+    """
+    bundled = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    setpriv = shutil.which("setpriv")
+    if sys.platform != "linux" or setpriv is None or not bundled.is_file():
+        return None
+    wrapper = folder / "claude-guarded"
+    wrapper.write_text(f'#!/bin/sh\nexec {setpriv} --pdeathsig KILL -- "{bundled}" "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    return wrapper
+
+
 class ClaudeSessionRunner:
     """Runs a session through claude-agent-sdk and its bundled Claude Code CLI."""
 
-    def __init__(self, echo: Callable[[str], None] = print) -> None:
+    def __init__(self, echo: Callable[[str], None] = print, cli_path: Path | None = None) -> None:
         self._echo = echo
+        self._cli_path = cli_path
 
     def run(self, request: SessionRequest) -> SessionResult:
         return anyio.run(self._run, request)
@@ -160,6 +180,7 @@ class ClaudeSessionRunner:
             with anyio.move_on_after(request.timeout_s) as deadline:
                 try:
                     options = build_options(request, stderr_lines.append)
+                    options.cli_path = self._cli_path or guarded_cli(request.log_dir)
                     async for message in query(prompt=request.prompt, options=options):
                         transcript.write(
                             json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -272,6 +273,7 @@ def main(
     Interrupt at any time and run the same command again to resume.
     """
     console = Console(highlight=False, soft_wrap=True)
+    signal.signal(signal.SIGTERM, _terminated)  # `kill` ends the session's CLI too, then resumes cleanly
     try:
         factory = (ctx.obj or {}).get("runner_factory")  # tests inject a scripted runner here
         code = run_cli(
@@ -284,6 +286,10 @@ def main(
         console.print("interrupted: run the same command again to resume", markup=False)
         sys.exit(EXIT_INTERRUPTED)
     sys.exit(code)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def run_cli(

@@ -779,3 +779,37 @@ def test_an_api_outage_stops_resumably_without_using_an_attempt(tmp_path: Path) 
     second = run(offline_command(project, write_scenario(tmp_path / "ok.json", {"features": 1})), env)
     assert second.returncode == 0, explain(second)
     assert state_of(project)["passing"] == ["F001"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_killing_only_the_scheduler_takes_its_cli_along(tmp_path: Path, signum: int) -> None:
+    """`kill` of the scheduler alone (not its group) must not leave a CLI working on the project."""
+    env = product_env(tmp_path)
+    project = tmp_path / "alone"
+    scenario = write_scenario(tmp_path / "two.json", {"features": 2})
+    proc = subprocess.Popen(
+        offline_command(project, scenario),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (log_root(project) / "session_0003_REVIEW").exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "session 3 never started"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(proc.pid, signum)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 2
+    while processes_in(project) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not processes_in(project), "a CLI outlived the scheduler that started it"
+    resumed = run(offline_command(project, scenario), env)
+    assert resumed.returncode == 0, explain(resumed)
+    assert state_of(project)["passing"] == ["F001", "F002"]
