@@ -214,3 +214,22 @@ def test_the_budget_stops_the_run_and_each_session_gets_what_is_left(tmp_path: P
     assert [r.max_budget_usd for r in runner.requests] == [2.5, 1.5, 0.5]
     raised = dataclasses.replace(CFG, max_budget_usd=100.0)
     assert Scheduler(project, raised, runner, echo=lambda _: None).run().status == "done"
+
+
+def test_a_second_kill_while_resuming_still_resumes(tmp_path: Path) -> None:
+    """Killed again after the interrupted session's folder was set aside, before the rerun saved."""
+
+    class Crash(InProcessRobotRunner):
+        def run(self, request: SessionRequest) -> SessionResult:
+            if request.session_number == 3:
+                raise KeyboardInterrupt
+            return super().run(request)
+
+    project = new_project(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        Scheduler(project, CFG, Crash(Scenario.from_json(LIFECYCLE)), echo=lambda _: None).run()
+    log = project / ".agent_logs" / "session_0003_REVIEW"
+    log.rename(log.with_name(log.name + ".interrupted-1"))  # what the first resume does before it is killed
+    report, _, lines = run(project, LIFECYCLE)
+    assert report.status == "done" and sessions(project) == EXPECTED
+    assert any("was interrupted" in line for line in lines)
