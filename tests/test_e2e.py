@@ -781,7 +781,19 @@ def test_an_api_outage_stops_resumably_without_using_an_attempt(tmp_path: Path) 
     assert state_of(project)["passing"] == ["F001"]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize(
+    "signum",
+    [
+        pytest.param(
+            signal.SIGKILL,
+            id="SIGKILL",
+            marks=pytest.mark.skipif(
+                shutil.which("setpriv") is None, reason="the SIGKILL guard needs util-linux's setpriv"
+            ),
+        ),
+        pytest.param(signal.SIGTERM, id="SIGTERM"),
+    ],
+)
 def test_killing_only_the_scheduler_takes_its_cli_along(tmp_path: Path, signum: int) -> None:
     """`kill` of the scheduler alone (not its group) must not leave a CLI working on the project."""
     env = product_env(tmp_path)
