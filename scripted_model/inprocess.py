@@ -86,6 +86,18 @@ class InProcessRobotRunner:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(str(call.input["content"]), encoding="utf-8")
             return f"File created successfully at: {path}", False
+        if call.name == "Edit":
+            target = str(call.input["file_path"])
+            reason = path_decision(request.session_type, cwd, target)
+            if reason is not None:
+                return f"denied: {reason}", True
+            path = cwd / target
+            text = path.read_text(encoding="utf-8")
+            old = str(call.input["old_string"])
+            if text.count(old) != 1:
+                return "<tool_use_error>old_string must occur exactly once</tool_use_error>", False
+            path.write_text(text.replace(old, str(call.input["new_string"])), encoding="utf-8")
+            return f"The file {path} has been updated.", False
         if call.name == "Read":
             try:
                 text = (cwd / str(call.input["file_path"])).read_text(encoding="utf-8")

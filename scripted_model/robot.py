@@ -60,6 +60,10 @@ def write(path: str, content: str) -> ToolCall:
     return ToolCall("Write", {"file_path": path, "content": content})
 
 
+def edit(path: str, old: str, new: str) -> ToolCall:
+    return ToolCall("Edit", {"file_path": path, "old_string": old, "new_string": new})
+
+
 def write_json(path: str, data: Any) -> ToolCall:
     return write(path, json.dumps(data, indent=2) + "\n")
 
@@ -267,17 +271,26 @@ def fix(ctx: Ctx) -> Script:
     files, _ = yield from orient()
     feature_id, branch = files.progress["current_feature"], files.progress["current_branch"]
     open_review = files.reviews["reviews"][-1]
-    result, changelog = yield [
-        bash(f"git checkout -q {branch} && git rev-parse HEAD"),
-        bash("cat CHANGELOG.md 2>/dev/null; true"),
-    ]
+    (result,) = yield [bash(f"git checkout -q {branch} && git rev-parse HEAD")]
     start = last_line(result)
     contents = dict(demo_app.feature(feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
-    note = f"- session {ctx.session}: addressed review {open_review['review_id']}\n"
-    contents["CHANGELOG.md"] = (changelog.strip() or "# Changelog") + "\n" + note
     paths = yield from put(files, contents)
+    note = f"- session {ctx.session}: addressed review {open_review['review_id']}"
+    (changelog,) = yield [read(files.path("CHANGELOG.md"))]
+    lines = [line for line in file_text(changelog).splitlines() if line.strip()]
+    if lines and not changelog.lstrip().startswith("<tool_use_error>") and "does not exist" not in changelog:
+        yield [edit(files.path("CHANGELOG.md"), lines[-1], f"{lines[-1]}\n{note}")]
+    else:
+        yield [write(files.path("CHANGELOG.md"), f"# Changelog\n{note}\n")]
     end = last_line(
-        (yield [commit(paths, f"fix({feature_id or branch}): address review {open_review['review_id']}")])[0]
+        (
+            yield [
+                commit(
+                    f"{paths} CHANGELOG.md",
+                    f"fix({feature_id or branch}): address review {open_review['review_id']}",
+                )
+            ]
+        )[0]
     )
     fixes = files.reviews.get("fixes", [])
     issues = [i for level in ("critical", "major", "minor") for i in open_review["issues"][level]]
