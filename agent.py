@@ -218,7 +218,12 @@ class ClaudeSessionRunner:
         elif isinstance(message, RateLimitEvent) and message.rate_limit_info.status == "rejected":
             values["rate_limit_resets_at"] = message.rate_limit_info.resets_at or int(time.time())
         elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
-            self._echo(f"  [{role}] API retry: {message.data.get('error', '')}")
+            data = message.data
+            status = data.get("error_status") or "no status"
+            self._echo(
+                f"  [{role}] API retry {data.get('attempt')}/{data.get('max_retries')}: "
+                f"{data.get('error', '')} ({status}), next in {data.get('retry_delay_ms')} ms"
+            )
         elif isinstance(message, ResultMessage):
             values.update(_from_result(message))
 

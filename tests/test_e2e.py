@@ -573,7 +573,7 @@ def test_http_429_is_retried_by_the_cli(fault_run: Run) -> None:
     transcript = [json.loads(line) for line in (session_dir(project, 2) / "transcript.jsonl").open()]
     retries = [m for m in transcript if m.get("subtype") == "api_retry"]
     assert len(retries) == 1 and retries[0]["data"]["error_status"] == 429, retries
-    assert "[IMPLEMENT] API retry: rate_limit" in fault_run.proc.stdout
+    assert re.search(r"\[IMPLEMENT\] API retry 1/\d+: rate_limit \(429\)", fault_run.proc.stdout)
     assert re.search(r"--- Session 2 IMPLEMENT: verified", fault_run.proc.stdout)
     assert all(not result_of(project, n)["is_error"] for n in range(1, len(sequence(project)) + 1))
 
