@@ -19,7 +19,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 import progress
 from agent import ClaudeSessionRunner, SessionRunner
@@ -35,7 +34,8 @@ from config import (
 )
 from errors import EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, ConfigError, SchedulerError
 from prompts import EXAMPLE_SPEC, render, role_variables, template_path
-from scheduler import RunReport, Scheduler
+from report import print_summary
+from scheduler import Scheduler
 from scripted_model.scenario import DEMO, Scenario
 from security import settings_for, validate_settings
 
@@ -113,22 +113,6 @@ def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentCo
         return AgentConfig.from_json(data)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid options: {exc}") from None
-
-
-def print_summary(console: Console, report: RunReport) -> None:
-    state, stats = report.state, report.stats
-    table = Table(title="Run summary", show_header=False)
-    table.add_row("features passing", f"{len(state.passing)}/{len(state.features)}")
-    table.add_row("features blocked", ", ".join(sorted(state.blocked)) or "none")
-    table.add_row("sessions", f"{stats.sessions} ({report.sessions_this_run} in this run)")
-    for role, n in sorted(stats.sessions_by_type.items()):
-        table.add_row(f"  {role}", str(n))
-    table.add_row("failed / interrupted", f"{stats.failed_sessions} / {stats.interrupted_sessions}")
-    table.add_row("tokens in / out", f"{stats.input_tokens} / {stats.output_tokens}")
-    table.add_row("total cost", f"${stats.cost_usd:.4f}")
-    table.add_row("status", f"{report.status}: {report.message}")
-    console.print(table)
-    console.print(f"{len(state.passing)}/{len(state.features)} features passing, {stats.sessions} sessions")
 
 
 def dry_run(console: Console, project: Path, config: AgentConfig) -> None:

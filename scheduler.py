@@ -8,9 +8,8 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import git
 
@@ -29,42 +28,9 @@ from config import (
 )
 from errors import GitError, NotLoggedIn, StateError
 from prompts import kickoff, render, role_variables
+from report import RunReport, Stats
 from security import write_role_files
 from verify import PreSession, capture, verify_session
-
-RunStatus = Literal["done", "limit", "halted"]
-
-
-@dataclass
-class Stats:
-    """Running totals over the whole project (kept in `.agent_state.json`)."""
-
-    sessions_by_type: dict[str, int] = field(default_factory=dict)
-    failed_sessions: int = 0
-    interrupted_sessions: int = 0
-    cost_usd: float = 0.0
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    def add(self, role: SessionType, result: SessionResult, outcome: Outcome) -> None:
-        self.sessions_by_type[role.value] = self.sessions_by_type.get(role.value, 0) + 1
-        self.failed_sessions += 0 if outcome.ok else 1
-        self.cost_usd += result.cost_usd
-        self.input_tokens += result.input_tokens
-        self.output_tokens += result.output_tokens
-
-    @property
-    def sessions(self) -> int:
-        return sum(self.sessions_by_type.values())
-
-
-@dataclass(frozen=True)
-class RunReport:
-    status: RunStatus
-    state: SessionState
-    stats: Stats
-    message: str = ""
-    sessions_this_run: int = 0
 
 
 def log_dir_for(project: Path, number: int, role: SessionType) -> Path:
