@@ -77,23 +77,17 @@ class InProcessRobotRunner:
             if proc.returncode != 0:  # the CLI's Bash tool reports failures this way
                 output = f"Exit code {proc.returncode}\n{output}"
             return output, False
-        if call.name == "Write":
+        if call.name in ("Write", "Edit"):
             target = str(call.input["file_path"])
             reason = path_decision(request.session_type, cwd, target)
             if reason is not None:
                 return f"denied: {reason}", True
             path = cwd / target
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(str(call.input["content"]), encoding="utf-8")
-            return f"File created successfully at: {path}", False
-        if call.name == "Edit":
-            target = str(call.input["file_path"])
-            reason = path_decision(request.session_type, cwd, target)
-            if reason is not None:
-                return f"denied: {reason}", True
-            path = cwd / target
-            text = path.read_text(encoding="utf-8")
-            old = str(call.input["old_string"])
+            if call.name == "Write":
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(str(call.input["content"]), encoding="utf-8")
+                return f"File created successfully at: {path}", False
+            text, old = path.read_text(encoding="utf-8"), str(call.input["old_string"])
             if text.count(old) != 1:
                 return "<tool_use_error>old_string must occur exactly once</tool_use_error>", False
             path.write_text(text.replace(old, str(call.input["new_string"])), encoding="utf-8")
