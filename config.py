@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Verdict = Literal["PASS", "REQUEST_CHANGES", "REJECT"]
-VERDICTS: tuple[str, ...] = ("PASS", "REQUEST_CHANGES", "REJECT")
 
 
 class SessionType(enum.StrEnum):
@@ -142,9 +141,6 @@ class SessionState:
     open_review_id: int | None = None
     session_count: int = 0
     halt_reason: str = ""
-
-    def rejection_count(self, feature_id: str) -> int:
-        return dict(self.rejections).get(feature_id, 0)
 
     def with_rejection(self, feature_id: str) -> tuple[tuple[str, int], ...]:
         counts = dict(self.rejections)

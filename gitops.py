@@ -120,11 +120,6 @@ def is_ancestor(repo: git.Repo, ancestor: str, descendant: str) -> bool:
         return False
 
 
-def count_commits(repo: git.Repo, base: str, tip: str) -> int:
-    """Commits reachable from tip and not from base."""
-    return int(repo.git.rev_list("--count", f"{base}..{tip}"))
-
-
 def current_branch(repo: git.Repo) -> str | None:
     try:
         return str(repo.git.symbolic_ref("--quiet", "--short", "HEAD"))

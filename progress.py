@@ -24,14 +24,6 @@ STATE_FILE = ".agent_state.json"
 CONFIG_FILE = ".agent_config.json"
 LOCK_FILE = ".agent.lock"
 LOG_DIR = ".agent_logs"
-SCHEDULER_FILES: tuple[str, ...] = (
-    STATE_FILE,
-    CONFIG_FILE,
-    LOCK_FILE,
-    ".claude_settings.json",
-    "CLAUDE.md",
-    ".agent_logs/",
-)
 
 
 def atomic_write_json(path: Path, data: Any) -> None:

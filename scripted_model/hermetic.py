@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 DUMMY_API_KEY = "sk-ant-scripted-dummy-key"
-LOOPBACK_PREFIXES = ("http://127.0.0.1:", "http://localhost:", "http://[::1]:")
 
 # Variables that could send the CLI elsewhere or change its auth, dropped first.
 _DROP_PREFIXES = ("ANTHROPIC_", "CLAUDE_CODE_USE_", "OTEL_")
