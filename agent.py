@@ -7,7 +7,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,7 +26,7 @@ from claude_agent_sdk import (
     query,
 )
 
-from config import SessionType
+from plan import SessionPlan
 from security import PERMISSION_MODE, path_decision
 
 NOT_LOGGED_IN_HINTS = ("not logged in", "please run /login", "invalid api key", "authentication_error")
@@ -38,23 +38,12 @@ LOGIN_HELP = (
 
 @dataclass(frozen=True)
 class SessionRequest:
-    """Everything one session needs; built by the scheduler, run by a SessionRunner."""
+    """One session to run: its plan, and the folders it runs and logs in."""
 
-    session_type: SessionType
-    session_number: int
-    model: str
-    system_append: str
-    prompt: str
+    plan: SessionPlan
     cwd: Path
     settings_path: Path
-    max_turns: int
     log_dir: Path
-    timeout_s: float | None = None
-    """Wall-clock limit of the session; the CLI is stopped when it is reached."""
-    max_budget_usd: float | None = None
-    """What is left of the project's budget: the CLI ends the session when it is spent."""
-    env: dict[str, str] = field(default_factory=dict)
-    """Extra environment for the CLI, merged over the inherited one (empty in normal runs)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +86,7 @@ def _file_policy_hook(request: SessionRequest) -> Callable[..., Any]:
         target = tool_input.get("file_path") or tool_input.get("notebook_path")
         if not isinstance(target, str):
             return {}
-        reason = path_decision(request.session_type, request.cwd, target)
+        reason = path_decision(request.plan.role, request.cwd, target)
         if reason is None:
             return {}
         return {
@@ -111,18 +100,21 @@ def _file_policy_hook(request: SessionRequest) -> Callable[..., Any]:
     return hook
 
 
-def build_options(request: SessionRequest, stderr: Callable[[str], None]) -> ClaudeAgentOptions:
+def build_options(
+    request: SessionRequest, stderr: Callable[[str], None], env: dict[str, str] | None = None
+) -> ClaudeAgentOptions:
     """The CLI options of a session, as data (no process is started here)."""
+    plan = request.plan
     return ClaudeAgentOptions(
-        model=request.model,
+        model=plan.model,
         cwd=str(request.cwd),
-        system_prompt={"type": "preset", "preset": "claude_code", "append": request.system_append},
+        system_prompt={"type": "preset", "preset": "claude_code", "append": plan.system_prompt},
         settings=str(request.settings_path),
         setting_sources=[],
         permission_mode=PERMISSION_MODE,
-        max_turns=request.max_turns,
-        max_budget_usd=request.max_budget_usd,
-        env=dict(request.env),
+        max_turns=plan.max_turns,
+        max_budget_usd=plan.max_budget_usd,
+        env=dict(env or {}),
         stderr=stderr,
         hooks={
             "PreToolUse": [
@@ -161,10 +153,23 @@ def guarded_cli(folder: Path) -> Path | None:
 
 
 class ClaudeSessionRunner:
-    """Runs a session through claude-agent-sdk and its bundled Claude Code CLI."""
+    """Runs a session through claude-agent-sdk and its bundled Claude Code CLI.
 
-    def __init__(self, echo: Callable[[str], None] = print, cli_path: Path | None = None) -> None:
+    Side effects: starts the CLI process (which runs the agent's tools in the project), and
+    writes the session's transcript, stderr and result into its log folder. `env` is merged
+    over the inherited environment of the CLI (the offline demo points it at the scripted
+    model); `echo` receives one line per tool call and retry.
+    """
+
+    def __init__(
+        self,
+        echo: Callable[[str], None] = print,
+        *,
+        env: dict[str, str] | None = None,
+        cli_path: Path | None = None,
+    ) -> None:
         self._echo = echo
+        self._env = dict(env or {})
         self._cli_path = cli_path
 
     def run(self, request: SessionRequest) -> SessionResult:
@@ -177,11 +182,11 @@ class ClaudeSessionRunner:
         counter = [0]
         started = time.monotonic()
         with (request.log_dir / "transcript.jsonl").open("w", encoding="utf-8") as transcript:
-            with anyio.move_on_after(request.timeout_s) as deadline:
+            with anyio.move_on_after(request.plan.timeout_s) as deadline:
                 try:
-                    options = build_options(request, stderr_lines.append)
+                    options = build_options(request, stderr_lines.append, self._env)
                     options.cli_path = self._cli_path or guarded_cli(request.log_dir)
-                    async for message in query(prompt=request.prompt, options=options):
+                    async for message in query(prompt=request.plan.kickoff, options=options):
                         transcript.write(
                             json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n"
                         )
@@ -193,11 +198,11 @@ class ClaudeSessionRunner:
                     values.setdefault("error", f"{type(exc).__name__}: {exc}")
             if deadline.cancelled_caught:
                 values.update(
-                    error=f"the session ran out of its {request.timeout_s:.0f} s and was stopped",
+                    error=f"the session ran out of its {request.plan.timeout_s:.0f} s and was stopped",
                     terminal_reason="session_timeout",
                     is_error=True,
                 )
-                self._echo(f"  [{request.session_type.value}] stopped: session timeout")
+                self._echo(f"  [{request.plan.role.value}] stopped: session timeout")
         (request.log_dir / "cli_stderr.log").write_text("\n".join(stderr_lines), encoding="utf-8")
         result_text = str(values.pop("result_text", None) or "")
         if values.get("is_error", True):  # an agent's own words never count as a login failure
@@ -209,7 +214,7 @@ class ClaudeSessionRunner:
         self, request: SessionRequest, message: Any, values: dict[str, Any], counter: list[int]
     ) -> None:
         """Print tool calls and retries; keep what the result record needs."""
-        role = request.session_type.value
+        role = request.plan.role.value
         if isinstance(message, AssistantMessage):
             for block in message.content:
                 if isinstance(block, ToolUseBlock):

@@ -12,8 +12,7 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,28 +20,21 @@ import click
 from rich.console import Console
 
 import progress
-from agent import ClaudeSessionRunner, SessionRunner
-from config import (
-    DEFAULT_MODELS,
-    ROLES,
-    AgentConfig,
-    SessionState,
-    SessionType,
-    advance,
-    get_model_for_session,
-    resume,
-)
+import statefile
+from config import DEFAULT_MODELS, ROLES, AgentConfig, SessionType
 from errors import EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, ConfigError, SchedulerError
-from prompts import EXAMPLE_SPEC, render, role_variables, template_path
+from layout import LOG_DIR
+from machine import SessionState, resume
+from plan import plan_session, write_plan
+from prompts import EXAMPLE_SPEC, template_path
 from report import print_summary
+from runners import RunnerFactory, open_runner
 from scheduler import Scheduler
 from scripted_model.scenario import DEMO, Scenario
-from security import settings_for, validate_settings
 
 HERE = Path(__file__).resolve().parent
 SPEC_NAME = "app_spec.txt"
 OFFLINE_DEFAULTS: dict[str, Any] = {"test_command": "bash init.sh", "feature_count": 6}
-RunnerFactory = Callable[[Console], tuple[SessionRunner, dict[str, str]]]
 
 
 def generations_dir() -> Path:
@@ -117,46 +109,26 @@ def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentCo
 
 def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     """Show what the next session would be; start nothing, change nothing in the project."""
-    raw = progress.load_state(project) if project.exists() else None
-    state = advance(SessionState(), None, config) if raw is None else resume(SessionState.from_json(raw))
-    role = state.next_session
-    rerun = raw.get("in_progress") if raw else None
+    saved = statefile.load(project) if project.exists() else None
+    state = resume(saved.state) if saved else SessionState()
+    role = state.lane.role
+    rerun = saved.in_progress if saved else None
     note = f" (a rerun of interrupted session {rerun['number']})" if rerun else ""
     console.print(f"Next session: {role.value}{note}")
     if role is SessionType.DONE:
         return
+    plan = plan_session(state, config, project.name)
     out = Path(tempfile.mkdtemp(prefix="agent-dry-run-"))
-    settings = settings_for(role, config.test_command)
-    validate_settings(settings)
-    settings_path = out / ".claude_settings.json"
-    progress.atomic_write_json(settings_path, settings)
-    prompt_path = out / "prompt.md"
-    variables = role_variables(project.name, config, state, state.session_count + 1)
-    prompt_path.write_text(render(role, variables), encoding="utf-8")
-    console.print(f"Model: {get_model_for_session(role, config)}")
-    console.print(f"Feature: {state.current_feature or '-'}  Branch: {state.current_branch or '-'}")
+    settings_path = write_plan(plan, out)
+    prompt_path = out / "system_prompt.md"
+    prompt_path.write_text(plan.system_prompt, encoding="utf-8")
+    console.print(f"Model: {plan.model}")
+    work = plan.work
+    console.print(f"Feature: {(work.feature_id if work else None) or '-'}  Branch: {work.branch if work else '-'}")
     console.print(f"Prompt template: {template_path(role)}")
     console.print(f"Rendered prompt: {prompt_path}")
     console.print(f"Settings: {settings_path}")
     console.print("Dry run: nothing was launched.")
-
-
-def real_runner(console: Console) -> tuple[SessionRunner, dict[str, str]]:
-    return ClaudeSessionRunner(echo=lambda line: console.print(line, markup=False, highlight=False)), {}
-
-
-@contextmanager
-def offline_runner(console: Console, scenario: Scenario, log_path: Path) -> Iterator[RunnerFactory]:
-    """Start the scripted model on loopback for the run and point the real CLI at it."""
-    from scripted_model.offline import offline_environment
-
-    with offline_environment(scenario=scenario, log_path=log_path) as env:
-        console.print(f"Offline demo: scripted model at {env['ANTHROPIC_BASE_URL']} (no API key, no network)")
-
-        def factory(c: Console) -> tuple[SessionRunner, dict[str, str]]:
-            return ClaudeSessionRunner(echo=lambda line: c.print(line, markup=False, highlight=False)), env
-
-        yield factory
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -259,7 +231,7 @@ def main(
     console = Console(highlight=False, soft_wrap=True)
     signal.signal(signal.SIGTERM, _terminated)  # `kill` ends the session's CLI too, then resumes cleanly
     try:
-        factory = (ctx.obj or {}).get("runner_factory")  # tests inject a scripted runner here
+        factory = (ctx.obj or {}).get("runner_factory", open_runner)  # tests inject a scripted runner
         code = run_cli(
             console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options, factory
         )
@@ -285,7 +257,7 @@ def run_cli(
     offline_demo: bool,
     scenario: Path | None,
     options: dict[str, Any],
-    runner_factory: RunnerFactory | None = None,
+    runner_factory: RunnerFactory = open_runner,
 ) -> int:
     project = resolve_project(project_dir)
     if scenario is not None and not offline_demo:
@@ -303,39 +275,13 @@ def run_cli(
         dry_run(console, project, config)
         return EXIT_DONE
     make_project_dir(project)
-    with progress.project_lock(project):  # nothing is written before the lock is held
-        place_spec(project, spec, lambda line: console.print(line, markup=False))
+    echo = _plain(console)
+    with progress.project_lock(project):  # the one owner of the lock: nothing is written before it
+        place_spec(project, spec, echo)
         progress.save_config(project, config.to_json())
-        if offline_demo:
-            log = project / progress.LOG_DIR / "scripted_model_requests.jsonl"
-            log.parent.mkdir(parents=True, exist_ok=True)
-            assert scenario_data is not None
-            with offline_runner(console, scenario_data, log) as factory:
-                return _run(console, project, config, factory, max_iterations)
-        return _run(console, project, config, runner_factory or real_runner, max_iterations)
-
-
-def load_scenario(path: Path | None) -> Scenario:
-    try:
-        return Scenario.load(path) if path else DEMO
-    except ValueError as exc:
-        raise ConfigError(f"{exc}; see docs/scripted_model.md for the format") from None
-
-
-def _run(
-    console: Console, project: Path, config: AgentConfig, factory: RunnerFactory, max_iterations: int | None
-) -> int:
-    runner, env = factory(console)
-    console.print(f"Project: {project}")
-    scheduler = Scheduler(
-        project,
-        config,
-        runner,
-        env=env,
-        take_lock=False,
-        echo=lambda line: console.print(line, markup=False, highlight=False),
-    )
-    report = scheduler.run(max_iterations)
+        with runner_factory(echo, scenario_data, project / LOG_DIR) as runner:
+            echo(f"Project: {project}")
+            report = Scheduler(project, config, runner, echo=echo).run(max_iterations)
     print_summary(console, report)
     if report.status == "done":
         return EXIT_DONE
@@ -347,6 +293,18 @@ def _run(
         style="bold red",
     )
     return EXIT_ERROR
+
+
+def _plain(console: Console) -> Callable[[str], None]:
+    """Print lines as they are: agent output is not rich markup."""
+    return lambda line: console.print(line, markup=False, highlight=False)
+
+
+def load_scenario(path: Path | None) -> Scenario:
+    try:
+        return Scenario.load(path) if path else DEMO
+    except ValueError as exc:
+        raise ConfigError(f"{exc}; see docs/scripted_model.md for the format") from None
 
 
 if __name__ == "__main__":

@@ -9,21 +9,11 @@ from pathlib import Path
 import git
 
 from errors import GitError
+from layout import NEVER_IN_GIT, ignore_pattern
 
 MAIN = "main"
-SCHEDULER_PATHS = (
-    "feature_list.json",
-    "progress.json",
-    "reviews.json",
-    ".agent_state.json",
-    ".agent_config.json",
-    ".agent.lock",
-    ".agent_logs/",
-    ".claude_settings.json",
-    "CLAUDE.md",
-    ".claude/",
-)
-"""Hand-off and scheduler files: never in git, whatever a branch's .gitignore says."""
+SCHEDULER_PATHS = tuple(ignore_pattern(name) for name in NEVER_IN_GIT)
+"""Hand-off and scheduler files as ignore patterns: never in git, whatever a branch's .gitignore says."""
 IGNORED = (
     "# scheduler hand-off and state files: kept out of git so checkouts never change them",
     *SCHEDULER_PATHS,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
@@ -14,16 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import filelock
-import jsonschema
 
 from errors import AlreadyRunning, StateError
-from schemas import AGENT_CONFIG, AGENT_STATE, HANDOFF_SCHEMAS
-
-HANDOFF_FILES: tuple[str, ...] = ("feature_list.json", "progress.json", "reviews.json")
-STATE_FILE = ".agent_state.json"
-CONFIG_FILE = ".agent_config.json"
-LOCK_FILE = ".agent.lock"
-LOG_DIR = ".agent_logs"
+from layout import CONFIG_FILE, HANDOFF_FILES, LOCK_FILE
+from schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, schema_error
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -52,10 +45,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def validate(data: Any, schema: dict[str, Any], name: str) -> None:
     """Raise StateError naming the file and the first schema violation."""
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
+    error = schema_error(data, schema)
     if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise StateError(f"{name} does not match its schema at {where}: {error.message}")
+        raise StateError(f"{name} does not match its schema {error}")
 
 
 def read_json(path: Path, schema: dict[str, Any] | None = None) -> Any:
@@ -66,6 +58,8 @@ def read_json(path: Path, schema: dict[str, Any] | None = None) -> Any:
         raise StateError(f"{path} is missing") from None
     except OSError as exc:
         raise StateError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise StateError(f"{path} is not UTF-8 text (byte {exc.start})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -155,69 +149,6 @@ def restore(project: Path, src: Path) -> None:
             atomic_write_text(project / name, (src / name).read_text(encoding="utf-8"))
         else:
             (project / name).unlink(missing_ok=True)
-
-
-APPENDS: dict[str, tuple[frozenset[str], bool]] = {
-    "REVIEW": (frozenset({"feature"}), False),
-    "ARCHITECTURE": (frozenset({"architecture"}), False),
-    "FIX": (frozenset(), True),
-}
-"""Per role: the kinds of review it may append to reviews.json, and whether it may append fixes."""
-
-
-def check_invariants(before: Handoff, after: Handoff, role: str) -> list[str]:
-    """Violations of the hand-off contract by a session of `role` (empty when clean)."""
-    problems: list[str] = []
-    ids = [f["id"] for f in after.features()]
-    if len(ids) != len(set(ids)):
-        problems.append("feature_list.json has duplicate feature IDs")
-    if before.feature_list is not None:
-        strip = [{k: v for k, v in f.items() if k != "passes"} for f in before.features()]
-        now = [{k: v for k, v in f.items() if k != "passes"} for f in after.features()]
-        if strip != now:
-            problems.append("features were added, removed or edited after the INITIALIZER")
-        if before.passing() != after.passing() and role != "REVIEW":
-            problems.append(f"{role} changed `passes`; only REVIEW may")
-    elif role != "INITIALIZER" and after.feature_list is not None:
-        problems.append(f"{role} created feature_list.json; only the INITIALIZER may")
-    for label, key, old, new in (
-        ("reviews", "review_id", before.review_list(), after.review_list()),
-        ("fixes", "fix_id", before.fix_list(), after.fix_list()),
-    ):
-        if new[: len(old)] != old:
-            problems.append(f"earlier entries of reviews.json `{label}` were changed or removed")
-        numbers = [entry[key] for entry in new]
-        if any(b <= a for a, b in itertools.pairwise(numbers)):
-            problems.append(f"reviews.json `{label}` IDs must increase ({key}: {numbers})")
-    kinds, may_fix = APPENDS.get(role, (frozenset(), False))
-    added = after.review_list()[len(before.review_list()) :]
-    if any(review["kind"] not in kinds for review in added):
-        allowed = " or ".join(sorted(kinds)) or "no"
-        problems.append(f"{role} appended a review it may not write ({allowed} reviews only)")
-    if len(after.fix_list()) > len(before.fix_list()) and not may_fix:
-        problems.append(f"{role} appended a fix entry; only FIX may")
-    old_sessions = (before.progress or {}).get("sessions", [])
-    if (after.progress or {}).get("sessions", [])[: len(old_sessions)] != old_sessions:
-        problems.append("earlier session entries of progress.json were changed or removed")
-    return problems
-
-
-def load_state(project: Path) -> dict[str, Any] | None:
-    path = project / STATE_FILE
-    if not path.exists():
-        return None
-    try:
-        return dict(read_json(path, AGENT_STATE))
-    except StateError as exc:
-        raise StateError(
-            f"{exc}. Restore it from the newest copy, {LOG_DIR}/session_*/state.json (each session "
-            "leaves one), then run the same command again"
-        ) from None
-
-
-def save_state(project: Path, data: dict[str, Any]) -> None:
-    validate(data, AGENT_STATE, STATE_FILE)
-    atomic_write_json(project / STATE_FILE, data)
 
 
 def load_config(project: Path) -> dict[str, Any] | None:

@@ -6,8 +6,9 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from config import AgentConfig, SessionState, SessionType
+from config import AgentConfig, SessionType
 from errors import PromptError
+from machine import SessionState
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 EXAMPLE_SPEC = PROMPTS_DIR / "app_spec.txt"
@@ -20,6 +21,8 @@ TEMPLATES: dict[SessionType, str] = {
     SessionType.ARCHITECTURE: "architecture_reviewer_prompt.md",
 }
 ROLE_LINE = "# YOUR ROLE - {} AGENT"
+DEFAULT_TEST_COMMAND = "./init.sh"
+"""What the prompts tell agents to run when the project sets no --test-command."""
 _VAR = re.compile(r"\{\{\s*([A-Za-z0-9_]*)\s*\}\}")
 _NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
@@ -79,20 +82,21 @@ def kickoff(role: SessionType, session_id: int) -> str:
 
 
 def role_variables(
-    project_name: str, config: AgentConfig, state: SessionState, number: int
+    project_name: str, config: AgentConfig, state: SessionState
 ) -> dict[str, str | int | None]:
     """The `{{VARS}}` of the session about to run in `state` (None where a role has no value)."""
-    arch = bool(state.current_branch and state.current_branch.startswith("arch/"))
+    lane, work = state.lane, state.lane.work
+    arch = work is not None and work.architecture_review is not None
     return {
         "PROJECT_NAME": project_name,
-        "SESSION_ID": number,
+        "SESSION_ID": state.next_number,
         "FEATURE_COUNT": config.feature_count,
-        "FEATURES_COMPLETED": state.features_completed,
-        "CURRENT_FEATURE": state.current_feature or ("none (architecture fixes)" if arch else None),
-        "CURRENT_BRANCH": state.current_branch,
-        "REVIEW_ID": state.open_review_id,
-        "FIX_ROUND": state.fix_rounds,
+        "FEATURES_COMPLETED": state.backlog.completed,
+        "CURRENT_FEATURE": (work.feature_id or "none (architecture fixes)") if work else None,
+        "CURRENT_BRANCH": work.branch if work else None,
+        "REVIEW_ID": lane.open_review,
+        "FIX_ROUND": lane.fix_rounds,
         "REVIEW_KIND": "feature",
-        "REVIEW_FEATURE_ID": "null" if arch else f'"{state.current_feature}"',
-        "TEST_COMMAND": config.test_command or "./init.sh",
+        "REVIEW_FEATURE_ID": "null" if arch or work is None else f'"{work.feature_id}"',
+        "TEST_COMMAND": config.test_command or DEFAULT_TEST_COMMAND,
     }

@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from agent import SessionResult
-from config import Outcome, SessionState, SessionType
+from config import SessionType
+from machine import Outcome, SessionState
 
 RunStatus = Literal["done", "limit", "halted"]
 
@@ -47,10 +48,10 @@ class RunReport:
 
 
 def print_summary(console: Console, report: RunReport) -> None:
-    state, stats = report.state, report.stats
+    backlog, stats = report.state.backlog, report.stats
     table = Table(title="Run summary", show_header=False)
-    table.add_row("features passing", f"{len(state.passing)}/{len(state.features)}")
-    table.add_row("features blocked", ", ".join(sorted(state.blocked)) or "none")
+    table.add_row("features passing", f"{len(backlog.passing)}/{len(backlog.features)}")
+    table.add_row("features blocked", ", ".join(sorted(backlog.blocked)) or "none")
     table.add_row("sessions", f"{stats.sessions} ({report.sessions_this_run} in this run)")
     for role, n in sorted(stats.sessions_by_type.items()):
         table.add_row(f"  {role}", str(n))
@@ -59,4 +60,4 @@ def print_summary(console: Console, report: RunReport) -> None:
     table.add_row("total cost", f"${stats.cost_usd:.4f}")
     table.add_row("status", f"{report.status}: {report.message}")
     console.print(table)
-    console.print(f"{len(state.passing)}/{len(state.features)} features passing, {stats.sessions} sessions")
+    console.print(f"{len(backlog.passing)}/{len(backlog.features)} features passing, {stats.sessions} sessions")

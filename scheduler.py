@@ -1,8 +1,7 @@
-"""The session loop: prepare, run, verify, decide, save; once per session, until done or a limit."""
+"""The session loop: plan, prepare, run, verify, transition, save; once per session, until done or a limit."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import shutil
@@ -15,30 +14,29 @@ import git
 
 import gitops
 import progress
+import statefile
 from agent import LOGIN_HELP, SessionRequest, SessionResult, SessionRunner
-from config import (
-    TERMINAL,
-    AgentConfig,
-    Outcome,
-    SessionState,
-    SessionType,
-    advance,
-    get_model_for_session,
-    resume,
-)
+from config import TERMINAL, AgentConfig, SessionType
 from errors import GitError, NotLoggedIn, StateError
-from prompts import kickoff, render, role_variables
+from layout import HANDOFF_FILES, LOG_DIR, STATE_FILE
+from machine import Blocked, Event, GaveUp, Outcome, Rejected, Retry, SessionState, resume, transition
+from plan import plan_session, write_plan
 from report import RunReport, Stats
-from security import write_role_files
 from verify import PreSession, capture, verify_session
 
 
 def log_dir_for(project: Path, number: int, role: SessionType) -> Path:
-    return project / progress.LOG_DIR / f"session_{number:04d}_{role.value}"
+    return project / LOG_DIR / f"session_{number:04d}_{role.value}"
 
 
 class Scheduler:
-    """Runs sessions for one project; every side effect goes through an injected part."""
+    """Runs sessions for one project until every feature passes or is blocked, or a limit.
+
+    Side effects: git in the project (through gitops), the hand-off and state files, the
+    session log folders, and whatever the injected `runner` does (it runs the agent).
+    `echo` receives the progress lines. The caller holds the project lock
+    (`progress.project_lock`) for the whole run.
+    """
 
     def __init__(
         self,
@@ -47,59 +45,60 @@ class Scheduler:
         runner: SessionRunner,
         *,
         echo: Callable[[str], None] = print,
-        env: dict[str, str] | None = None,
-        take_lock: bool = True,
     ) -> None:
         self.project = project
         self.config = config
         self.runner = runner
         self.echo = echo
-        self.env = env or {}
-        self.take_lock = take_lock
 
     # -- state -----------------------------------------------------------------
     def load(self) -> tuple[SessionState, Stats, dict[str, Any] | None]:
-        raw = progress.load_state(self.project)
-        if raw is None and (self.project / "feature_list.json").exists():
+        saved = statefile.load(self.project)
+        if saved is None and (self.project / "feature_list.json").exists():
             raise StateError(
-                f"{progress.STATE_FILE} is missing but the project has a feature list; restore it from the "
-                f"newest {progress.LOG_DIR}/session_*/state.json and run the same command again"
+                f"{STATE_FILE} is missing but the project has a feature list; restore it from the "
+                f"newest {LOG_DIR}/session_*/state.json and run the same command again"
             )
-        if raw is None:
-            return advance(SessionState(), None, self.config), Stats(), None
-        stats = Stats(**raw.get("stats", {}))
-        state = SessionState.from_json(raw)
-        if state.next_session is SessionType.HALTED:
+        if saved is None:
+            return SessionState(), Stats(), None
+        state = saved.state
+        if state.lane.role is SessionType.HALTED:
             self.echo(f"The last run halted ({state.halt_reason}); trying the INITIALIZER again")
-        state = resume(state)
-        return state, stats, raw.get("in_progress")
+        return resume(state), Stats(**saved.stats), saved.in_progress
 
     def save(self, state: SessionState, stats: Stats, in_progress: dict[str, Any] | None = None) -> None:
-        data = state.to_json()
-        data["stats"] = dataclasses.asdict(stats)
-        data["in_progress"] = in_progress
-        progress.save_state(self.project, data)
+        statefile.save(self.project, state, dataclasses.asdict(stats), in_progress)
+
+    def _write_status(self, state: SessionState) -> None:
+        """The status fields of progress.json: what the next session works on."""
+        work = state.lane.work
+        progress.write_status(
+            self.project,
+            phase=state.lane.role.value,
+            feature=work.feature_id if work else None,
+            branch=work.branch if work else None,
+            features_completed=state.backlog.completed,
+        )
 
     # -- the loop ----------------------------------------------------------------
     def run(self, max_iterations: int | None = None) -> RunReport:
-        """Run sessions until done or a limit; takes the project lock unless the caller holds it."""
-        with progress.project_lock(self.project) if self.take_lock else contextlib.nullcontext():
-            try:
-                return self._loop(max_iterations)
-            except git.GitCommandError as exc:
-                command = " ".join(str(part) for part in exc.command[:4])
-                raise GitError(
-                    f"git failed in {self.project} ({command}): {str(exc.stderr).strip()[-300:]}; "
-                    "fix the repository (see `git status`) and run the same command again"
-                ) from None
+        """Run sessions until done or a limit (the caller holds the project lock)."""
+        try:
+            return self._loop(max_iterations)
+        except git.GitCommandError as exc:
+            command = " ".join(str(part) for part in exc.command[:4])
+            raise GitError(
+                f"git failed in {self.project} ({command}): {str(exc.stderr).strip()[-300:]}; "
+                "fix the repository (see `git status`) and run the same command again"
+            ) from None
 
     def _loop(self, max_iterations: int | None) -> RunReport:
         repo = gitops.open_repo(self.project)
         state, stats, interrupted = self.load()
-        if not state.features:  # a new project: the files agents append to start empty
+        if not state.backlog.features:  # a new project: the files agents append to start empty
             progress.ensure_handoff_files(self.project, self.project.name)
         count = 0
-        while state.next_session not in TERMINAL:
+        while state.lane.role not in TERMINAL:
             limit = self._limit_before(count, max_iterations, stats)
             if limit:
                 return RunReport("limit", state, stats, limit, count)
@@ -121,7 +120,7 @@ class Scheduler:
                     count,
                 )
             state = self._after(repo, state, stats, outcome)
-        if state.next_session is SessionType.HALTED:
+        if state.lane.role is SessionType.HALTED:
             return RunReport("halted", state, stats, state.halt_reason, count)
         return RunReport("done", state, stats, "every feature passes or is blocked", count)
 
@@ -167,12 +166,13 @@ class Scheduler:
                 )
             aside = earlier[-1]
         progress.restore(self.project, aside / "pre")
-        branch, tip = state.current_branch, interrupted.get("branch_tip")
+        work, tip = state.lane.work, interrupted.get("branch_tip")
+        branch = work.branch if work else None
         if branch and tip and gitops.head(repo, branch) is None:  # deleted just before the kill
             gitops.create_branch(repo, branch, tip)
         stats.interrupted_sessions += 1
         self.echo(
-            f"Resuming: session {interrupted['number']} ({state.next_session.value}) was "
+            f"Resuming: session {interrupted['number']} ({state.lane.role.value}) was "
             "interrupted; hand-off files restored, running it again"
         )
         return PreSession(
@@ -182,65 +182,56 @@ class Scheduler:
     def _check_handoff(self, state: SessionState) -> None:
         """Check that the hand-off files an agent is about to read are intact and present."""
         handoff = progress.load_handoff(self.project)
-        if state.features:
+        if state.backlog.features:
             for name, data in zip(
-                progress.HANDOFF_FILES, (handoff.feature_list, handoff.progress, handoff.reviews), strict=True
+                HANDOFF_FILES, (handoff.feature_list, handoff.progress, handoff.reviews), strict=True
             ):
                 if data is None:
                     raise StateError(f"{name} is missing")
 
     def _prepare_git(self, repo: git.Repo, state: SessionState) -> None:
         """Check out what the session starts on; nothing an earlier session left is lost."""
-        role, branch = state.next_session, state.current_branch
+        role, work = state.lane.role, state.lane.work
         if gitops.clear_stale_lock(repo):
             self.echo("  removed a stale .git/index.lock left by a stopped session")
-        if role is SessionType.FIX and branch and branch.startswith("arch/"):
+        if role is SessionType.FIX and work is not None and work.architecture_review is not None:
             main = gitops.head(repo, gitops.MAIN)
             assert main is not None
-            gitops.create_branch(repo, branch, main)
+            gitops.create_branch(repo, work.branch, main)
         if role in (SessionType.FIX, SessionType.REVIEW):
-            if not branch or gitops.head(repo, branch) is None:
+            if work is None or gitops.head(repo, work.branch) is None:
                 raise StateError(
-                    f"the branch {branch} that this {role.value} session works on is missing; restore it "
-                    "(its last commits are under refs/scheduler/) and run the same command again"
+                    f"the branch {work.branch if work else '(none)'} that this {role.value} session works "
+                    "on is missing; restore it (its last commits are under refs/scheduler/) and run the "
+                    "same command again"
                 )
-            gitops.checkout(repo, branch)
+            gitops.checkout(repo, work.branch)
         else:
             gitops.checkout(repo, gitops.MAIN)
 
     def _one_session(
         self, repo: git.Repo, state: SessionState, stats: Stats, pre: PreSession | None
     ) -> tuple[SessionResult, Outcome | None]:
-        role = state.next_session
-        number = state.session_count + 1
-        log_dir = log_dir_for(self.project, number, role)
+        plan = plan_session(state, self.config, self.project.name, spent_usd=stats.cost_usd)
+        log_dir = log_dir_for(self.project, plan.number, plan.role)
         self._prepare_git(repo, state)
         try:
             self._check_handoff(state)
         except StateError as exc:
             raise StateError(
                 f"{exc}. The newest good copies of the hand-off files are in "
-                f"{progress.LOG_DIR}/session_*/post/; restore the file from there"
+                f"{LOG_DIR}/session_*/post/; restore the file from there"
             ) from None
-        progress.write_status(
-            self.project,
-            phase=role.value,
-            feature=state.current_feature,
-            branch=state.current_branch,
-            features_completed=state.features_completed,
-        )
+        self._write_status(state)
         if pre is None:
             pre = capture(self.project, repo, state, log_dir / "pre")
         else:
             progress.snapshot(self.project, log_dir / "pre")
             pre = dataclasses.replace(pre, copies=log_dir / "pre")
-        self.save(state, stats, self._in_progress(number, log_dir, pre))
-        request = self.build_request(state, number, log_dir, spent=stats.cost_usd)
-        self.echo(
-            f"\n=== Session {number}: {role.value} ({request.model})"
-            + (f" · {state.current_branch}" if state.current_branch else "")
-            + " ==="
-        )
+        self.save(state, stats, self._in_progress(plan.number, log_dir, pre))
+        request = SessionRequest(plan, self.project, write_plan(plan, self.project), log_dir)
+        work = f" · {plan.work.branch}" if plan.work else ""
+        self.echo(f"\n=== Session {plan.number}: {plan.role.value} ({plan.model}){work} ===")
         result = self.runner.run(request)
         (log_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
         if result.not_logged_in:
@@ -249,44 +240,47 @@ class Scheduler:
             raise NotLoggedIn(LOGIN_HELP)
         if result.rate_limit_resets_at is not None or result.subtype == "error_max_budget_usd":
             stats.cost_usd += result.cost_usd
-            self.save(state, stats, self._in_progress(number, log_dir, pre))
+            self.save(state, stats, self._in_progress(plan.number, log_dir, pre))
             return result, None  # in_progress stays set: the next run restores and reruns it
         outcome = verify_session(self.project, repo, state, pre, self.config, self.echo)
         progress.snapshot(self.project, log_dir / "post")
-        stats.add(role, result, outcome)
+        stats.add(plan.role, result, outcome)
         verdict = f" {outcome.verdict}" if outcome.verdict else ""
         status = "verified" if outcome.ok else f"FAILED: {outcome.reason}"
         self.echo(
-            f"--- Session {number} {role.value}{verdict}: {status} "
+            f"--- Session {plan.number} {plan.role.value}{verdict}: {status} "
             f"(${result.cost_usd:.4f}, {result.num_turns} turns)"
         )
         return result, outcome
 
     def _after(self, repo: git.Repo, state: SessionState, stats: Stats, outcome: Outcome) -> SessionState:
-        new = advance(state, outcome, self.config)
-        old_branch = state.current_branch
-        dropped = old_branch != new.current_branch or new.rejections != state.rejections
-        if old_branch and dropped:
-            tip, main = gitops.head(repo, old_branch), gitops.head(repo, gitops.MAIN)
+        """Apply the verified outcome, act on the events it implies, save a restore point."""
+        step = transition(state, outcome, self.config)
+        for event in step.events:
+            self._act(repo, event, step.state)
+        self.save(step.state, stats)
+        log_dir = log_dir_for(self.project, step.state.session_count, state.lane.role)
+        shutil.copy2(self.project / STATE_FILE, log_dir / "state.json")  # a restore point
+        self._write_status(step.state)
+        return step.state
+
+    def _act(self, repo: git.Repo, event: Event, new: SessionState) -> None:
+        """What the scheduler does about one event of the transition."""
+        if isinstance(event, Rejected):
+            branch = event.work.branch
+            tip, main = gitops.head(repo, branch), gitops.head(repo, gitops.MAIN)
             if tip and main and not gitops.is_ancestor(repo, tip, main):
-                gitops.keep_ref(repo, f"rejected/session-{new.session_count}/{old_branch}", tip)
-                gitops.delete_branch(repo, old_branch)
+                gitops.keep_ref(repo, f"rejected/session-{new.session_count}/{branch}", tip)
+                gitops.delete_branch(repo, branch)
                 self.echo(
-                    f"  branch {old_branch} deleted (rejected; its tip {tip[:10]} is kept under refs/scheduler/rejected/)"
+                    f"  branch {branch} deleted (rejected; its tip {tip[:10]} is kept under refs/scheduler/rejected/)"
                 )
-        if new.blocked - state.blocked:
-            self.echo(f"  blocked: {', '.join(sorted(new.blocked - state.blocked))}")
-        self.save(new, stats)
-        log_dir = log_dir_for(self.project, new.session_count, state.next_session)
-        shutil.copy2(self.project / progress.STATE_FILE, log_dir / "state.json")  # a restore point
-        progress.write_status(
-            self.project,
-            phase=new.next_session.value,
-            feature=new.current_feature,
-            branch=new.current_branch,
-            features_completed=new.features_completed,
-        )
-        return new
+        elif isinstance(event, Blocked):
+            self.echo(f"  blocked: {event.feature_id} (rejected {self.config.max_rejections} times)")
+        elif isinstance(event, Retry):
+            self.echo(f"  {event.role.value} runs again (attempt {event.attempt} of {self.config.max_attempts})")
+        elif isinstance(event, GaveUp):
+            self.echo(f"  {event.role.value} failed {self.config.max_attempts} times; moving on")
 
     @staticmethod
     def _in_progress(number: int, log_dir: Path, pre: PreSession) -> dict[str, Any]:
@@ -298,32 +292,3 @@ class Scheduler:
             "branch_tip": pre.branch_tip,
             "heads": pre.heads,
         }
-
-    def build_request(
-        self, state: SessionState, number: int, log_dir: Path, spent: float = 0.0
-    ) -> SessionRequest:
-        """Render the role's prompt and write its settings and CLAUDE.md."""
-        role = state.next_session
-        settings, scope = write_role_files(
-            self.project,
-            role,
-            feature=state.current_feature,
-            branch=state.current_branch,
-            test_command=self.config.test_command,
-        )
-        return SessionRequest(
-            session_type=role,
-            session_number=number,
-            model=get_model_for_session(role, self.config),
-            system_append=render(role, role_variables(self.project.name, self.config, state, number))
-            + "\n\n"
-            + scope,
-            prompt=kickoff(role, number),
-            cwd=self.project,
-            settings_path=settings,
-            max_turns=self.config.max_turns,
-            timeout_s=self.config.session_timeout_s,
-            max_budget_usd=None if self.config.max_budget_usd is None else self.config.max_budget_usd - spent,
-            log_dir=log_dir,
-            env=dict(self.env),
-        )

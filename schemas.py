@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonschema
+
+from config import ROLES, TERMINAL
+
+ROLE_NAMES = [role.value for role in ROLES]
 FEATURE_ID = {"type": "string", "pattern": "^F[0-9]+$"}
 NULLABLE_STR = {"type": ["string", "null"]}
 ISSUE_LIST = {"type": "array", "items": {"type": "string"}}
@@ -53,7 +58,7 @@ PROGRESS: dict[str, Any] = {
                 "required": ["session_id", "agent_type", "outcome"],
                 "properties": {
                     "session_id": {"type": "integer"},
-                    "agent_type": {"enum": ["INITIALIZER", "IMPLEMENT", "REVIEW", "FIX", "ARCHITECTURE"]},
+                    "agent_type": {"enum": ROLE_NAMES},
                     "features_touched": {"type": "array", "items": FEATURE_ID},
                     "outcome": {"type": "string"},
                     "commit_range": {
@@ -126,24 +131,43 @@ HANDOFF_SCHEMAS: dict[str, dict[str, Any]] = {
 
 _COUNT = {"type": "integer", "minimum": 0}
 _POSITIVE = {"type": "integer", "minimum": 1}
+FEATURE_IDS = {"type": "array", "items": FEATURE_ID}
 AGENT_STATE: dict[str, Any] = {
     "type": "object",
-    "required": ["next_session", "features", "passing", "blocked", "session_count"],
+    "required": ["backlog", "lane", "session_count"],
     "properties": {
-        "next_session": {
-            "enum": ["INITIALIZER", "IMPLEMENT", "REVIEW", "FIX", "ARCHITECTURE", "DONE", "HALTED"]
+        "backlog": {
+            "type": "object",
+            "required": ["features", "passing", "blocked"],
+            "properties": {
+                "features": FEATURE_IDS,
+                "passing": FEATURE_IDS,
+                "blocked": FEATURE_IDS,
+                "rejections": {"type": "object", "additionalProperties": _COUNT},
+            },
         },
-        "features": {"type": "array", "items": FEATURE_ID},
-        "passing": {"type": "array", "items": FEATURE_ID},
-        "blocked": {"type": "array", "items": FEATURE_ID},
-        "rejections": {"type": "object", "additionalProperties": _COUNT},
-        "current_feature": {"anyOf": [FEATURE_ID, {"type": "null"}]},
-        "current_branch": NULLABLE_STR,
-        "features_completed": _COUNT,
+        "lane": {
+            "type": "object",
+            "required": ["role"],
+            "properties": {
+                "role": {"enum": [*ROLE_NAMES, *sorted(t.value for t in TERMINAL)]},
+                "work": {
+                    "anyOf": [
+                        {"type": "null"},
+                        {"type": "object", "required": ["feature"], "properties": {"feature": FEATURE_ID}},
+                        {
+                            "type": "object",
+                            "required": ["architecture_review"],
+                            "properties": {"architecture_review": _POSITIVE},
+                        },
+                    ]
+                },
+                "attempts": _COUNT,
+                "fix_rounds": _COUNT,
+                "open_review": {"type": ["integer", "null"]},
+            },
+        },
         "architecture_checked_at": _COUNT,
-        "fix_rounds": _COUNT,
-        "attempts": _COUNT,
-        "open_review_id": {"type": ["integer", "null"]},
         "session_count": _COUNT,
         "halt_reason": {"type": "string"},
         "in_progress": {
@@ -192,8 +216,20 @@ AGENT_CONFIG: dict[str, Any] = {
         "spec_sha256": {"type": "string"},
         "models": {
             "type": "object",
-            "propertyNames": {"enum": ["INITIALIZER", "IMPLEMENT", "REVIEW", "FIX", "ARCHITECTURE"]},
+            "propertyNames": {"enum": ROLE_NAMES},
             "additionalProperties": {"type": "string", "minLength": 1},
         },
     },
 }
+
+
+def schema_error(data: Any, schema: dict[str, Any]) -> str | None:
+    """Where and how `data` breaks `schema` (the most relevant error), or None when it matches.
+
+    The one place JSON Schema validation happens; callers raise their own error type.
+    """
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+    return f"at {where}: {error.message}"

@@ -1,8 +1,8 @@
 """Per-role permissions: Claude Code settings, CLAUDE.md scope rules, the file-path hook policy.
 
-Everything here is built as data by pure functions; `write_role_files` is the one
-place that writes them, after validating the settings (the CLI silently ignores an
-invalid settings file, so an unvalidated one would mean no policy at all).
+Everything here is built as data by pure functions; `plan.write_plan` is the one place
+that writes them, after `plan.plan_session` validated the settings (the CLI silently
+ignores an invalid settings file, so an unvalidated one would mean no policy at all).
 """
 
 from __future__ import annotations
@@ -10,28 +10,14 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-import jsonschema
-
 from config import SessionType
 from errors import SettingsError
-from progress import HANDOFF_FILES, atomic_write_json, atomic_write_text
+from layout import AGENT_MAY_NOT_WRITE, FOLDERS, HANDOFF_FILES, SCHEDULER_FILES, SETTINGS_FILE
+from machine import WorkItem
+from schemas import schema_error
 
-SETTINGS_FILE = ".claude_settings.json"
-SCOPE_FILE = "CLAUDE.md"
 PERMISSION_MODE: Literal["dontAsk"] = "dontAsk"
 """Anything not allowed is denied without asking (headless; bypass is refused as root)."""
-
-PROTECTED = (
-    SETTINGS_FILE,
-    SCOPE_FILE,
-    ".agent_state.json",
-    ".agent_config.json",
-    ".agent.lock",
-    ".agent_logs",
-    ".git",
-    ".claude",
-)
-"""Scheduler-owned paths no agent may write."""
 
 _TOOL = r"(Bash|Read|Edit|Write|MultiEdit|Glob|Grep|LS|NotebookEdit|TodoWrite|WebFetch|WebSearch|Task)"
 SETTINGS_SCHEMA: dict[str, Any] = {
@@ -187,19 +173,16 @@ def settings_for(role: SessionType, test_command: str | None = None) -> dict[str
         allow += _file_rules(["reviews.json", "progress.json"])
     else:
         raise SettingsError(f"{role} runs no session")
-    deny = _bash_rules(DENY_BASH) + [f"{tool}(./{p})" for p in PROTECTED for tool in ("Edit", "Write")]
-    deny += [f"{tool}(./{p}/**)" for p in PROTECTED for tool in ("Edit", "Write")]
+    deny = _bash_rules(DENY_BASH) + [f"{tool}(./{p})" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
+    deny += [f"{tool}(./{p}/**)" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
     deny += ROLE_DENIES.get(role, [])
     return {"permissions": {"allow": allow, "deny": deny, "defaultMode": PERMISSION_MODE}}
 
 
 def validate_settings(settings: dict[str, Any]) -> None:
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(SETTINGS_SCHEMA).iter_errors(settings)
-    )
+    error = schema_error(settings, SETTINGS_SCHEMA)
     if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise SettingsError(f"generated {SETTINGS_FILE} is invalid at {where}: {error.message}")
+        raise SettingsError(f"generated {SETTINGS_FILE} is invalid {error}")
 
 
 SCOPES: dict[SessionType, str] = {
@@ -211,48 +194,30 @@ SCOPES: dict[SessionType, str] = {
 }
 
 
-def scope_rules(role: SessionType, feature: str | None, branch: str | None) -> str:
+def _names(names: tuple[str, ...]) -> str:
+    return ", ".join(f"{name}/" if name in FOLDERS else name for name in names)
+
+
+def scope_rules(role: SessionType, work: WorkItem | None) -> str:
     """The CLAUDE.md text of a role: its scope in words (the settings and hooks enforce it)."""
-    work = f"Current feature: {feature or 'none'}; branch: {branch or 'main'}."
+    feature = (work.feature_id or "none (architecture fixes)") if work else "none"
+    branch = work.branch if work else "main"
     return "\n".join(
         [
             f"# Scope of this session: {role.value}",
             "",
             SCOPES[role],
-            work,
+            f"Current feature: {feature}; branch: {branch}.",
             "",
             "- Work only inside this project folder.",
-            "- Never edit CLAUDE.md, .claude_settings.json, .agent_state.json, .agent_config.json,",
-            "  .agent_logs/ or .git/ directly: they belong to the scheduler.",
-            "- The hand-off files (feature_list.json, progress.json, reviews.json) are git-ignored:",
+            f"- Never edit {_names(SCHEDULER_FILES)} or .git/ directly: they belong to the scheduler.",
+            f"- The hand-off files ({_names(HANDOFF_FILES)}) are git-ignored:",
             "  edit them in place, keep them valid JSON, never commit them.",
             "- Stage explicit paths; no `git add -A`, no push, no rebase, no history rewriting.",
             "- Commands outside your role's permissions are denied: do not try to work around them.",
             "",
         ]
     )
-
-
-def write_role_files(
-    project: Path,
-    role: SessionType,
-    *,
-    feature: str | None,
-    branch: str | None,
-    test_command: str | None = None,
-) -> tuple[Path, str]:
-    """Validate and write the role's settings and CLAUDE.md; return the settings path and scope.
-
-    With `setting_sources=[]` the CLI does not read CLAUDE.md itself, so the scheduler
-    appends the scope text to the session's system prompt (see agent.py).
-    """
-    settings = settings_for(role, test_command)
-    validate_settings(settings)
-    path = project / SETTINGS_FILE
-    atomic_write_json(path, settings)
-    scope = scope_rules(role, feature, branch)
-    atomic_write_text(project / SCOPE_FILE, scope)
-    return path, scope
 
 
 def path_decision(role: SessionType, project: Path, target: str) -> str | None:
@@ -263,7 +228,7 @@ def path_decision(role: SessionType, project: Path, target: str) -> str | None:
     if not resolved.is_relative_to(root):
         return f"{target} is outside the project folder"
     rel = PurePosixPath(resolved.relative_to(root).as_posix())
-    if rel.parts and rel.parts[0] in PROTECTED:
+    if rel.parts and rel.parts[0] in AGENT_MAY_NOT_WRITE:
         return f"{rel} belongs to the scheduler"
     if str(rel) in FORBIDDEN_FILES.get(role, ()):
         return f"{role.value} may not write {rel}"

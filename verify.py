@@ -15,9 +15,12 @@ from typing import Any
 import git
 
 import gitops
-from config import AgentConfig, Outcome, SessionState, SessionType
+from config import AgentConfig, SessionType
 from errors import StateError
-from progress import Handoff, atomic_write_json, check_invariants, load_handoff, restore, snapshot
+from invariants import check_invariants
+from layout import is_scheduler_path
+from machine import Outcome, SessionState, WorkItem
+from progress import Handoff, atomic_write_json, load_handoff, restore, snapshot
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class PreSession:
     """Every local branch and its commit."""
 
 
-class Rejected(Exception):
+class ClaimRefused(Exception):
     """The session's claim did not hold; the message says why."""
 
 
@@ -42,7 +45,8 @@ def capture(project: Path, repo: git.Repo, state: SessionState, copies: Path) ->
     main = gitops.head(repo, gitops.MAIN)
     if main is None:
         raise StateError("the project's repository has no `main` branch; restore it or start a new project")
-    tip = gitops.head(repo, state.current_branch) if state.current_branch else None
+    work = state.lane.work
+    tip = gitops.head(repo, work.branch) if work else None
     return PreSession(main, tip, load_handoff(project), copies, gitops.branches(repo))
 
 
@@ -55,19 +59,19 @@ def verify_session(
     echo: Callable[[str], None] = print,
 ) -> Outcome:
     """The verified outcome of the session that just ran in `state`."""
-    role = state.next_session
+    role = state.lane.role
     try:
         try:
             after = load_handoff(project)
         except StateError as exc:
-            raise Rejected(str(exc)) from None
-        problems = check_invariants(pre.handoff, after, role.value)
+            raise ClaimRefused(str(exc)) from None
+        problems = check_invariants(pre.handoff, after, role)
         if problems:
-            raise Rejected("; ".join(problems))
+            raise ClaimRefused("; ".join(problems))
         return _CHECKS[role](Ran(project, repo, state, pre, after, config, echo))
-    except Rejected as exc:
+    except ClaimRefused as exc:
         undo(project, repo, state, pre, echo)
-        return Outcome(session_type=role, ok=False, reason=str(exc))
+        return Outcome(role, ok=False, reason=str(exc))
 
 
 def undo(
@@ -77,7 +81,7 @@ def undo(
 
     Whatever the session committed stays reachable under refs/scheduler/undone/ (nothing lost).
     """
-    label = f"session-{state.session_count + 1}"
+    label = f"session-{state.next_number}"
     now = gitops.branches(repo)
     for branch in sorted(set(now) | set(pre.heads), key=lambda b: b != gitops.MAIN):
         before, after = pre.heads.get(branch), now.get(branch)
@@ -106,9 +110,20 @@ class Ran:
     config: AgentConfig
     echo: Callable[[str], None]
 
+    @property
+    def role(self) -> SessionType:
+        return self.state.lane.role
+
+    @property
+    def work(self) -> WorkItem:
+        work = self.state.lane.work
+        if work is None:
+            raise ClaimRefused(f"{self.role.value} ran without a work item")
+        return work
+
     def main_untouched(self) -> None:
         if gitops.head(self.repo, gitops.MAIN) != self.pre.main:
-            raise Rejected(f"{self.state.next_session.value} changed `main`; only REVIEW may merge into it")
+            raise ClaimRefused(f"{self.role.value} changed `main`; only a REVIEW whose PASS holds merges into it")
 
     def only_branches_changed(self, allowed: set[str]) -> None:
         """No branch but `allowed` was created, moved or deleted."""
@@ -117,29 +132,25 @@ class Ran:
         if gitops.MAIN in touched - allowed:
             self.main_untouched()
         if touched - allowed:
-            raise Rejected(
-                f"{self.state.next_session.value} changed branches it does not own: "
+            raise ClaimRefused(
+                f"{self.role.value} changed branches it does not own: "
                 f"{', '.join(sorted(touched - allowed))}"
             )
 
     def no_scheduler_files_committed(self, base: str, tip: str) -> None:
-        bad = [
-            p
-            for p in gitops.changed_paths(self.repo, base, tip)
-            if any(p == s.rstrip("/") or p.startswith(s) for s in gitops.SCHEDULER_PATHS)
-        ]
+        bad = [p for p in gitops.changed_paths(self.repo, base, tip) if is_scheduler_path(p)]
         if bad:
-            raise Rejected(f"hand-off or scheduler files were committed: {', '.join(bad)}")
+            raise ClaimRefused(f"hand-off or scheduler files were committed: {', '.join(bad)}")
 
     def new_commits_on_branch(self) -> None:
-        branch = self.state.current_branch
-        tip = gitops.head(self.repo, branch) if branch else None
-        if branch is None or tip is None:
-            raise Rejected(f"branch {branch} does not exist")
+        branch = self.work.branch
+        tip = gitops.head(self.repo, branch)
+        if tip is None:
+            raise ClaimRefused(f"branch {branch} does not exist")
         self.only_branches_changed({branch})
         base = self.pre.branch_tip or self.pre.main
         if tip == base or not gitops.is_ancestor(self.repo, base, tip):
-            raise Rejected(f"no new commits on {branch} since the session started")
+            raise ClaimRefused(f"no new commits on {branch} since the session started")
         self.no_scheduler_files_committed(base, tip)
 
     def new_reviews(self, kind: str) -> list[dict[str, Any]]:
@@ -147,18 +158,18 @@ class Ran:
         return [r for r in new if r["kind"] == kind]
 
     def outcome(self, **values: Any) -> Outcome:
-        return Outcome(self.state.next_session, ok=True, passing=self.after.passing(), **values)
+        return Outcome(self.role, ok=True, passing=self.after.passing(), **values)
 
 
 def _initializer(ran: Ran) -> Outcome:
     if ran.after.feature_list is None:
-        raise Rejected("no feature_list.json was written")
+        raise ClaimRefused("no feature_list.json was written")
     if ran.after.passing():
-        raise Rejected("the INITIALIZER marked features as passing")
+        raise ClaimRefused("the INITIALIZER marked features as passing")
     ran.only_branches_changed({gitops.MAIN})
     main = gitops.head(ran.repo, gitops.MAIN)
     if main is None or main == ran.pre.main:
-        raise Rejected("nothing was committed on `main`")
+        raise ClaimRefused("nothing was committed on `main`")
     ran.no_scheduler_files_committed(ran.pre.main, main)
     return ran.outcome(feature_ids=tuple(f["id"] for f in ran.after.features()))
 
@@ -173,8 +184,9 @@ def _fix(ran: Ran) -> Outcome:
     ran.main_untouched()
     ran.new_commits_on_branch()
     fixes = ran.after.fix_list()[len(ran.pre.handoff.fix_list()) :]
-    if not any(fix["review_id"] == ran.state.open_review_id for fix in fixes):
-        raise Rejected(f"no fix entry for review {ran.state.open_review_id} in reviews.json")
+    review = ran.state.lane.open_review
+    if not any(fix["review_id"] == review for fix in fixes):
+        raise ClaimRefused(f"no fix entry for review {review} in reviews.json")
     return ran.outcome()
 
 
@@ -182,35 +194,35 @@ def _architecture(ran: Ran) -> Outcome:
     ran.only_branches_changed(set())
     reviews = ran.new_reviews("architecture")
     if not reviews:
-        raise Rejected("no architecture review was appended to reviews.json")
+        raise ClaimRefused("no architecture review was appended to reviews.json")
     return ran.outcome(verdict=reviews[-1]["verdict"], review_id=reviews[-1]["review_id"])
 
 
 def _review(ran: Ran) -> Outcome:
-    feature, branch = ran.state.current_feature, ran.state.current_branch
+    feature, branch = ran.work.feature_id, ran.work.branch
     reviews = [r for r in ran.new_reviews("feature") if r["feature_id"] == feature]
     if not reviews:
-        raise Rejected(f"no review of {feature or branch} was appended to reviews.json")
+        raise ClaimRefused(f"no review of {feature or branch} was appended to reviews.json")
     verdict, review_id = reviews[-1]["verdict"], reviews[-1]["review_id"]
     changed = ran.after.passing() ^ ran.pre.handoff.passing()
     if verdict != "PASS":
         ran.only_branches_changed(set())
         if changed:
-            raise Rejected(f"`passes` changed although the verdict is {verdict}")
+            raise ClaimRefused(f"`passes` changed although the verdict is {verdict}")
         return ran.outcome(verdict=verdict, review_id=review_id)
     if changed != ({feature} if feature else set()):
-        raise Rejected(
+        raise ClaimRefused(
             f"a PASS must set `passes` on {feature or 'no feature'} and nothing else "
             f"(changed: {sorted(changed)})"
         )
     ran.only_branches_changed({gitops.MAIN})
     tip, main = ran.pre.branch_tip, gitops.head(ran.repo, gitops.MAIN)
     if tip is None or main is None:
-        raise Rejected(f"verdict PASS but {branch} does not exist")
+        raise ClaimRefused(f"verdict PASS but {branch} does not exist")
     merged = main == tip and gitops.is_ancestor(ran.repo, ran.pre.main, tip)
     merged = merged or gitops.parents(ran.repo, main) == [ran.pre.main, tip]
     if not merged:
-        raise Rejected(
+        raise ClaimRefused(
             f"verdict PASS but `main` is not {branch} merged into the old `main` "
             "(expected one `git merge --no-ff` or a fast-forward)"
         )
@@ -225,8 +237,8 @@ def _review(ran: Ran) -> Outcome:
 
 def _undo_failed_merge(ran: Ran, merged: str, review_id: int, output: str) -> Outcome:
     """Tests fail on `main` after the merge: undo it and turn the PASS into REQUEST_CHANGES."""
-    feature = ran.state.current_feature
-    gitops.keep_ref(ran.repo, f"undone/session-{ran.state.session_count + 1}/main", merged)
+    feature = ran.work.feature_id
+    gitops.keep_ref(ran.repo, f"undone/session-{ran.state.next_number}/main", merged)
     gitops.set_branch(ran.repo, gitops.MAIN, ran.pre.main)
     finding = f"tests failed on main after merging: {output.strip()[-500:]}"
     reviews = dict(ran.after.reviews or {})

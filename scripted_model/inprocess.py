@@ -7,7 +7,6 @@ The real CLI path is covered by the scripted model server and the end-to-end tes
 
 from __future__ import annotations
 
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -19,7 +18,15 @@ from scripted_model.scenario import Scenario
 from security import path_decision
 
 MAX_BATCHES = 50
-_FORBIDDEN = re.compile(r"^\s*(git push|curl|wget|sudo|rm -rf)\b")
+
+
+def denied_by_settings(settings: dict[str, object], command: str) -> bool:
+    """The role's own `Bash(prefix:*)` deny rules, applied to a command as the CLI would."""
+    permissions = settings.get("permissions")
+    deny = permissions.get("deny", []) if isinstance(permissions, dict) else []
+    prefixes = [rule[5:-3] for rule in deny if rule.startswith("Bash(") and rule.endswith(":*)")]
+    words = command.split()
+    return any(words[: len(p.split())] == p.split() for p in prefixes)
 
 
 class InProcessRobotRunner:
@@ -32,12 +39,12 @@ class InProcessRobotRunner:
     def run(self, request: SessionRequest) -> SessionResult:
         self.requests.append(request)
         started = time.monotonic()
-        ctx = Ctx(request.session_number, self.scenario)
+        ctx = Ctx(request.plan.number, self.scenario)
         results: list[str] = []
         denials: list[dict[str, object]] = []
         turns = 1
         for _ in range(MAX_BATCHES):
-            step = next_step(request.session_type.value, ctx, results)
+            step = next_step(request.plan.role.value, ctx, results)
             if isinstance(step, str):
                 break
             turns += 1
@@ -51,7 +58,7 @@ class InProcessRobotRunner:
             is_error=False,
             num_turns=turns,
             tool_calls=len(results),
-            session_id=f"inprocess-{request.session_number}",
+            session_id=f"inprocess-{request.plan.number}",
             permission_denials=tuple(denials),
             terminal_reason="completed",
             duration_s=time.monotonic() - started,
@@ -62,7 +69,7 @@ class InProcessRobotRunner:
         cwd = Path(request.cwd)
         if call.name == "Bash":
             command = str(call.input["command"])
-            if _FORBIDDEN.match(command):
+            if denied_by_settings(request.plan.settings, command):
                 return "Permission to use Bash with this command has been denied.", True
             proc = subprocess.run(
                 ["bash", "-c", command],
@@ -79,7 +86,7 @@ class InProcessRobotRunner:
             return output, False
         if call.name in ("Write", "Edit"):
             target = str(call.input["file_path"])
-            reason = path_decision(request.session_type, cwd, target)
+            reason = path_decision(request.plan.role, cwd, target)
             if reason is not None:
                 return f"denied: {reason}", True
             path = cwd / target

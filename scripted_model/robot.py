@@ -224,6 +224,22 @@ def review(ctx: Ctx) -> Script:
         issues["major"].append(f"{key}: add a test for the error path and document the module")
     elif verdict == "REJECT":
         issues["critical"].append(f"{key}: wrong approach; redo it from main")
+    end = ""
+    if verdict == "PASS":  # decide, merge, re-test on main, and only then write the one verdict
+        (merged,) = yield [
+            bash(
+                f"git checkout -q main && git merge -q --no-ff {branch} "
+                f"-m 'Merge {branch}' && git rev-parse HEAD"
+            )
+        ]
+        end = last_line(merged)
+        (retest,) = yield [bash(RUN_TESTS)]
+        if not tests_passed(retest) and not ctx.scenario.has_fault(ctx.session, "ignore_tests"):
+            yield [bash("git reset -q --hard ORIG_HEAD")]
+            verdict, end = "REQUEST_CHANGES", ""
+            issues["critical"].append(f"the test suite fails on main after the merge: {retest.strip()[-200:]}")
+    else:
+        yield [bash("git checkout -q main")]
     review_id = max((r["review_id"] for r in reviews), default=0) + 1
     entry = {
         "review_id": review_id,
@@ -234,22 +250,9 @@ def review(ctx: Ctx) -> Script:
         "issues": issues,
     }
     yield [write_json(files.path("reviews.json"), {**files.reviews, "reviews": [*reviews, entry]})]
-    end = ""
-    if verdict == "PASS":
-        (merged,) = yield [
-            bash(
-                f"git checkout -q main && git merge -q --no-ff {branch} "
-                f"-m 'Merge {branch}' && git rev-parse HEAD"
-            )
-        ]
-        end = last_line(merged)
-        if feature_id:
-            passed = [
-                {**f, "passes": True} if f["id"] == feature_id else f for f in files.features["features"]
-            ]
-            yield [write_json(files.path("feature_list.json"), {**files.features, "features": passed})]
-    else:
-        yield [bash("git checkout -q main")]
+    if verdict == "PASS" and feature_id:
+        passed = [{**f, "passes": True} if f["id"] == feature_id else f for f in files.features["features"]]
+        yield [write_json(files.path("feature_list.json"), {**files.features, "features": passed})]
     yield from faults(ctx, files)
     yield [
         session_entry(

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
+from schemas import schema_error
 from scripted_model.protocol import FAULT_KINDS
 
 ROBOT_FAULTS: tuple[str, ...] = (
@@ -100,10 +99,9 @@ class Scenario:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Scenario:
-        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMA).iter_errors(data))
+        error = schema_error(data, SCHEMA)
         if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-            raise ValueError(f"scenario is invalid at {where}: {error.message}")
+            raise ValueError(f"scenario is invalid {error}")
         return cls(
             features=data.get("features", 6),
             reviews={k: tuple(v) for k, v in data.get("reviews", {}).items()},

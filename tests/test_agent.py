@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from claude_agent_sdk import ToolUseBlock
 from click.testing import CliRunner
-from rich.console import Console
+from helpers import factory_of, request_for, state_for
 
 from agent import (
     LOGIN_HELP,
@@ -18,31 +18,21 @@ from agent import (
     describe_tool_call,
 )
 from autonomous_agent_demo import main
-from config import SessionType
+from config import AgentConfig, SessionType
 from scripted_model.hermetic import sdk_env
-from security import write_role_files
 
 
-def request(tmp_path: Path, env: dict[str, str] | None = None) -> SessionRequest:
-    settings, _ = write_role_files(tmp_path, SessionType.REVIEW, feature="F001", branch="feature/F001")
-    return SessionRequest(
-        session_type=SessionType.REVIEW,
-        session_number=3,
-        model="opus",
-        system_append="ROLE TEXT",
-        prompt="Session 3.",
-        cwd=tmp_path,
-        settings_path=settings,
-        max_turns=7,
-        log_dir=tmp_path / "log",
-        env=env or {"X": "1"},
-    )
+def request(tmp_path: Path) -> SessionRequest:
+    return request_for(tmp_path, state_for(SessionType.REVIEW), AgentConfig(max_turns=7))
 
 
 def test_options_carry_the_role(tmp_path: Path) -> None:
-    options = build_options(request(tmp_path), stderr=lambda _: None)
+    req = request(tmp_path)
+    options = build_options(req, stderr=lambda _: None, env={"X": "1"})
     assert options.model == "opus" and options.max_turns == 7 and options.cwd == str(tmp_path)
-    assert options.system_prompt == {"type": "preset", "preset": "claude_code", "append": "ROLE TEXT"}
+    assert options.system_prompt == {"type": "preset", "preset": "claude_code", "append": req.plan.system_prompt}
+    assert "# YOUR ROLE - REVIEW AGENT" in req.plan.system_prompt
+    assert "# Scope of this session: REVIEW" in req.plan.system_prompt
     assert options.setting_sources == [] and options.settings == str(tmp_path / ".claude_settings.json")
     assert options.permission_mode == "dontAsk" and options.env == {"X": "1"}
     assert options.hooks is not None and options.hooks["PreToolUse"][0].on_failure == "block"
@@ -66,7 +56,7 @@ def test_tool_calls_print_as_one_line() -> None:
 def test_not_logged_in_is_recognised_from_the_real_cli(tmp_path: Path) -> None:
     env = sdk_env("http://127.0.0.1:9", tmp_path / "home")  # loopback guard; the CLI stops before any call
     env["ANTHROPIC_API_KEY"] = ""
-    result = ClaudeSessionRunner(echo=lambda _: None).run(request(tmp_path, env))
+    result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request(tmp_path))
     assert result.not_logged_in and result.is_error
 
 
@@ -75,11 +65,10 @@ def test_not_logged_in_stops_the_run_with_one_line(spec_file: Path) -> None:
         def run(self, req: SessionRequest) -> SessionResult:
             return SessionResult(error="Not logged in · Please run /login", not_logged_in=True)
 
-    def factory(console: Console) -> tuple[LoggedOut, dict[str, str]]:
-        return LoggedOut(), {}
-
     result = CliRunner().invoke(
-        main, ["--project-dir", "app", "--spec", str(spec_file)], obj={"runner_factory": factory}
+        main,
+        ["--project-dir", "app", "--spec", str(spec_file)],
+        obj={"runner_factory": factory_of(lambda _: LoggedOut())},
     )
     assert result.exit_code == 1
     assert result.output.strip().splitlines()[-1] == f"error: {LOGIN_HELP}"
@@ -95,5 +84,5 @@ def test_an_agent_talking_about_logins_is_not_a_login_failure(tmp_path: Path) ->
 
     with ScriptedModelServer(Talker()) as server:
         env = sdk_env(server.base_url, tmp_path / "home")
-        result = ClaudeSessionRunner(echo=lambda _: None).run(request(tmp_path, env))
+        result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request(tmp_path))
     assert not result.is_error and not result.not_logged_in

@@ -7,20 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner, Result
-from rich.console import Console
+from helpers import factory_of
 
 import progress
-from agent import SessionRunner
 from autonomous_agent_demo import main, resolve_project
 from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
 
 
 def invoke(*args: str, scenario: dict[str, Any] | None = None) -> Result:
-    def factory(console: Console) -> tuple[SessionRunner, dict[str, str]]:
-        return InProcessRobotRunner(Scenario.from_json(scenario or {"features": 2})), {}
-
-    return CliRunner().invoke(main, list(args), obj={"runner_factory": factory})
+    robot = factory_of(lambda _: InProcessRobotRunner(Scenario.from_json(scenario or {"features": 2})))
+    return CliRunner().invoke(main, list(args), obj={"runner_factory": robot})
 
 
 def test_help_explains_every_option() -> None:

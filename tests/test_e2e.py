@@ -38,7 +38,10 @@ from typing import Any
 import filelock
 import pytest
 
+import layout
 import progress
+from config import SessionType
+from invariants import check_invariants
 from schemas import HANDOFF_SCHEMAS
 from scripted_model.hermetic import hermetic_env
 from scripted_model.offline import RobotBrain
@@ -133,7 +136,7 @@ def write_scenario(path: Path, data: dict[str, Any]) -> Path:
 
 
 def log_root(project: Path) -> Path:
-    return project / progress.LOG_DIR
+    return project / layout.LOG_DIR
 
 
 def session_dirs(project: Path, *, interrupted: bool = False) -> list[Path]:
@@ -171,7 +174,7 @@ def result_of(project: Path, number: int) -> dict[str, Any]:
 
 
 def state_of(project: Path) -> dict[str, Any]:
-    data: dict[str, Any] = load_json(project / progress.STATE_FILE)
+    data: dict[str, Any] = load_json(project / layout.STATE_FILE)
     return data
 
 
@@ -218,10 +221,10 @@ def final_summary(project: Path) -> dict[str, Any]:
     """What a completed run leaves: compared between a resumed and an uninterrupted run."""
     state = state_of(project)
     return {
-        "next_session": state["next_session"],
-        "passing": state["passing"],
-        "blocked": state["blocked"],
-        "features_completed": state["features_completed"],
+        "next_session": state["lane"]["role"],
+        "passing": state["backlog"]["passing"],
+        "blocked": state["backlog"]["blocked"],
+        "features_completed": len(state["backlog"]["passing"]),
         "sequence": sequence(project),
         "main_files": git(project, "ls-tree", "-r", "main", "--name-only").splitlines(),
         "main_blobs": git(project, "ls-tree", "-r", "main").splitlines(),
@@ -265,11 +268,11 @@ def test_session_sequence_of_the_scenario(baseline: Run) -> None:
     assert sequence(baseline.project) == MAIN_SEQUENCE, baseline.proc.stdout[-4000:]
 
     state = state_of(baseline.project)
-    assert state["next_session"] == "DONE"
-    assert state["passing"] == ["F001", "F002", "F003"]
-    assert state["blocked"] == []
-    assert state["features_completed"] == 3
-    assert state["rejections"] == {"F003": 1}
+    assert state["lane"]["role"] == "DONE"
+    assert state["backlog"]["passing"] == ["F001", "F002", "F003"]
+    assert state["backlog"]["blocked"] == []
+    assert load_json(baseline.project / "progress.json")["features_completed"] == 3
+    assert state["backlog"]["rejections"] == {"F003": 1}
     assert state["architecture_checked_at"] == 2
     assert state["session_count"] == len(MAIN_SEQUENCE)
     assert state["in_progress"] is None
@@ -380,15 +383,15 @@ def test_handoff_files_validate_after_every_session(which: str, request: pytest.
         role = _SESSION_DIR.match(folder.name).group(2)  # type: ignore[union-attr]
         post = folder / "post"
         names = sorted(p.name for p in post.glob("*.json"))
-        assert names == sorted(progress.HANDOFF_FILES), f"{folder.name}: post copies {names}"
+        assert names == sorted(layout.HANDOFF_FILES), f"{folder.name}: post copies {names}"
         for path in post.glob("*.json"):
             progress.validate(load_json(path), HANDOFF_SCHEMAS[path.name], f"{folder.name}/post/{path.name}")
         # and the session respected the hand-off contract (for a failed session the post
         # copies are the restored pre-session files, which trivially do)
-        problems = progress.check_invariants(handoff_at(folder / "pre"), handoff_at(post), role)
+        problems = check_invariants(handoff_at(folder / "pre"), handoff_at(post), SessionType(role))
         assert problems == [], f"{folder.name}: {problems}"
     # the files the run ends with are valid and are the last session's post copies
-    for name in progress.HANDOFF_FILES:
+    for name in layout.HANDOFF_FILES:
         final = progress.read_json(the_run.project / name, HANDOFF_SCHEMAS[name])
         last_post = load_json(dirs[-1] / "post" / name)
         if name == "progress.json":  # the scheduler writes the DONE status after the last copy
@@ -428,8 +431,8 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
     quiet = [n for n in range(1, len(sequence(project)) + 1) if n not in (2, 4)]
     assert all(result_of(project, n)["permission_denials"] == [] for n in quiet)
     assert all(result_of(baseline.project, n)["permission_denials"] == [] for n in range(1, 15))
-    assert state_of(project)["next_session"] == "DONE"
-    assert state_of(project)["passing"] == ["F001", "F002"]
+    assert state_of(project)["lane"]["role"] == "DONE"
+    assert state_of(project)["backlog"]["passing"] == ["F001", "F002"]
 
 
 # --- 5. kill and resume; the lock --------------------------------------------------------
@@ -587,7 +590,7 @@ def test_invalid_json_fails_verification_restores_and_retries(fault_run: Run) ->
 
     failed = session_dir(project, 3)
     # the agent's broken file was replaced by the pre-session copies (post == pre)
-    for name in progress.HANDOFF_FILES:
+    for name in layout.HANDOFF_FILES:
         assert (failed / "post" / name).read_bytes() == (failed / "pre" / name).read_bytes(), name
     # and the merge the failed REVIEW had made was undone: F001 is merged exactly once
     assert "undo: main reset to" in fault_run.proc.stdout
@@ -596,7 +599,7 @@ def test_invalid_json_fails_verification_restores_and_retries(fault_run: Run) ->
     reviews = load_json(project / "reviews.json")["reviews"]
     assert [(r["feature_id"], r["verdict"]) for r in reviews] == [("F001", "PASS"), ("F002", "PASS")]
     assert next(e["session_id"] for e in progress_entries(project) if e["agent_type"] == REVIEW) == 4
-    assert state_of(project)["next_session"] == "DONE"
+    assert state_of(project)["lane"]["role"] == "DONE"
 
 
 def test_commit_on_main_is_reset_and_the_role_retried(fault_run: Run) -> None:
@@ -610,8 +613,8 @@ def test_commit_on_main_is_reset_and_the_role_retried(fault_run: Run) -> None:
     assert all(subject != "stray commit on main" for _, _, subject in history)
     assert [len(parents) for _, parents, _ in history[2:]] == [2, 2]
     assert "# stray" not in git(project, "show", "main:README.md")
-    assert state_of(project)["next_session"] == "DONE"
-    assert state_of(project)["passing"] == ["F001", "F002"]
+    assert state_of(project)["lane"]["role"] == "DONE"
+    assert state_of(project)["backlog"]["passing"] == ["F001", "F002"]
 
 
 def test_commit_on_main_retry_succeeds_at_once(fault_run: Run) -> None:
@@ -619,7 +622,7 @@ def test_commit_on_main_retry_succeeds_at_once(fault_run: Run) -> None:
     lines = session_lines(fault_run.proc.stdout)
     assert "Session 6 IMPLEMENT: verified" in lines[6], lines[6]
     assert sequence(project) == [INIT, IMPL, REVIEW, REVIEW, IMPL, IMPL, REVIEW]
-    assert state_of(project)["rejections"] == {}
+    assert state_of(project)["backlog"]["rejections"] == {}
     assert state_of(project)["stats"]["failed_sessions"] == 2
 
 
@@ -669,7 +672,7 @@ def test_any_endpoint_gets_the_per_role_models_and_the_token(tmp_path: Path) -> 
     assert session_ids == {r["session_id"] for r in main}
     # the token reached the server on every request, and no API key was sent instead
     assert {r["auth"] for r in requests} == {f"bearer:{token}"}
-    assert state_of(project)["passing"] == ["F001", "F002"]
+    assert state_of(project)["backlog"]["passing"] == ["F001", "F002"]
 
 
 def test_a_usage_limit_stops_resumably_and_the_next_run_reruns_the_session(tmp_path: Path) -> None:
@@ -684,14 +687,14 @@ def test_a_usage_limit_stops_resumably_and_the_next_run_reruns_the_session(tmp_p
     assert first.returncode == 3, explain(first)
     assert "usage limit reached; it resets at" in first.stdout
     state = state_of(project)
-    assert state["in_progress"]["number"] == 2 and state["next_session"] == IMPL
+    assert state["in_progress"]["number"] == 2 and state["lane"]["role"] == IMPL
     assert not (log_root(project) / "session_0002_IMPLEMENT" / "post").exists()
     after_reset = write_scenario(tmp_path / "after.json", {"features": 1})
     second = run(offline_command(project, after_reset), env)
     assert second.returncode == 0, explain(second)
     assert "Resuming: session 2 (IMPLEMENT) was interrupted" in second.stdout
     assert sequence(project) == [INIT, IMPL, REVIEW]
-    assert state_of(project)["passing"] == ["F001"]
+    assert state_of(project)["backlog"]["passing"] == ["F001"]
 
 
 def test_a_budget_cut_session_is_rerun_once_the_budget_is_raised(tmp_path: Path) -> None:
@@ -774,11 +777,11 @@ def test_an_api_outage_stops_resumably_without_using_an_attempt(tmp_path: Path) 
     assert first.returncode == 3, explain(first)
     assert "the model API kept failing (500)" in first.stdout
     state = state_of(project)
-    assert state["next_session"] == IMPL and state["attempts"] == 0 and state["in_progress"] is None
+    assert state["lane"]["role"] == IMPL and state["lane"]["attempts"] == 0 and state["in_progress"] is None
     assert git(project, "branch", "--list", "feature/*").strip() == ""  # the partial branch was undone
     second = run(offline_command(project, write_scenario(tmp_path / "ok.json", {"features": 1})), env)
     assert second.returncode == 0, explain(second)
-    assert state_of(project)["passing"] == ["F001"]
+    assert state_of(project)["backlog"]["passing"] == ["F001"]
 
 
 @pytest.mark.parametrize(
@@ -824,4 +827,4 @@ def test_killing_only_the_scheduler_takes_its_cli_along(tmp_path: Path, signum: 
     assert not processes_in(project), "a CLI outlived the scheduler that started it"
     resumed = run(offline_command(project, scenario), env)
     assert resumed.returncode == 0, explain(resumed)
-    assert state_of(project)["passing"] == ["F001", "F002"]
+    assert state_of(project)["backlog"]["passing"] == ["F001", "F002"]

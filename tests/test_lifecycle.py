@@ -64,8 +64,8 @@ def test_full_lifecycle(tmp_path: Path) -> None:
     report, runner, _ = run(project, LIFECYCLE)
     assert report.status == "done"
     assert sessions(project) == EXPECTED
-    assert report.state.passing == {"F001", "F002", "F003"}
-    assert report.state.features_completed == 3
+    assert report.state.backlog.passing == {"F001", "F002", "F003"}
+    assert report.state.backlog.completed == 3
     assert report.stats.sessions_by_type == {
         "INITIALIZER": 1,
         "IMPLEMENT": 4,
@@ -97,11 +97,11 @@ def test_full_lifecycle(tmp_path: Path) -> None:
     for log in (project / ".agent_logs").iterdir():
         assert {p.name for p in (log / "post").iterdir()} == set(HANDOFF_FILES)
     # Every session got its role's prompt, model and settings.
-    roles = [r.session_type.value for r in runner.requests]
+    roles = [r.plan.role.value for r in runner.requests]
     assert roles == EXPECTED
-    assert all(f"# YOUR ROLE - {r.session_type.value} AGENT" in r.system_append for r in runner.requests)
-    assert all(f"# Scope of this session: {r.session_type.value}" in r.system_append for r in runner.requests)
-    assert [r.model for r in runner.requests][:3] == ["sonnet", "sonnet", "opus"]
+    assert all(f"# YOUR ROLE - {r.plan.role.value} AGENT" in r.plan.system_prompt for r in runner.requests)
+    assert all(f"# Scope of this session: {r.plan.role.value}" in r.plan.system_prompt for r in runner.requests)
+    assert [r.plan.model for r in runner.requests][:3] == ["sonnet", "sonnet", "opus"]
 
 
 def test_rejected_branch_is_deleted_and_redone_from_main(tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ def test_interrupted_run_is_resumed_by_a_second_invocation(tmp_path: Path) -> No
 
     class Crash(InProcessRobotRunner):
         def run(self, request: SessionRequest) -> SessionResult:
-            if request.session_number == 5:  # the REVIEW that merges F001: half done, then killed
+            if request.plan.number == 5:  # the REVIEW that merges F001: half done, then killed
                 (request.cwd / "reviews.json").write_text('{"reviews": [ half written')
                 raise KeyboardInterrupt
             return super().run(request)
@@ -169,13 +169,13 @@ def test_failing_tests_after_a_merge_undo_it(tmp_path: Path) -> None:
     scenario = {"features": 3, "buggy": ["F003"], "faults": [{"session": 8, "kind": "ignore_tests"}]}
     report, _, lines = run(project, scenario, max_iterations=8)
     assert any("PASS counts as REQUEST_CHANGES" in line for line in lines)
-    assert report.state.next_session is SessionType.FIX
-    assert "F003" not in report.state.passing
+    assert report.state.lane.role is SessionType.FIX
+    assert "F003" not in report.state.backlog.passing
     assert not gitops.is_ancestor(gitops.open_repo(project), "feature/F003", "main")
     review = load_handoff(project).review_list()[-1]
     assert review["verified_verdict"] == "REQUEST_CHANGES" and review["scheduler_findings"]
     report, _, _ = run(project, scenario)
-    assert report.status == "done" and report.state.passing == {"F001", "F002", "F003"}
+    assert report.status == "done" and report.state.backlog.passing == {"F001", "F002", "F003"}
 
 
 def test_forbidden_write_is_denied_by_the_path_policy(tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ def test_the_budget_stops_the_run_and_each_session_gets_what_is_left(tmp_path: P
     config = dataclasses.replace(CFG, max_budget_usd=2.5)
     report = Scheduler(project, config, runner, echo=lambda _: None).run()
     assert report.status == "limit" and "budget of $2.50 is spent" in report.message
-    assert [r.max_budget_usd for r in runner.requests] == [2.5, 1.5, 0.5]
+    assert [r.plan.max_budget_usd for r in runner.requests] == [2.5, 1.5, 0.5]
     raised = dataclasses.replace(CFG, max_budget_usd=100.0)
     assert Scheduler(project, raised, runner, echo=lambda _: None).run().status == "done"
 
@@ -221,7 +221,7 @@ def test_a_second_kill_while_resuming_still_resumes(tmp_path: Path) -> None:
 
     class Crash(InProcessRobotRunner):
         def run(self, request: SessionRequest) -> SessionResult:
-            if request.session_number == 3:
+            if request.plan.number == 3:
                 raise KeyboardInterrupt
             return super().run(request)
 

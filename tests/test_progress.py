@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from config import SessionType
 from errors import AlreadyRunning, StateError
+from invariants import check_invariants
 from progress import (
     Handoff,
     atomic_write_json,
-    check_invariants,
     ensure_handoff_files,
     load_handoff,
     project_lock,
@@ -70,8 +71,8 @@ def test_clean_sessions_have_no_violations() -> None:
     before = handoff()
     passed = json.loads(json.dumps(FEATURES))
     passed["features"][0]["passes"] = True
-    assert check_invariants(before, handoff(passed, [REVIEW]), "REVIEW") == []
-    assert check_invariants(Handoff(None, None, None), handoff(), "INITIALIZER") == []
+    assert check_invariants(before, handoff(passed, [REVIEW]), SessionType.REVIEW) == []
+    assert check_invariants(Handoff(None, None, None), handoff(), SessionType.INITIALIZER) == []
 
 
 @pytest.mark.parametrize(
@@ -91,17 +92,17 @@ def test_clean_sessions_have_no_violations() -> None:
     ],
 )
 def test_invariant_violations(role: str, after: Handoff, problem: str) -> None:
-    assert any(problem in p for p in check_invariants(handoff(), after, role))
+    assert any(problem in p for p in check_invariants(handoff(), after, SessionType(role)))
 
 
 def test_earlier_reviews_may_not_change() -> None:
     before = handoff(reviews=[REVIEW])
     after = handoff(reviews=[{**REVIEW, "verdict": "REJECT"}])
-    assert any("were changed or removed" in p for p in check_invariants(before, after, "REVIEW"))
+    assert any("were changed or removed" in p for p in check_invariants(before, after, SessionType.REVIEW))
 
 
 def test_only_the_initializer_creates_the_feature_list() -> None:
-    assert check_invariants(Handoff(None, None, None), handoff(), "IMPLEMENT")
+    assert check_invariants(Handoff(None, None, None), handoff(), SessionType.IMPLEMENT)
 
 
 def test_a_second_lock_holder_is_refused(tmp_path: Path) -> None:

@@ -6,42 +6,33 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import state_for
 
-from config import ROLES, AgentConfig, SessionState, SessionType
+from config import ROLES, AgentConfig, SessionType
 from errors import PromptError
+from machine import Backlog, Lane, SessionState, architecture_fixes
 from prompts import PROMPTS_DIR, TEMPLATES, render, role_variables, substitute
 
 STATES = {
     SessionType.INITIALIZER: SessionState(),
-    SessionType.IMPLEMENT: SessionState(
-        SessionType.IMPLEMENT, ("F001",), current_feature="F001", current_branch="feature/F001"
-    ),
-    SessionType.REVIEW: SessionState(
-        SessionType.REVIEW, ("F001",), current_feature="F001", current_branch="feature/F001"
-    ),
-    SessionType.FIX: SessionState(
-        SessionType.FIX,
-        ("F001",),
-        current_feature="F001",
-        current_branch="feature/F001",
-        open_review_id=3,
-        fix_rounds=1,
-    ),
-    SessionType.ARCHITECTURE: SessionState(SessionType.ARCHITECTURE, ("F001",), features_completed=5),
+    SessionType.IMPLEMENT: state_for(SessionType.IMPLEMENT),
+    SessionType.REVIEW: state_for(SessionType.REVIEW),
+    SessionType.FIX: state_for(SessionType.FIX, open_review=3, fix_rounds=1),
+    SessionType.ARCHITECTURE: SessionState(Backlog(("F001",), passing=frozenset({"F001"})), Lane(SessionType.ARCHITECTURE)),
 }
 
 
 @pytest.mark.parametrize("role", ROLES, ids=lambda r: r.value)
 def test_every_role_renders_with_nothing_left_unfilled(role: SessionType, tmp_path: Path) -> None:
-    text = render(role, role_variables("app", AgentConfig(), STATES[role], 4))
+    text = render(role, role_variables("app", AgentConfig(), STATES[role]))
     assert text.splitlines()[0] == f"# YOUR ROLE - {role.value} AGENT"
     assert not re.search(r"\{\{\s*[A-Za-z_]", text)
     assert "feature_list.json" in text and "Session" not in text.splitlines()[0]
 
 
 def test_fix_prompt_for_an_architecture_branch_renders(tmp_path: Path) -> None:
-    state = SessionState(SessionType.FIX, ("F001",), current_branch="arch/7", open_review_id=7, fix_rounds=1)
-    text = render(SessionType.FIX, role_variables("app", AgentConfig(), state, 9))
+    state = SessionState(Backlog(("F001",)), Lane(SessionType.FIX, architecture_fixes(7), fix_rounds=1, open_review=7))
+    text = render(SessionType.FIX, role_variables("app", AgentConfig(), state))
     assert "arch/7" in text and "review **7**" in text
 
 
@@ -70,5 +61,28 @@ def test_a_template_without_its_role_line_is_refused(tmp_path: Path) -> None:
         render(SessionType.IMPLEMENT, {}, prompts_dir=tmp_path)
 
 
-def test_example_spec_ships() -> None:
-    assert "todo" in (PROMPTS_DIR / "app_spec.txt").read_text()
+def test_the_example_spec_is_what_a_new_project_without_spec_gets(tmp_path: Path) -> None:
+    """The shipped example is a real spec that validates the product's own fallback path."""
+    from autonomous_agent_demo import place_spec
+
+    lines: list[str] = []
+    place_spec(tmp_path, None, lines.append)
+    assert (tmp_path / "app_spec.txt").read_bytes() == (PROMPTS_DIR / "app_spec.txt").read_bytes()
+    assert len((tmp_path / "app_spec.txt").read_text().split()) > 50 and "example spec" in lines[0]
+
+
+@pytest.mark.parametrize("test_command", [None, "make check"])
+def test_the_test_command_is_named_once(test_command: str | None) -> None:
+    text = render(
+        SessionType.IMPLEMENT, role_variables("app", AgentConfig(test_command=test_command), STATES[SessionType.IMPLEMENT])
+    )
+    expected = test_command or "./init.sh"
+    assert f"(`{expected}`)" in text and "`./init.sh` or" not in text
+
+
+def test_review_writes_its_verdict_once_after_the_merge_held() -> None:
+    text = render(SessionType.REVIEW, role_variables("app", AgentConfig(), STATES[SessionType.REVIEW]))
+    merge, retest = text.index("git merge --no-ff"), text.index("run the test suite again on `main`")
+    append = text.index("append ONE review")
+    assert merge < retest < append
+    assert "change your verdict" not in text

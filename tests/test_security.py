@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import request_for, state_for
 
 from config import ROLES, SessionType
 from errors import SettingsError
-from security import path_decision, settings_for, validate_settings, write_role_files
+from security import path_decision, settings_for, validate_settings
 
 T = SessionType
 
@@ -42,10 +43,19 @@ def test_an_invalid_settings_file_is_refused() -> None:
 
 
 def test_role_files_are_written(tmp_path: Path) -> None:
-    path, text = write_role_files(tmp_path, T.REVIEW, feature="F002", branch="feature/F002")
-    assert json.loads(path.read_text()) == settings_for(T.REVIEW)
+    request = request_for(tmp_path, state_for(T.REVIEW, "F002"))
+    assert json.loads(request.settings_path.read_text()) == settings_for(T.REVIEW)
     scope = (tmp_path / "CLAUDE.md").read_text()
-    assert scope == text and scope.startswith("# Scope of this session: REVIEW") and "feature/F002" in scope
+    assert scope == request.plan.scope and scope.startswith("# Scope of this session: REVIEW")
+    assert "feature/F002" in scope
+
+
+def test_the_scope_names_every_scheduler_file() -> None:
+    from layout import HANDOFF_FILES, SCHEDULER_FILES
+    from security import scope_rules
+
+    text = scope_rules(T.IMPLEMENT, None)
+    assert all(name in text for name in (*SCHEDULER_FILES, *HANDOFF_FILES))
 
 
 @pytest.mark.parametrize(

@@ -32,11 +32,11 @@ class Overstepping(InProcessRobotRunner):
         self.session, self.act, self.before = session, act, before
 
     def run(self, request: SessionRequest) -> SessionResult:
-        if request.session_number == self.session and self.before:
+        if request.plan.number == self.session and self.before:
             self.act(request.cwd)
             return SessionResult(subtype="success", is_error=False)
         result = super().run(request)
-        if request.session_number == self.session:
+        if request.plan.number == self.session:
             self.act(request.cwd)
         return result
 
@@ -100,7 +100,7 @@ def test_committing_scheduler_files_is_refused_and_state_survives(tmp_path: Path
     project, lines = run(tmp_path, Overstepping(2, tamper))
     assert "hand-off or scheduler files were committed: feature_list.json" in failed(lines, 2)
     assert sh(project, "git ls-files feature_list.json .agent_state.json") == ""
-    assert json.loads((project / ".agent_state.json").read_text())["next_session"] == "DONE"
+    assert json.loads((project / ".agent_state.json").read_text())["lane"]["role"] == "DONE"
 
 
 def test_a_deleted_work_branch_is_restored_by_the_undo(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_a_deleted_work_branch_is_restored_by_the_undo(tmp_path: Path) -> None:
 
     class DeletesBranch(InProcessRobotRunner):
         def run(self, request: SessionRequest) -> SessionResult:
-            if request.session_number == 4:  # the FIX of F001
+            if request.plan.number == 4:  # the FIX of F001
                 sh(request.cwd, "git checkout -q main && git branch -D feature/F001")
                 return SessionResult(subtype="success", is_error=False)
             return super().run(request)
@@ -116,7 +116,7 @@ def test_a_deleted_work_branch_is_restored_by_the_undo(tmp_path: Path) -> None:
     project, lines = run(tmp_path, DeletesBranch(scenario))
     assert "branch feature/F001 does not exist" in failed(lines, 4)
     assert any("undo: feature/F001 reset to" in line for line in lines)
-    assert json.loads((project / ".agent_state.json").read_text())["passing"] == ["F001", "F002"]
+    assert json.loads((project / ".agent_state.json").read_text())["backlog"]["passing"] == ["F001", "F002"]
 
 
 @pytest.mark.parametrize(

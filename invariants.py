@@ -1,0 +1,61 @@
+"""The hand-off contract between sessions: what a session of one role may change in the files.
+
+Pure: compares the parsed files before and after a session and lists every violation.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from config import SessionType
+from progress import Handoff
+
+T = SessionType
+
+REVIEW_KINDS: dict[SessionType, frozenset[str]] = {
+    T.REVIEW: frozenset({"feature"}),
+    T.ARCHITECTURE: frozenset({"architecture"}),
+}
+"""The kinds of review each role may append to reviews.json (other roles: none)."""
+FIXERS: frozenset[SessionType] = frozenset({T.FIX})
+"""The roles that may append fix entries."""
+
+
+def _without_passes(features: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in f.items() if k != "passes"} for f in features]
+
+
+def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list[str]:
+    """Violations of the hand-off contract by a session of `role` (empty when clean)."""
+    problems: list[str] = []
+    ids = [f["id"] for f in after.features()]
+    if len(ids) != len(set(ids)):
+        problems.append("feature_list.json has duplicate feature IDs")
+    if before.feature_list is not None:
+        if _without_passes(before.features()) != _without_passes(after.features()):
+            problems.append("features were added, removed or edited after the INITIALIZER")
+        if before.passing() != after.passing() and role is not T.REVIEW:
+            problems.append(f"{role.value} changed `passes`; only REVIEW may")
+    elif role is not T.INITIALIZER and after.feature_list is not None:
+        problems.append(f"{role.value} created feature_list.json; only the INITIALIZER may")
+    for label, key, old, new in (
+        ("reviews", "review_id", before.review_list(), after.review_list()),
+        ("fixes", "fix_id", before.fix_list(), after.fix_list()),
+    ):
+        if new[: len(old)] != old:
+            problems.append(f"earlier entries of reviews.json `{label}` were changed or removed")
+        numbers = [entry[key] for entry in new]
+        if any(b <= a for a, b in itertools.pairwise(numbers)):
+            problems.append(f"reviews.json `{label}` IDs must increase ({key}: {numbers})")
+    kinds = REVIEW_KINDS.get(role, frozenset())
+    added = after.review_list()[len(before.review_list()) :]
+    if any(review["kind"] not in kinds for review in added):
+        allowed = " or ".join(sorted(kinds)) or "no"
+        problems.append(f"{role.value} appended a review it may not write ({allowed} reviews only)")
+    if len(after.fix_list()) > len(before.fix_list()) and role not in FIXERS:
+        problems.append(f"{role.value} appended a fix entry; only FIX may")
+    old_sessions = (before.progress or {}).get("sessions", [])
+    if (after.progress or {}).get("sessions", [])[: len(old_sessions)] != old_sessions:
+        problems.append("earlier session entries of progress.json were changed or removed")
+    return problems

@@ -1,0 +1,46 @@
+"""Where the scheduler's files live in a generated project: every name, written once.
+
+gitops keeps them out of git, security keeps agents from writing them, the scope text
+names them, and progress reads and writes them; all from the tuples below.
+"""
+
+from __future__ import annotations
+
+HANDOFF_FILES: tuple[str, ...] = ("feature_list.json", "progress.json", "reviews.json")
+"""The files sessions hand work over in (git-ignored, so checkouts never change them)."""
+STATE_FILE = ".agent_state.json"
+CONFIG_FILE = ".agent_config.json"
+LOCK_FILE = ".agent.lock"
+LOG_DIR = ".agent_logs"
+SETTINGS_FILE = ".claude_settings.json"
+SCOPE_FILE = "CLAUDE.md"
+CLAUDE_DIR = ".claude"
+"""The folder Claude Code creates in its working directory."""
+
+SCHEDULER_FILES: tuple[str, ...] = (
+    STATE_FILE,
+    CONFIG_FILE,
+    LOCK_FILE,
+    LOG_DIR,
+    SETTINGS_FILE,
+    SCOPE_FILE,
+    CLAUDE_DIR,
+)
+"""Files and folders only the scheduler writes."""
+FOLDERS: frozenset[str] = frozenset({LOG_DIR, CLAUDE_DIR})
+
+NEVER_IN_GIT: tuple[str, ...] = HANDOFF_FILES + SCHEDULER_FILES
+"""Names no commit may add, whatever a branch's .gitignore says."""
+AGENT_MAY_NOT_WRITE: tuple[str, ...] = (*SCHEDULER_FILES, ".git")
+"""Top-level names no agent may write to, by any tool."""
+
+
+def ignore_pattern(name: str) -> str:
+    """The .gitignore line for one of the scheduler's names (folders end in `/`)."""
+    return f"{name}/" if name in FOLDERS else name
+
+
+def is_scheduler_path(path: str) -> bool:
+    """True for a repository path that is, or lies inside, one of NEVER_IN_GIT."""
+    top = path.split("/", 1)[0]
+    return top in NEVER_IN_GIT

@@ -1,0 +1,79 @@
+"""One session plan: everything a session needs, built by one pure function from state and config.
+
+The loop and `--dry-run` both call `plan_session`; `write_plan` is the one writer that
+puts the role's files on disk. What the agent reads in its system prompt is exactly
+`SessionPlan.system_prompt` (the role's instructions followed by its scope), whichever
+caller built it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from config import AgentConfig, SessionType, get_model_for_session
+from layout import SCOPE_FILE, SETTINGS_FILE
+from machine import SessionState, WorkItem
+from progress import atomic_write_json, atomic_write_text
+from prompts import kickoff, render, role_variables
+from security import scope_rules, settings_for, validate_settings
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """What one session runs with; the runner adds only where it runs (folders)."""
+
+    number: int
+    role: SessionType
+    model: str
+    work: WorkItem | None
+    instructions: str
+    """The role's rendered prompt template."""
+    scope: str
+    """The CLAUDE.md text: the role's scope in words."""
+    kickoff: str
+    """The first user message."""
+    settings: dict[str, Any]
+    """The validated Claude Code settings of the role."""
+    max_turns: int
+    timeout_s: float
+    max_budget_usd: float | None
+    """What is left of the project's budget: the CLI ends the session when it is spent."""
+
+    @property
+    def system_prompt(self) -> str:
+        """Appended to Claude Code's preset system prompt: the CLI does not read CLAUDE.md
+        itself with `setting_sources=[]`, so the scope travels here too."""
+        return f"{self.instructions}\n\n{self.scope}"
+
+
+def plan_session(
+    state: SessionState, config: AgentConfig, project_name: str, *, spent_usd: float = 0.0
+) -> SessionPlan:
+    """The plan of the session about to run in `state` (reads only the shipped templates)."""
+    role, work = state.lane.role, state.lane.work
+    settings = settings_for(role, config.test_command)
+    validate_settings(settings)
+    budget = config.max_budget_usd
+    return SessionPlan(
+        number=state.next_number,
+        role=role,
+        model=get_model_for_session(role, config),
+        work=work,
+        instructions=render(role, role_variables(project_name, config, state)),
+        scope=scope_rules(role, work),
+        kickoff=kickoff(role, state.next_number),
+        settings=settings,
+        max_turns=config.max_turns,
+        timeout_s=config.session_timeout_s,
+        max_budget_usd=None if budget is None else max(budget - spent_usd, 0.0),
+    )
+
+
+def write_plan(plan: SessionPlan, folder: Path) -> Path:
+    """Write the role's settings and CLAUDE.md into `folder`; return the settings file."""
+    settings = folder / SETTINGS_FILE
+    atomic_write_json(settings, plan.settings)
+    atomic_write_text(folder / SCOPE_FILE, plan.scope)
+    return settings

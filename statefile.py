@@ -1,0 +1,125 @@
+"""The scheduler's saved record, `.agent_state.json`: the schedule state, the running totals
+and the session in flight, validated at the boundary and written atomically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from config import SessionType
+from errors import StateError
+from layout import LOG_DIR, STATE_FILE
+from machine import Backlog, Lane, SessionState, WorkItem
+from progress import atomic_write_json, read_json, validate
+from schemas import AGENT_STATE
+
+RESTORE_HINT = (
+    f"Restore it from the newest copy, {LOG_DIR}/session_*/state.json (each session leaves one), "
+    "then run the same command again"
+)
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What `.agent_state.json` holds."""
+
+    state: SessionState
+    stats: dict[str, Any]
+    in_progress: dict[str, Any] | None
+    """Where the session in flight started (set while a session runs or after it was cut off)."""
+
+
+def load(project: Path) -> Saved | None:
+    """The saved record, or None for a project that has none yet."""
+    path = project / STATE_FILE
+    if not path.exists():
+        return None
+    try:
+        data = read_json(path)
+        if isinstance(data, dict) and "lane" not in data:
+            data = _upgrade(data)
+        validate(data, AGENT_STATE, str(path))
+    except (StateError, ValueError, TypeError, AttributeError) as exc:
+        raise StateError(f"{exc}. {RESTORE_HINT}") from None
+    return Saved(from_json(data), data.get("stats", {}), data.get("in_progress"))
+
+
+def save(project: Path, state: SessionState, stats: dict[str, Any], in_progress: dict[str, Any] | None) -> None:
+    data = {**to_json(state), "stats": stats, "in_progress": in_progress}
+    validate(data, AGENT_STATE, STATE_FILE)
+    atomic_write_json(project / STATE_FILE, data)
+
+
+def to_json(state: SessionState) -> dict[str, Any]:
+    backlog, lane = state.backlog, state.lane
+    return {
+        "backlog": {
+            "features": list(backlog.features),
+            "passing": sorted(backlog.passing),
+            "blocked": sorted(backlog.blocked),
+            "rejections": dict(backlog.rejections),
+        },
+        "lane": {
+            "role": lane.role.value,
+            "work": lane.work.to_json() if lane.work else None,
+            "attempts": lane.attempts,
+            "fix_rounds": lane.fix_rounds,
+            "open_review": lane.open_review,
+        },
+        "architecture_checked_at": state.architecture_checked_at,
+        "session_count": state.session_count,
+        "halt_reason": state.halt_reason,
+    }
+
+
+def from_json(data: dict[str, Any]) -> SessionState:
+    """The state from its schema-checked saved form."""
+    backlog, lane = data["backlog"], data["lane"]
+    return SessionState(
+        backlog=Backlog(
+            tuple(backlog["features"]),
+            frozenset(backlog["passing"]),
+            frozenset(backlog["blocked"]),
+            tuple(sorted(backlog.get("rejections", {}).items())),
+        ),
+        lane=Lane(
+            SessionType(lane["role"]),
+            WorkItem.from_json(lane.get("work")),
+            lane.get("attempts", 0),
+            lane.get("fix_rounds", 0),
+            lane.get("open_review"),
+        ),
+        architecture_checked_at=data.get("architecture_checked_at", 0),
+        session_count=data.get("session_count", 0),
+        halt_reason=data.get("halt_reason", ""),
+    )
+
+
+def _upgrade(old: dict[str, Any]) -> dict[str, Any]:
+    """The flat state file of version 0.1 (current_feature / current_branch strings) in today's form."""
+    work: dict[str, Any] | None = None
+    branch = old.get("current_branch") or ""
+    if old.get("current_feature"):
+        work = {"feature": old["current_feature"]}
+    elif branch.startswith("arch/"):
+        work = {"architecture_review": int(branch.removeprefix("arch/"))}
+    flat = ("next_session", "features", "passing", "blocked", "rejections", "current_feature",
+            "current_branch", "features_completed", "attempts", "fix_rounds", "open_review_id")
+    return {
+        **{k: v for k, v in old.items() if k not in flat},
+        "backlog": {
+            "features": old.get("features", []),
+            "passing": old.get("passing", []),
+            "blocked": old.get("blocked", []),
+            "rejections": old.get("rejections", {}),
+        },
+        "lane": {
+            "role": old.get("next_session", "INITIALIZER"),
+            "work": work,
+            "attempts": old.get("attempts", 0),
+            "fix_rounds": old.get("fix_rounds", 0),
+            "open_review": old.get("open_review_id"),
+        },
+    }

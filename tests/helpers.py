@@ -1,0 +1,38 @@
+"""Small builders shared by the tests: a session request, an injected runner factory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+from agent import SessionRequest, SessionRunner
+from config import AgentConfig, SessionType
+from machine import Backlog, Lane, SessionState, feature
+from plan import plan_session, write_plan
+from runners import RunnerFactory
+from scripted_model.scenario import Scenario
+
+
+def state_for(role: SessionType, feature_id: str = "F001", **lane: object) -> SessionState:
+    """A state whose next session is `role` on one feature (none for INITIALIZER / ARCHITECTURE)."""
+    work = feature(feature_id) if role in (SessionType.IMPLEMENT, SessionType.REVIEW, SessionType.FIX) else None
+    return SessionState(Backlog((feature_id,)), Lane(role, work, **lane))  # type: ignore[arg-type]
+
+
+def request_for(project: Path, state: SessionState, config: AgentConfig | None = None) -> SessionRequest:
+    plan = plan_session(state, config or AgentConfig(), project.name)
+    return SessionRequest(plan, project, write_plan(plan, project), project / "log")
+
+
+def factory_of(make: Callable[[Scenario | None], SessionRunner]) -> RunnerFactory:
+    """A runner factory as the CLI takes it, building the given runner."""
+
+    def factory(echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path) -> AbstractContextManager[SessionRunner]:
+        @contextmanager
+        def opened() -> Iterator[SessionRunner]:
+            yield make(scenario)
+
+        return opened()
+
+    return factory

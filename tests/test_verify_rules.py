@@ -1,0 +1,468 @@
+"""Every verification rule, made to fire: a real repository, one session's doings, `verify_session`.
+
+Each test puts a project in the state a role's session starts from, does what an agent
+might do (with git and the hand-off files), and checks the verified outcome: which rule
+refused the claim, and that the undo put everything back.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import git
+import pytest
+
+import gitops
+import progress
+from config import AgentConfig, SessionType
+from machine import Backlog, Lane, Outcome, SessionState, WorkItem, architecture_fixes, feature
+from verify import PreSession, capture, verify_session
+
+T = SessionType
+CFG = AgentConfig(test_command="bash init.sh")
+REVIEW = {"feature_id": "F001", "kind": "feature", "issues": {"critical": [], "major": [], "minor": []}}
+
+
+def sh(cwd: Path, command: str) -> str:
+    return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+def features(*passing: str) -> dict[str, Any]:
+    return {
+        "features": [
+            {"id": f, "category": "functional", "description": f"feature {f}", "steps": [], "passes": f in passing}
+            for f in ("F001", "F002")
+        ]
+    }
+
+
+@dataclass
+class World:
+    """A project just before a session of `state.lane.role`, and what was recorded then."""
+
+    project: Path
+    repo: git.Repo
+    state: SessionState
+    pre: PreSession
+    lines: list[str] = field(default_factory=list)
+
+    def sh(self, command: str) -> str:
+        return sh(self.project, command)
+
+    def write(self, name: str, data: Any) -> None:
+        (self.project / name).write_text(json.dumps(data), encoding="utf-8")
+
+    def edit(self, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+        data = json.loads((self.project / name).read_text())
+        change(data)
+        self.write(name, data)
+
+    def add_review(self, verdict: str, review_id: int = 2, **extra: Any) -> None:
+        self.edit("reviews.json", lambda r: r["reviews"].append({**REVIEW, "review_id": review_id, "verdict": verdict, **extra}))
+
+    def mark_passing(self, *ids: str) -> None:
+        self.write("feature_list.json", features(*ids))
+
+    def verify(self, config: AgentConfig = CFG) -> Outcome:
+        return verify_session(self.project, self.repo, self.state, self.pre, config, self.lines.append)
+
+    def head(self, branch: str) -> str | None:
+        return gitops.head(self.repo, branch)
+
+
+def start(tmp_path: Path, role: SessionType, work: WorkItem | None = None, **lane: Any) -> World:
+    """Build the project as the scheduler leaves it before a `role` session on `work`."""
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("A small app.\n")
+    repo = gitops.open_repo(project)
+    progress.ensure_handoff_files(project, "app")
+    backlog = Backlog()
+    if role is not T.INITIALIZER:
+        (project / "feature_list.json").write_text(json.dumps(features()))
+        sh(project, "printf 'exit 0\\n' > init.sh && git add init.sh && git commit -qm skeleton")
+        backlog = Backlog(("F001", "F002"))
+    if work is not None:
+        sh(project, f"git checkout -qb {work.branch} && echo one > one.txt && git add one.txt && git commit -qm one")
+        sh(project, "git checkout -q main")
+        if role is T.IMPLEMENT:  # the IMPLEMENT session creates its branch itself
+            sh(project, f"git branch -D {work.branch}")
+        else:
+            sh(project, f"git checkout -q {work.branch}")
+    if role is T.FIX:
+        (project / "reviews.json").write_text(
+            json.dumps({"reviews": [{**REVIEW, "review_id": 1, "verdict": "REQUEST_CHANGES"}], "fixes": []})
+        )
+    state = SessionState(backlog, Lane(role, work, **lane), session_count=3)
+    pre = capture(project, repo, state, project / ".agent_logs" / "pre")
+    return World(project, repo, state, pre)
+
+
+def refused(world: World, rule: str) -> Outcome:
+    outcome = world.verify()
+    assert not outcome.ok, "the session should have been refused"
+    assert rule in outcome.reason, outcome.reason
+    assert progress.load_handoff(world.project) == world.pre.handoff, "the hand-off files are restored"
+    assert gitops.branches(world.repo) == world.pre.heads, "every branch is put back"
+    return outcome
+
+
+# -- INITIALIZER -------------------------------------------------------------------------------
+
+
+def initialize(world: World, *passing: str) -> None:
+    world.mark_passing(*passing)
+    world.sh("printf 'exit 0\\n' > init.sh && git add init.sh && git commit -qm skeleton")
+
+
+def test_initializer_verified(tmp_path: Path) -> None:
+    world = start(tmp_path, T.INITIALIZER)
+    initialize(world)
+    outcome = world.verify()
+    assert outcome == Outcome(T.INITIALIZER, True, feature_ids=("F001", "F002"))
+
+
+def test_initializer_without_a_feature_list(tmp_path: Path) -> None:
+    world = start(tmp_path, T.INITIALIZER)
+    world.sh("printf 'exit 0\\n' > init.sh && git add init.sh && git commit -qm skeleton")
+    refused(world, "no feature_list.json was written")
+
+
+def test_initializer_marking_features_passing(tmp_path: Path) -> None:
+    world = start(tmp_path, T.INITIALIZER)
+    initialize(world, "F002")
+    refused(world, "the INITIALIZER marked features as passing")
+
+
+def test_initializer_that_commits_nothing(tmp_path: Path) -> None:
+    world = start(tmp_path, T.INITIALIZER)
+    world.mark_passing()
+    refused(world, "nothing was committed on `main`")
+
+
+def test_initializer_creating_a_branch(tmp_path: Path) -> None:
+    world = start(tmp_path, T.INITIALIZER)
+    initialize(world)
+    world.sh("git branch feature/F001")
+    refused(world, "changed branches it does not own: feature/F001")
+
+
+def test_initializer_committing_scheduler_files(tmp_path: Path) -> None:
+    world = start(tmp_path, T.INITIALIZER)
+    world.mark_passing()
+    world.sh("printf 'exit 0\\n' > init.sh && git add init.sh && git add -f progress.json && git commit -qm skeleton")
+    refused(world, "hand-off or scheduler files were committed: progress.json")
+
+
+# -- IMPLEMENT ---------------------------------------------------------------------------------
+
+
+def implement(world: World, branch: str = "feature/F001") -> None:
+    world.sh(f"git checkout -qb {branch} && echo code > code.py && git add code.py && git commit -qm feat")
+
+
+def test_implement_verified(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    assert world.verify() == Outcome(T.IMPLEMENT, True)
+
+
+def test_implement_committing_on_main(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    world.sh("git checkout -q main && echo x >> init.sh && git commit -qam stray")
+    refused(world, "IMPLEMENT changed `main`; only a REVIEW whose PASS holds merges into it")
+    assert "stray" in world.sh("git log --format=%s refs/scheduler/undone/session-4/main")
+
+
+def test_implement_without_its_branch(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    refused(world, "branch feature/F001 does not exist")
+
+
+def test_implement_without_new_commits(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    world.sh("git branch feature/F001")
+    refused(world, "no new commits on feature/F001 since the session started")
+
+
+def test_implement_on_a_branch_that_does_not_start_from_main(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    world.sh("git checkout -q --orphan feature/F001 && git rm -rqf . && echo x > x && git add x && git commit -qm orphan")
+    refused(world, "no new commits on feature/F001")
+
+
+def test_implement_creating_another_branch(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    world.sh("git branch stray")
+    refused(world, "changed branches it does not own: stray")
+
+
+def test_implement_committing_a_handoff_file(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    world.sh("git add -f feature_list.json && git commit -qm 'track it'")
+    refused(world, "hand-off or scheduler files were committed: feature_list.json")
+
+
+def test_implement_setting_passes(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    world.mark_passing("F001")
+    refused(world, "IMPLEMENT changed `passes`; only REVIEW may")
+
+
+def test_implement_rewriting_an_earlier_session_entry(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    world.edit("progress.json", lambda p: p["sessions"].append({"session_id": 1, "agent_type": "IMPLEMENT", "outcome": "x"}))
+    world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
+    implement(world)
+    world.edit("progress.json", lambda p: p["sessions"][0].update(outcome="rewritten"))
+    refused(world, "earlier session entries of progress.json were changed or removed")
+
+
+def test_a_broken_handoff_file_is_refused_and_restored(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    (world.project / "reviews.json").write_text('{"reviews": [')
+    refused(world, "reviews.json is not valid JSON")
+
+
+# -- FIX -------------------------------------------------------------------------------------------
+
+
+def fix(world: World, review_id: int = 1) -> None:
+    world.sh("echo fixed >> one.txt && git commit -qam fix")
+    world.edit("reviews.json", lambda r: r["fixes"].append({"fix_id": 1, "review_id": review_id, "issues_fixed": []}))
+
+
+def test_fix_verified(tmp_path: Path) -> None:
+    world = start(tmp_path, T.FIX, feature("F001"), open_review=1, fix_rounds=1)
+    fix(world)
+    assert world.verify() == Outcome(T.FIX, True)
+
+
+def test_fix_recorded_against_the_wrong_review(tmp_path: Path) -> None:
+    world = start(tmp_path, T.FIX, feature("F001"), open_review=1, fix_rounds=1)
+    fix(world, review_id=7)
+    refused(world, "no fix entry for review 1 in reviews.json")
+
+
+def test_fix_without_new_commits(tmp_path: Path) -> None:
+    world = start(tmp_path, T.FIX, feature("F001"), open_review=1, fix_rounds=1)
+    world.edit("reviews.json", lambda r: r["fixes"].append({"fix_id": 1, "review_id": 1, "issues_fixed": []}))
+    refused(world, "no new commits on feature/F001")
+
+
+def test_fix_merging_into_main(tmp_path: Path) -> None:
+    world = start(tmp_path, T.FIX, feature("F001"), open_review=1, fix_rounds=1)
+    fix(world)
+    world.sh("git checkout -q main && git merge -q --no-ff feature/F001 -m merge")
+    refused(world, "FIX changed `main`")
+
+
+def test_fix_appending_a_review(tmp_path: Path) -> None:
+    world = start(tmp_path, T.FIX, feature("F001"), open_review=1, fix_rounds=1)
+    fix(world)
+    world.add_review("PASS")
+    refused(world, "FIX appended a review it may not write (no reviews only)")
+
+
+# -- ARCHITECTURE ----------------------------------------------------------------------------------
+
+
+def test_architecture_verified_with_the_last_appended_review(tmp_path: Path) -> None:
+    world = start(tmp_path, T.ARCHITECTURE)
+    for review_id, verdict in ((1, "PASS"), (2, "REQUEST_CHANGES")):
+        world.add_review(verdict, review_id, feature_id=None, kind="architecture")
+    assert world.verify() == Outcome(T.ARCHITECTURE, True, verdict="REQUEST_CHANGES", review_id=2)
+
+
+def test_architecture_without_a_review(tmp_path: Path) -> None:
+    world = start(tmp_path, T.ARCHITECTURE)
+    refused(world, "no architecture review was appended to reviews.json")
+
+
+def test_architecture_writing_a_feature_review(tmp_path: Path) -> None:
+    world = start(tmp_path, T.ARCHITECTURE)
+    world.add_review("PASS")
+    refused(world, "ARCHITECTURE appended a review it may not write (architecture reviews only)")
+
+
+def test_architecture_moving_a_branch(tmp_path: Path) -> None:
+    world = start(tmp_path, T.ARCHITECTURE)
+    world.add_review("PASS", feature_id=None, kind="architecture")
+    world.sh("git branch arch/1")
+    refused(world, "ARCHITECTURE changed branches it does not own: arch/1")
+
+
+# -- REVIEW ----------------------------------------------------------------------------------------
+
+
+def merge(world: World, branch: str = "feature/F001", how: str = "--no-ff") -> None:
+    world.sh(f"git checkout -q main && git merge -q {how} {branch} -m 'Merge {branch}'")
+
+
+def test_review_pass_verified_with_a_merge_commit(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    merge(world)
+    world.add_review("PASS")
+    world.mark_passing("F001")
+    assert world.verify() == Outcome(T.REVIEW, True, verdict="PASS", review_id=2, passing=frozenset({"F001"}))
+    assert any("`bash init.sh` passes on main" in line for line in world.lines)
+
+
+def test_review_pass_verified_with_a_fast_forward(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    merge(world, how="--ff-only")
+    world.add_review("PASS")
+    world.mark_passing("F001")
+    assert world.verify().ok
+
+
+def test_review_without_a_review_of_its_feature(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    world.add_review("REJECT", feature_id="F002")
+    refused(world, "no review of F001 was appended to reviews.json")
+
+
+def test_review_verdicts_other_than_pass_keep_every_branch(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    world.add_review("REJECT")
+    assert world.verify() == Outcome(T.REVIEW, True, verdict="REJECT", review_id=2)
+
+
+def test_review_request_changes_that_merges_anyway(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    merge(world)
+    world.add_review("REQUEST_CHANGES")
+    refused(world, "REVIEW changed `main`")
+
+
+def test_review_request_changes_that_sets_passes(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    world.add_review("REQUEST_CHANGES")
+    world.mark_passing("F001")
+    refused(world, "`passes` changed although the verdict is REQUEST_CHANGES")
+
+
+@pytest.mark.parametrize("passing", [(), ("F002",), ("F001", "F002")])
+def test_review_pass_must_set_passes_on_its_feature_alone(tmp_path: Path, passing: tuple[str, ...]) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    merge(world)
+    world.add_review("PASS")
+    world.mark_passing(*passing)
+    refused(world, "a PASS must set `passes` on F001 and nothing else")
+
+
+def test_review_pass_without_a_merge(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    world.add_review("PASS")
+    world.mark_passing("F001")
+    refused(world, "verdict PASS but `main` is not feature/F001 merged into the old `main`")
+
+
+def test_review_pass_with_an_extra_commit_on_main(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    merge(world)
+    world.sh("echo more >> init.sh && git commit -qam sneaked")
+    world.add_review("PASS")
+    world.mark_passing("F001")
+    refused(world, "is not feature/F001 merged into the old `main`")
+
+
+def test_review_pass_merging_a_moved_branch(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    world.sh("echo more >> one.txt && git commit -qam later")
+    merge(world)
+    world.add_review("PASS")
+    world.mark_passing("F001")
+    refused(world, "REVIEW changed branches it does not own: feature/F001")
+
+
+def test_review_pass_whose_merge_adds_a_scheduler_file(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    world.sh("git checkout -q main && git merge -q --no-ff --no-commit feature/F001 && git add -f CLAUDE.md 2>/dev/null || (touch CLAUDE.md && git add -f CLAUDE.md) ; git commit -qm merge")
+    world.add_review("PASS")
+    world.mark_passing("F001")
+    refused(world, "hand-off or scheduler files were committed: CLAUDE.md")
+
+
+def test_review_pass_whose_tests_fail_on_main_is_undone(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    world.sh("printf 'exit 1\\n' > init.sh && git commit -qam 'break the tests'")
+    world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
+    merge(world)
+    world.add_review("PASS")
+    world.mark_passing("F001")
+    outcome = world.verify()
+    assert outcome == Outcome(T.REVIEW, True, verdict="REQUEST_CHANGES", review_id=2, passing=frozenset())
+    assert world.head("main") == world.pre.main
+    review = progress.load_handoff(world.project).review_list()[-1]
+    assert review["verified_verdict"] == "REQUEST_CHANGES" and "tests failed on main" in review["scheduler_findings"][0]
+    assert progress.load_handoff(world.project).passing() == frozenset()
+    assert world.sh("git rev-parse refs/scheduler/undone/session-4/main").strip() != world.pre.main
+
+
+def test_review_pass_without_a_test_command_trusts_the_merge(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    world.sh("printf 'exit 1\\n' > init.sh && git commit -qam 'break the tests'")
+    world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
+    merge(world)
+    world.add_review("PASS")
+    world.mark_passing("F001")
+    assert world.verify(AgentConfig()).verdict == "PASS"
+
+
+def test_review_pass_of_an_architecture_branch_sets_no_passes(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, architecture_fixes(1))
+    merge(world, "arch/1")
+    world.add_review("PASS", feature_id=None, branch="arch/1")
+    assert world.verify() == Outcome(T.REVIEW, True, verdict="PASS", review_id=2)
+
+
+def test_review_pass_of_an_architecture_branch_that_sets_passes(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, architecture_fixes(1))
+    merge(world, "arch/1")
+    world.add_review("PASS", feature_id=None, branch="arch/1")
+    world.mark_passing("F001")
+    refused(world, "a PASS must set `passes` on no feature and nothing else")
+
+
+def test_review_of_a_deleted_branch(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    world.pre = PreSession(world.pre.main, None, world.pre.handoff, world.pre.copies, world.pre.heads)
+    merge(world)
+    world.add_review("PASS")
+    world.mark_passing("F001")
+    refused(world, "verdict PASS but feature/F001 does not exist")
+
+
+# -- the undo --------------------------------------------------------------------------------------
+
+
+def test_undo_removes_new_branches_and_keeps_their_commits(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    tip = world.head("feature/F001")
+    world.sh("git branch -f main feature/F001")
+    refused(world, "changed `main`")
+    assert world.head("feature/F001") is None
+    assert world.sh("git rev-parse refs/scheduler/undone/session-4/feature/F001").strip() == tip
+    assert any("undo: feature/F001 removed" in line for line in world.lines)
+    assert any("undo: main reset to" in line for line in world.lines)
+
+
+def test_capture_needs_main(tmp_path: Path) -> None:
+    from errors import StateError
+
+    world = start(tmp_path, T.ARCHITECTURE)
+    world.sh("git checkout -q -b other && git branch -D main")
+    with pytest.raises(StateError, match="no `main` branch"):
+        capture(world.project, world.repo, world.state, tmp_path / "copies")
