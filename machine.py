@@ -227,7 +227,7 @@ def transition(state: SessionState, outcome: Outcome, config: AgentConfig) -> St
         return _failed(state, outcome, config)
     state = replace(state, backlog=replace(state.backlog, passing=outcome.passing))
     if lane.role is T.INITIALIZER:
-        return _choose_work(replace(state, backlog=Backlog(outcome.feature_ids, outcome.passing)), config)
+        return _choose_work(replace(state, backlog=replace(state.backlog, features=outcome.feature_ids)), config)
     if lane.role is T.IMPLEMENT or lane.role is T.FIX:
         return _continue(state, T.REVIEW)
     if lane.role is T.ARCHITECTURE:
@@ -325,14 +325,3 @@ def resume(state: SessionState) -> SessionState:
     if state.lane.role is T.HALTED:
         return replace(state, lane=Lane(T.INITIALIZER), halt_reason="")
     return state
-
-
-def session_bound(feature_count: int, config: AgentConfig) -> int:
-    """An upper bound on the sessions of a whole run (the loop always ends)."""
-    a = config.max_attempts
-    review_cycle = a * (1 + 1) * (config.max_fix_rounds + 1)  # (REVIEW + FIX) per round
-    per_try = a + review_cycle  # IMPLEMENT then the review cycle
-    per_feature = per_try * (config.max_rejections + 1)
-    arch_reviews = feature_count // config.architecture_interval + 1
-    per_arch = a + review_cycle * (config.max_rejections + 1)
-    return a + feature_count * per_feature + arch_reviews * per_arch

@@ -83,7 +83,7 @@ def undo(
     """
     label = f"session-{state.next_number}"
     now = gitops.branches(repo)
-    for branch in sorted(set(now) | set(pre.heads), key=lambda b: b != gitops.MAIN):
+    for branch in sorted(set(now) | set(pre.heads)):
         before, after = pre.heads.get(branch), now.get(branch)
         if before == after:
             continue

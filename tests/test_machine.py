@@ -34,7 +34,6 @@ from machine import (
     feature,
     get_next_session_type,
     resume,
-    session_bound,
     transition,
 )
 
@@ -340,7 +339,7 @@ def test_work_items_know_their_branch() -> None:
     assert WorkItem.from_json(F1.to_json()) == F1 and WorkItem.from_json(ARCH7.to_json()) == ARCH7
     assert WorkItem.from_json(None) is None
     for bad in ({}, {"feature_id": "F001", "architecture_review": 7}):
-        with pytest.raises(ValueError, match="not both"):
+        with pytest.raises(ValueError, match=r"^a work item is a feature or an architecture review's fixes, not both$"):
             WorkItem(**bad)  # type: ignore[arg-type]
 
 
@@ -359,6 +358,17 @@ def test_model_for_each_role() -> None:
     assert get_model_for_session(T.REVIEW, custom) == "my-model"
     with pytest.raises(ValueError):
         get_model_for_session(T.DONE, custom)
+
+
+def session_bound(feature_count: int, config: AgentConfig) -> int:
+    """An upper bound on the sessions of a whole run: every loop of the machine is bounded."""
+    a = config.max_attempts
+    review_cycle = a * (1 + 1) * (config.max_fix_rounds + 1)  # (REVIEW + FIX) per round
+    per_try = a + review_cycle  # IMPLEMENT then the review cycle
+    per_feature = per_try * (config.max_rejections + 1)
+    arch_reviews = feature_count // config.architecture_interval + 1
+    per_arch = a + review_cycle * (config.max_rejections + 1)
+    return a + feature_count * per_feature + arch_reviews * per_arch
 
 
 # -- properties --------------------------------------------------------------------------------

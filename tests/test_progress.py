@@ -75,34 +75,82 @@ def test_clean_sessions_have_no_violations() -> None:
     assert check_invariants(Handoff(None, None, None), handoff(), SessionType.INITIALIZER) == []
 
 
+FIX = {"fix_id": 1, "review_id": 1, "issues_fixed": []}
+
+
 @pytest.mark.parametrize(
-    ("role", "after", "problem"),
+    ("role", "after", "problems"),
     [
-        ("IMPLEMENT", handoff({"features": FEATURES["features"][:1]}), "added, removed or edited"),
+        (
+            "IMPLEMENT",
+            handoff({"features": FEATURES["features"][:1]}),
+            ["features were added, removed or edited after the INITIALIZER"],
+        ),
         (
             "IMPLEMENT",
             handoff({"features": [{**FEATURES["features"][0], "passes": True}, FEATURES["features"][1]]}),
-            "only REVIEW may",
+            ["IMPLEMENT changed `passes`; only REVIEW may"],
         ),
-        ("REVIEW", handoff(reviews=[REVIEW, {**REVIEW, "review_id": 1}]), "IDs must increase"),
-        ("REVIEW", handoff({"features": [FEATURES["features"][0], FEATURES["features"][0]]}), "duplicate"),
-        ("IMPLEMENT", handoff(reviews=[REVIEW]), "appended a review it may not write"),
-        ("ARCHITECTURE", handoff(reviews=[REVIEW]), "architecture reviews only"),
-        ("REVIEW", handoff(fixes=[{"fix_id": 1, "review_id": 1, "issues_fixed": []}]), "only FIX may"),
+        (
+            "REVIEW",
+            handoff(reviews=[REVIEW, {**REVIEW, "review_id": 1}]),
+            ["reviews.json `reviews` IDs must increase (review_id: [1, 1])"],
+        ),
+        (
+            "FIX",
+            handoff(fixes=[{**FIX, "fix_id": 2}, FIX]),
+            ["reviews.json `fixes` IDs must increase (fix_id: [2, 1])"],
+        ),
+        (
+            "REVIEW",
+            handoff({"features": [FEATURES["features"][0], FEATURES["features"][0]]}),
+            [
+                "feature_list.json has duplicate feature IDs",
+                "features were added, removed or edited after the INITIALIZER",
+            ],
+        ),
+        ("IMPLEMENT", handoff(reviews=[REVIEW]), ["IMPLEMENT appended a review it may not write (no reviews only)"]),
+        (
+            "ARCHITECTURE",
+            handoff(reviews=[REVIEW]),
+            ["ARCHITECTURE appended a review it may not write (architecture reviews only)"],
+        ),
+        ("REVIEW", handoff(fixes=[FIX]), ["REVIEW appended a fix entry; only FIX may"]),
     ],
 )
-def test_invariant_violations(role: str, after: Handoff, problem: str) -> None:
-    assert any(problem in p for p in check_invariants(handoff(), after, SessionType(role)))
+def test_invariant_violations(role: str, after: Handoff, problems: list[str]) -> None:
+    assert check_invariants(handoff(), after, SessionType(role)) == problems
+
+
+def test_earlier_fixes_may_not_change() -> None:
+    before = handoff(fixes=[FIX])
+    assert check_invariants(before, handoff(fixes=[{**FIX, "issues_fixed": ["x"]}]), SessionType.FIX) == [
+        "earlier entries of reviews.json `fixes` were changed or removed"
+    ]
 
 
 def test_earlier_reviews_may_not_change() -> None:
     before = handoff(reviews=[REVIEW])
     after = handoff(reviews=[{**REVIEW, "verdict": "REJECT"}])
-    assert any("were changed or removed" in p for p in check_invariants(before, after, SessionType.REVIEW))
+    assert check_invariants(before, after, SessionType.REVIEW) == [
+        "earlier entries of reviews.json `reviews` were changed or removed"
+    ]
 
 
 def test_only_the_initializer_creates_the_feature_list() -> None:
-    assert check_invariants(Handoff(None, None, None), handoff(), SessionType.IMPLEMENT)
+    assert check_invariants(Handoff(None, None, None), handoff(), SessionType.IMPLEMENT) == [
+        "IMPLEMENT created feature_list.json; only the INITIALIZER may"
+    ]
+
+
+def test_appending_a_session_entry_after_earlier_ones_is_clean() -> None:
+    first = {"session_id": 1, "agent_type": "INITIALIZER", "outcome": "INITIALIZED"}
+    before = Handoff(FEATURES, {"sessions": [first]}, {"reviews": [], "fixes": []})
+    after = Handoff(FEATURES, {"sessions": [first, {**first, "session_id": 2}]}, {"reviews": [], "fixes": []})
+    assert check_invariants(before, after, SessionType.IMPLEMENT) == []
+    assert check_invariants(before, Handoff(FEATURES, None, before.reviews), SessionType.IMPLEMENT) == [
+        "earlier session entries of progress.json were changed or removed"
+    ]
 
 
 def test_a_second_lock_holder_is_refused(tmp_path: Path) -> None:

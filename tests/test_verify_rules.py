@@ -103,10 +103,13 @@ def start(tmp_path: Path, role: SessionType, work: WorkItem | None = None, **lan
     return World(project, repo, state, pre)
 
 
-def refused(world: World, rule: str) -> Outcome:
+def refused(world: World, rule: str, *, exact: bool = True) -> Outcome:
+    """The session is refused for `rule` (the whole reason, unless exact=False), and undone."""
     outcome = world.verify()
-    assert not outcome.ok, "the session should have been refused"
-    assert rule in outcome.reason, outcome.reason
+    if exact:
+        assert outcome == Outcome(world.state.lane.role, False, reason=rule)
+    else:
+        assert (outcome.role, outcome.ok) == (world.state.lane.role, False) and rule in outcome.reason, outcome
     assert progress.load_handoff(world.project) == world.pre.handoff, "the hand-off files are restored"
     assert gitops.branches(world.repo) == world.pre.heads, "every branch is put back"
     return outcome
@@ -148,14 +151,15 @@ def test_initializer_that_commits_nothing(tmp_path: Path) -> None:
 def test_initializer_creating_a_branch(tmp_path: Path) -> None:
     world = start(tmp_path, T.INITIALIZER)
     initialize(world)
-    world.sh("git branch feature/F001")
-    refused(world, "changed branches it does not own: feature/F001")
+    world.sh("git branch feature/F001 && git branch x")
+    refused(world, "INITIALIZER changed branches it does not own: feature/F001, x")
 
 
 def test_initializer_committing_scheduler_files(tmp_path: Path) -> None:
     world = start(tmp_path, T.INITIALIZER)
     world.mark_passing()
     world.sh("printf 'exit 0\\n' > init.sh && git add init.sh && git add -f progress.json && git commit -qm skeleton")
+    world.sh("git rm -q --cached progress.json")  # committed, then hidden from the working tree's diff
     refused(world, "hand-off or scheduler files were committed: progress.json")
 
 
@@ -194,20 +198,20 @@ def test_implement_without_new_commits(tmp_path: Path) -> None:
 def test_implement_on_a_branch_that_does_not_start_from_main(tmp_path: Path) -> None:
     world = start(tmp_path, T.IMPLEMENT, feature("F001"))
     world.sh("git checkout -q --orphan feature/F001 && git rm -rqf . && echo x > x && git add x && git commit -qm orphan")
-    refused(world, "no new commits on feature/F001")
+    refused(world, "no new commits on feature/F001 since the session started")
 
 
 def test_implement_creating_another_branch(tmp_path: Path) -> None:
     world = start(tmp_path, T.IMPLEMENT, feature("F001"))
     implement(world)
     world.sh("git branch stray")
-    refused(world, "changed branches it does not own: stray")
+    refused(world, "IMPLEMENT changed branches it does not own: stray")
 
 
 def test_implement_committing_a_handoff_file(tmp_path: Path) -> None:
     world = start(tmp_path, T.IMPLEMENT, feature("F001"))
     implement(world)
-    world.sh("git add -f feature_list.json && git commit -qm 'track it'")
+    world.sh("git add -f feature_list.json && git commit -qm 'track it' && git rm -q --cached feature_list.json")
     refused(world, "hand-off or scheduler files were committed: feature_list.json")
 
 
@@ -227,11 +231,19 @@ def test_implement_rewriting_an_earlier_session_entry(tmp_path: Path) -> None:
     refused(world, "earlier session entries of progress.json were changed or removed")
 
 
+def test_every_broken_contract_rule_is_named(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    world.mark_passing("F001")
+    world.add_review("PASS")
+    refused(world, "IMPLEMENT changed `passes`; only REVIEW may; IMPLEMENT appended a review it may not write (no reviews only)")
+
+
 def test_a_broken_handoff_file_is_refused_and_restored(tmp_path: Path) -> None:
     world = start(tmp_path, T.IMPLEMENT, feature("F001"))
     implement(world)
     (world.project / "reviews.json").write_text('{"reviews": [')
-    refused(world, "reviews.json is not valid JSON")
+    refused(world, "reviews.json is not valid JSON (line 1, column", exact=False)
 
 
 # -- FIX -------------------------------------------------------------------------------------------
@@ -257,14 +269,14 @@ def test_fix_recorded_against_the_wrong_review(tmp_path: Path) -> None:
 def test_fix_without_new_commits(tmp_path: Path) -> None:
     world = start(tmp_path, T.FIX, feature("F001"), open_review=1, fix_rounds=1)
     world.edit("reviews.json", lambda r: r["fixes"].append({"fix_id": 1, "review_id": 1, "issues_fixed": []}))
-    refused(world, "no new commits on feature/F001")
+    refused(world, "no new commits on feature/F001 since the session started")
 
 
 def test_fix_merging_into_main(tmp_path: Path) -> None:
     world = start(tmp_path, T.FIX, feature("F001"), open_review=1, fix_rounds=1)
     fix(world)
     world.sh("git checkout -q main && git merge -q --no-ff feature/F001 -m merge")
-    refused(world, "FIX changed `main`")
+    refused(world, "FIX changed `main`; only a REVIEW whose PASS holds merges into it")
 
 
 def test_fix_appending_a_review(tmp_path: Path) -> None:
@@ -279,9 +291,9 @@ def test_fix_appending_a_review(tmp_path: Path) -> None:
 
 def test_architecture_verified_with_the_last_appended_review(tmp_path: Path) -> None:
     world = start(tmp_path, T.ARCHITECTURE)
-    for review_id, verdict in ((1, "PASS"), (2, "REQUEST_CHANGES")):
+    for review_id, verdict in ((1, "REQUEST_CHANGES"), (2, "PASS"), (3, "REQUEST_CHANGES")):
         world.add_review(verdict, review_id, feature_id=None, kind="architecture")
-    assert world.verify() == Outcome(T.ARCHITECTURE, True, verdict="REQUEST_CHANGES", review_id=2)
+    assert world.verify() == Outcome(T.ARCHITECTURE, True, verdict="REQUEST_CHANGES", review_id=3)
 
 
 def test_architecture_without_a_review(tmp_path: Path) -> None:
@@ -342,7 +354,7 @@ def test_review_request_changes_that_merges_anyway(tmp_path: Path) -> None:
     world = start(tmp_path, T.REVIEW, feature("F001"))
     merge(world)
     world.add_review("REQUEST_CHANGES")
-    refused(world, "REVIEW changed `main`")
+    refused(world, "REVIEW changed `main`; only a REVIEW whose PASS holds merges into it")
 
 
 def test_review_request_changes_that_sets_passes(tmp_path: Path) -> None:
@@ -358,14 +370,14 @@ def test_review_pass_must_set_passes_on_its_feature_alone(tmp_path: Path, passin
     merge(world)
     world.add_review("PASS")
     world.mark_passing(*passing)
-    refused(world, "a PASS must set `passes` on F001 and nothing else")
+    refused(world, f"a PASS must set `passes` on F001 and nothing else (changed: {sorted(passing)})")
 
 
 def test_review_pass_without_a_merge(tmp_path: Path) -> None:
     world = start(tmp_path, T.REVIEW, feature("F001"))
     world.add_review("PASS")
     world.mark_passing("F001")
-    refused(world, "verdict PASS but `main` is not feature/F001 merged into the old `main`")
+    refused(world, "verdict PASS but `main` is not feature/F001 merged into the old `main` (expected one `git merge --no-ff` or a fast-forward)")
 
 
 def test_review_pass_with_an_extra_commit_on_main(tmp_path: Path) -> None:
@@ -374,7 +386,7 @@ def test_review_pass_with_an_extra_commit_on_main(tmp_path: Path) -> None:
     world.sh("echo more >> init.sh && git commit -qam sneaked")
     world.add_review("PASS")
     world.mark_passing("F001")
-    refused(world, "is not feature/F001 merged into the old `main`")
+    refused(world, "verdict PASS but `main` is not feature/F001 merged into the old `main` (expected one `git merge --no-ff` or a fast-forward)")
 
 
 def test_review_pass_merging_a_moved_branch(tmp_path: Path) -> None:
@@ -388,26 +400,34 @@ def test_review_pass_merging_a_moved_branch(tmp_path: Path) -> None:
 
 def test_review_pass_whose_merge_adds_a_scheduler_file(tmp_path: Path) -> None:
     world = start(tmp_path, T.REVIEW, feature("F001"))
-    world.sh("git checkout -q main && git merge -q --no-ff --no-commit feature/F001 && git add -f CLAUDE.md 2>/dev/null || (touch CLAUDE.md && git add -f CLAUDE.md) ; git commit -qm merge")
+    world.sh("git checkout -q main && git merge -q --no-ff --no-commit feature/F001 && touch CLAUDE.md .agent.lock")
+    world.sh("git add -f CLAUDE.md .agent.lock && git commit -qm merge && git rm -q --cached CLAUDE.md")
     world.add_review("PASS")
     world.mark_passing("F001")
-    refused(world, "hand-off or scheduler files were committed: CLAUDE.md")
+    refused(world, "hand-off or scheduler files were committed: .agent.lock, CLAUDE.md")
 
 
 def test_review_pass_whose_tests_fail_on_main_is_undone(tmp_path: Path) -> None:
     world = start(tmp_path, T.REVIEW, feature("F001"))
-    world.sh("printf 'exit 1\\n' > init.sh && git commit -qam 'break the tests'")
+    world.sh("printf 'printf \"%%0600d\" 7; exit 1\\n' > init.sh && git commit -qam 'break the tests on main'")
+    world.add_review("REQUEST_CHANGES", review_id=1)
+    world.mark_passing("F002")
     world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
     merge(world)
+    merged = world.head("main")
+    world.sh("git checkout -q feature/F001")  # the tests run on `main`, not on what is checked out
     world.add_review("PASS")
-    world.mark_passing("F001")
+    world.mark_passing("F001", "F002")
     outcome = world.verify()
-    assert outcome == Outcome(T.REVIEW, True, verdict="REQUEST_CHANGES", review_id=2, passing=frozenset())
+    assert outcome == Outcome(T.REVIEW, True, verdict="REQUEST_CHANGES", review_id=2, passing=frozenset({"F002"}))
     assert world.head("main") == world.pre.main
-    review = progress.load_handoff(world.project).review_list()[-1]
-    assert review["verified_verdict"] == "REQUEST_CHANGES" and "tests failed on main" in review["scheduler_findings"][0]
-    assert progress.load_handoff(world.project).passing() == frozenset()
-    assert world.sh("git rev-parse refs/scheduler/undone/session-4/main").strip() != world.pre.main
+    handoff = progress.load_handoff(world.project)
+    earlier, review = handoff.review_list()
+    assert "verified_verdict" not in earlier and review["verified_verdict"] == "REQUEST_CHANGES"
+    assert review["scheduler_findings"] == ["tests failed on main after merging: " + "0" * 499 + "7"]
+    assert handoff.passing() == frozenset({"F002"})
+    assert world.sh("git rev-parse refs/scheduler/undone/session-4/main").strip() == merged
+    assert world.lines == ["  undo: merge reverted, tests fail on main; PASS counts as REQUEST_CHANGES"]
 
 
 def test_review_pass_without_a_test_command_trusts_the_merge(tmp_path: Path) -> None:
@@ -432,7 +452,7 @@ def test_review_pass_of_an_architecture_branch_that_sets_passes(tmp_path: Path) 
     merge(world, "arch/1")
     world.add_review("PASS", feature_id=None, branch="arch/1")
     world.mark_passing("F001")
-    refused(world, "a PASS must set `passes` on no feature and nothing else")
+    refused(world, "a PASS must set `passes` on no feature and nothing else (changed: ['F001'])")
 
 
 def test_review_of_a_deleted_branch(tmp_path: Path) -> None:
@@ -452,11 +472,13 @@ def test_undo_removes_new_branches_and_keeps_their_commits(tmp_path: Path) -> No
     implement(world)
     tip = world.head("feature/F001")
     world.sh("git branch -f main feature/F001")
-    refused(world, "changed `main`")
+    refused(world, "IMPLEMENT changed `main`; only a REVIEW whose PASS holds merges into it")
     assert world.head("feature/F001") is None
     assert world.sh("git rev-parse refs/scheduler/undone/session-4/feature/F001").strip() == tip
-    assert any("undo: feature/F001 removed" in line for line in world.lines)
-    assert any("undo: main reset to" in line for line in world.lines)
+    assert world.lines == [
+        "  undo: feature/F001 removed (its commits are kept in refs/scheduler/undone/session-4)",
+        f"  undo: main reset to {world.pre.main[:10]}",
+    ]
 
 
 def test_capture_needs_main(tmp_path: Path) -> None:
@@ -464,5 +486,5 @@ def test_capture_needs_main(tmp_path: Path) -> None:
 
     world = start(tmp_path, T.ARCHITECTURE)
     world.sh("git checkout -q -b other && git branch -D main")
-    with pytest.raises(StateError, match="no `main` branch"):
+    with pytest.raises(StateError, match=r"^the project's repository has no `main` branch; restore it or start a new project$"):
         capture(world.project, world.repo, world.state, tmp_path / "copies")

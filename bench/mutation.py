@@ -1,0 +1,161 @@
+"""Mutation testing of the rules: is every rule of the state machine and of verification tested?
+
+Runs the pinned mutation tester (mutmut, see pyproject.toml) over a copy of the repository,
+one target at a time, and prints killed / total, the score over the mutants that are not
+equivalent, and every survivor with its diff. A surviving mutant is a rule that a test
+should have made fire.
+
+    .venv/bin/python bench/mutation.py                  # both targets
+    .venv/bin/python bench/mutation.py machine          # one target
+    .venv/bin/python bench/mutation.py --keep           # keep the work folder to inspect it
+
+Equivalent mutants (the code means the same after the change) are listed below, each with
+the reason, and also in docs/decisions.md. Their names are mutmut's and change when the
+mutated function changes: re-check them after editing a target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Target:
+    sources: tuple[str, ...]
+    tests: tuple[str, ...]
+    goal: float
+    """The share of non-equivalent mutants that must be killed."""
+
+
+TARGETS: dict[str, Target] = {
+    "machine": Target(("machine.py",), ("tests/test_machine.py",), 0.95),
+    "verification": Target(
+        ("verify.py", "invariants.py"), ("tests/test_verify_rules.py", "tests/test_progress.py"), 0.90
+    ),
+}
+
+EQUIVALENT: dict[str, str] = {
+    "machine.x_architecture_due__mutmut_4": "`checked / interval` for `checked // interval`: with "
+    "architecture_checked_at <= completed (it is only ever set to the completed count, which never "
+    "shrinks), completed // i > checked / i exactly when completed // i > checked // i",
+}
+"""mutant name -> why it cannot change behaviour (filled from the survivors after review)."""
+
+KILLED = {1, 3}
+STATUS = {0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout", 24: "timeout"}
+
+
+def tracked_files() -> list[str]:
+    out = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if line and not line.startswith("generations/")]
+
+
+def prepare(work: Path, target: Target) -> None:
+    """Copy the repository into `work` and configure mutmut for one target there."""
+    for name in tracked_files():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, work / name)
+    copied = sorted({name.split("/", 1)[0] for name in tracked_files()} - set(target.sources) - {"tests"})
+    settings = {
+        "source_paths": list(target.sources),
+        "also_copy": copied,
+        "pytest_add_cli_args_test_selection": list(target.tests),
+        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q"],
+    }
+    with (work / "pyproject.toml").open("a", encoding="utf-8") as handle:
+        handle.write("\n[tool.mutmut]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()))
+    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+
+
+def run_mutmut(work: Path, children: int) -> float:
+    started = time.monotonic()
+    log = work / "mutmut.log"
+    with log.open("w", encoding="utf-8") as out:
+        proc = subprocess.run(
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(children)],
+            cwd=work,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        )
+    if proc.returncode != 0:
+        tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
+        raise SystemExit(f"mutmut failed (exit {proc.returncode}); log tail:\n{tail}")
+    return time.monotonic() - started
+
+
+def results(work: Path, target: Target) -> dict[str, str]:
+    """Each mutant's status, from mutmut's per-file records."""
+    statuses: dict[str, str] = {}
+    for source in target.sources:
+        meta = json.loads((work / "mutants" / f"{source}.meta").read_text(encoding="utf-8"))
+        for name, code in meta["exit_code_by_key"].items():
+            statuses[name] = "killed" if code in KILLED else STATUS.get(code, f"exit {code}")
+    return statuses
+
+
+def show(work: Path, name: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mutmut", "show", name], cwd=work, capture_output=True, text=True, check=False
+    )
+    diff = [line for line in proc.stdout.splitlines() if line.startswith(("+ ", "- ", "+\t", "-\t"))]
+    return "\n".join(f"      {line.strip()}" for line in diff[:6]) or "      (no diff shown)"
+
+
+def report(name: str, target: Target, work: Path, seconds: float) -> bool:
+    statuses = results(work, target)
+    total = len(statuses)
+    killed = sum(1 for s in statuses.values() if s == "killed")
+    equivalent = [m for m in statuses if statuses[m] != "killed" and m in EQUIVALENT]
+    counted = total - len(equivalent)
+    score = killed / counted if counted else 1.0
+    met = score >= target.goal
+    print(f"\n== {name}: {', '.join(target.sources)} (tests: {', '.join(target.tests)}) ==")
+    print(f"killed {killed}/{total} mutants in {seconds:.0f} s; {len(equivalent)} equivalent")
+    print(f"score {score:.1%} of {counted} non-equivalent mutants (goal {target.goal:.0%}): {'met' if met else 'NOT met'}")
+    for mutant, status in sorted(statuses.items()):
+        if status == "killed":
+            continue
+        why = EQUIVALENT.get(mutant)
+        print(f"  {status}: {mutant}" + (f"  [equivalent: {why}]" if why else ""))
+        if not why:
+            print(show(work, mutant))
+    return met
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("targets", nargs="*", choices=[*TARGETS, []], default=list(TARGETS))
+    parser.add_argument("--children", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--keep", action="store_true", help="keep the work folders")
+    args = parser.parse_args()
+    all_met = True
+    for name in args.targets or list(TARGETS):
+        target = TARGETS[name]
+        work = Path(tempfile.mkdtemp(prefix=f"mutation-{name}-"))
+        try:
+            prepare(work, target)
+            seconds = run_mutmut(work, args.children)
+            all_met &= report(name, target, work, seconds)
+        finally:
+            if args.keep:
+                print(f"  work folder kept: {work}")
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+    return 0 if all_met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
