@@ -13,11 +13,8 @@ from progress import Handoff
 
 T = SessionType
 
-REVIEW_KINDS: dict[SessionType, frozenset[str]] = {
-    T.REVIEW: frozenset({"feature"}),
-    T.ARCHITECTURE: frozenset({"architecture"}),
-}
-"""The kinds of review each role may append to reviews.json (other roles: none)."""
+REVIEW_KIND: dict[SessionType, str] = {T.REVIEW: "feature", T.ARCHITECTURE: "architecture"}
+"""The kind of review each role may append to reviews.json (other roles: none)."""
 FIXERS: frozenset[SessionType] = frozenset({T.FIX})
 """The roles that may append fix entries."""
 
@@ -48,11 +45,10 @@ def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list
         numbers = [entry[key] for entry in new]
         if any(b <= a for a, b in itertools.pairwise(numbers)):
             problems.append(f"reviews.json `{label}` IDs must increase ({key}: {numbers})")
-    kinds = REVIEW_KINDS.get(role, frozenset())
+    kind = REVIEW_KIND.get(role)
     added = after.review_list()[len(before.review_list()) :]
-    if any(review["kind"] not in kinds for review in added):
-        allowed = " or ".join(sorted(kinds)) or "no"
-        problems.append(f"{role.value} appended a review it may not write ({allowed} reviews only)")
+    if any(review["kind"] != kind for review in added):
+        problems.append(f"{role.value} appended a review it may not write ({kind or 'no'} reviews only)")
     if len(after.fix_list()) > len(before.fix_list()) and role not in FIXERS:
         problems.append(f"{role.value} appended a fix entry; only FIX may")
     old_sessions = (before.progress or {}).get("sessions", [])

@@ -137,10 +137,13 @@ def report(name: str, target: Target, work: Path, seconds: float) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("targets", nargs="*", choices=[*TARGETS, []], default=list(TARGETS))
+    parser.add_argument("targets", nargs="*", metavar="TARGET", help=f"one of {sorted(TARGETS)} (default: all)")
     parser.add_argument("--children", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--keep", action="store_true", help="keep the work folders")
     args = parser.parse_args()
+    unknown = set(args.targets) - set(TARGETS)
+    if unknown:
+        parser.error(f"unknown target(s) {sorted(unknown)}; choose from {sorted(TARGETS)}")
     all_met = True
     for name in args.targets or list(TARGETS):
         target = TARGETS[name]

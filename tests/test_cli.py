@@ -211,3 +211,19 @@ def test_dry_run_names_an_interrupted_session(spec_file: Path) -> None:
     state_path.write_text(json.dumps(state))
     result = invoke("--project-dir", "app", "--dry-run")
     assert "Next session: IMPLEMENT (a rerun of interrupted session 2)" in result.output
+
+
+def test_dry_run_shows_exactly_the_system_prompt_and_settings_the_session_gets(spec_file: Path) -> None:
+    invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "2")
+    dry = invoke("--project-dir", "app", "--dry-run")
+    assert "Next session: REVIEW" in dry.output and "Branch: feature/F001" in dry.output
+    shown = dict(line.split(": ", 1) for line in dry.output.splitlines() if line.startswith(("Rendered", "Settings")))
+    robot = InProcessRobotRunner(Scenario.from_json({"features": 2}))
+    result = CliRunner().invoke(
+        main, ["--project-dir", "app", "--max-iterations", "1"], obj={"runner_factory": factory_of(lambda _: robot)}
+    )
+    assert result.exit_code == 3, result.output
+    (request,) = robot.requests
+    assert Path(shown["Rendered prompt"]).read_text() == request.plan.system_prompt
+    assert "# Scope of this session: REVIEW" in request.plan.system_prompt
+    assert json.loads(Path(shown["Settings"]).read_text()) == request.plan.settings

@@ -35,7 +35,6 @@ from scripted_model import (
     hermetic_env,
     sdk_env,
 )
-from scripted_model.protocol import FAULT_KINDS
 
 SESSION_TIMEOUT = 30.0
 
@@ -436,15 +435,3 @@ def test_cli_connects_only_to_loopback(tmp_path: Path) -> None:
     inet = [line for line in trace.read_text().splitlines() if "AF_INET" in line]
     assert inet, "the CLI made no TCP connection at all"
     assert all('inet_addr("127.0.0.1")' in line for line in inet), inet
-
-
-def test_every_fault_kind_is_known() -> None:
-    """The server answers every FaultKind (kept in sync with protocol.FAULT_KINDS)."""
-    assert set(FAULT_KINDS) == {
-        "http_429",
-        "http_529",
-        "http_500",
-        "usage_limit",
-        "stream_cut",
-        "hang",
-    }

@@ -155,11 +155,13 @@ def test_initializer_creating_a_branch(tmp_path: Path) -> None:
     refused(world, "INITIALIZER changed branches it does not own: feature/F001, x")
 
 
-def test_initializer_committing_scheduler_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hidden", [False, True])
+def test_initializer_committing_scheduler_files(tmp_path: Path, hidden: bool) -> None:
     world = start(tmp_path, T.INITIALIZER)
     world.mark_passing()
     world.sh("printf 'exit 0\\n' > init.sh && git add init.sh && git add -f progress.json && git commit -qm skeleton")
-    world.sh("git rm -q --cached progress.json")  # committed, then hidden from the working tree's diff
+    if hidden:  # committed, then untracked again: only the commits show it
+        world.sh("git rm -q --cached progress.json")
     refused(world, "hand-off or scheduler files were committed: progress.json")
 
 
@@ -208,10 +210,13 @@ def test_implement_creating_another_branch(tmp_path: Path) -> None:
     refused(world, "IMPLEMENT changed branches it does not own: stray")
 
 
-def test_implement_committing_a_handoff_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hidden", [False, True])
+def test_implement_committing_a_handoff_file(tmp_path: Path, hidden: bool) -> None:
     world = start(tmp_path, T.IMPLEMENT, feature("F001"))
     implement(world)
-    world.sh("git add -f feature_list.json && git commit -qm 'track it' && git rm -q --cached feature_list.json")
+    world.sh("git add -f feature_list.json && git commit -qm 'track it'")
+    if hidden:
+        world.sh("git rm -q --cached feature_list.json")
     refused(world, "hand-off or scheduler files were committed: feature_list.json")
 
 
@@ -409,7 +414,7 @@ def test_review_pass_whose_merge_adds_a_scheduler_file(tmp_path: Path) -> None:
 
 def test_review_pass_whose_tests_fail_on_main_is_undone(tmp_path: Path) -> None:
     world = start(tmp_path, T.REVIEW, feature("F001"))
-    world.sh("printf 'printf \"%%0600d\" 7; exit 1\\n' > init.sh && git commit -qam 'break the tests on main'")
+    world.sh("git checkout -q main && printf 'printf \"%%0600d\" 7; exit 1\\n' > init.sh && git commit -qam 'break main'")
     world.add_review("REQUEST_CHANGES", review_id=1)
     world.mark_passing("F002")
     world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
