@@ -236,10 +236,10 @@ def main(
             console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options, factory
         )
     except SchedulerError as exc:
-        console.print(f"error: {exc}", markup=False, style="bold red")
+        _error(f"error: {exc}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        console.print("interrupted: run the same command again to resume", markup=False)
+        _error("interrupted: run the same command again to resume")
         sys.exit(EXIT_INTERRUPTED)
     sys.exit(code)
 
@@ -287,12 +287,13 @@ def run_cli(
         return EXIT_DONE
     if report.status == "limit":
         return EXIT_LIMIT
-    console.print(
-        f"error: run halted: {report.message}. Fix the cause and run the same command again",
-        markup=False,
-        style="bold red",
-    )
+    _error(f"error: run halted: {report.message}. Fix the cause and run the same command again")
     return EXIT_ERROR
+
+
+def _error(line: str) -> None:
+    """Errors go to stderr, one line, so a piped summary never hides them."""
+    Console(stderr=True, highlight=False, soft_wrap=True).print(line, markup=False, style="bold red")
 
 
 def _plain(console: Console) -> Callable[[str], None]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,8 +82,9 @@ class AgentConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.max_fix_rounds < 0:
             raise ValueError(f"max_fix_rounds must not be negative, got {self.max_fix_rounds}")
-        if self.max_budget_usd is not None and self.max_budget_usd <= 0:
-            raise ValueError(f"max_budget_usd must be positive, got {self.max_budget_usd}")
+        budget = self.max_budget_usd
+        if budget is not None and not (math.isfinite(budget) and budget > 0):
+            raise ValueError(f"max_budget_usd must be a positive number of dollars, got {budget}")
         unknown = set(self.models) - set(DEFAULT_MODELS)
         if unknown:
             raise ValueError(f"unknown role(s) in models: {', '.join(sorted(unknown))}")

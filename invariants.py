@@ -9,14 +9,13 @@ import itertools
 from typing import Any
 
 from config import SessionType
+from policy import POLICIES, policy
 from progress import Handoff
 
-T = SessionType
 
-REVIEW_KIND: dict[SessionType, str] = {T.REVIEW: "feature", T.ARCHITECTURE: "architecture"}
-"""The kind of review each role may append to reviews.json (other roles: none)."""
-FIXERS: frozenset[SessionType] = frozenset({T.FIX})
-"""The roles that may append fix entries."""
+def _holders(right: str) -> str:
+    """The roles that have a right, for messages ("REVIEW", "FIX", ...)."""
+    return " or ".join(role.value for role, rights in POLICIES.items() if getattr(rights, right))
 
 
 def _without_passes(features: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -25,6 +24,7 @@ def _without_passes(features: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list[str]:
     """Violations of the hand-off contract by a session of `role` (empty when clean)."""
+    rights = policy(role)
     problems: list[str] = []
     ids = [f["id"] for f in after.features()]
     if len(ids) != len(set(ids)):
@@ -32,10 +32,10 @@ def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list
     if before.feature_list is not None:
         if _without_passes(before.features()) != _without_passes(after.features()):
             problems.append("features were added, removed or edited after the INITIALIZER")
-        if before.passing() != after.passing() and role is not T.REVIEW:
-            problems.append(f"{role.value} changed `passes`; only REVIEW may")
-    elif role is not T.INITIALIZER and after.feature_list is not None:
-        problems.append(f"{role.value} created feature_list.json; only the INITIALIZER may")
+        if before.passing() != after.passing() and not rights.sets_passes:
+            problems.append(f"{role.value} changed `passes`; only {_holders('sets_passes')} may")
+    elif not rights.creates_feature_list and after.feature_list is not None:
+        problems.append(f"{role.value} created feature_list.json; only {_holders('creates_feature_list')} may")
     for label, key, old, new in (
         ("reviews", "review_id", before.review_list(), after.review_list()),
         ("fixes", "fix_id", before.fix_list(), after.fix_list()),
@@ -45,12 +45,12 @@ def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list
         numbers = [entry[key] for entry in new]
         if any(b <= a for a, b in itertools.pairwise(numbers)):
             problems.append(f"reviews.json `{label}` IDs must increase ({key}: {numbers})")
-    kind = REVIEW_KIND.get(role)
+    kind = rights.review_kind
     added = after.review_list()[len(before.review_list()) :]
     if any(review["kind"] != kind for review in added):
         problems.append(f"{role.value} appended a review it may not write ({kind or 'no'} reviews only)")
-    if len(after.fix_list()) > len(before.fix_list()) and role not in FIXERS:
-        problems.append(f"{role.value} appended a fix entry; only FIX may")
+    if len(after.fix_list()) > len(before.fix_list()) and not rights.appends_fixes:
+        problems.append(f"{role.value} appended a fix entry; only {_holders('appends_fixes')} may")
     old_sessions = (before.progress or {}).get("sessions", [])
     if (after.progress or {}).get("sessions", [])[: len(old_sessions)] != old_sessions:
         problems.append("earlier session entries of progress.json were changed or removed")

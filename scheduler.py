@@ -21,6 +21,7 @@ from errors import GitError, NotLoggedIn, StateError
 from layout import HANDOFF_FILES, LOG_DIR, STATE_FILE
 from machine import Blocked, Event, GaveUp, Outcome, Rejected, Retry, SessionState, resume, transition
 from plan import plan_session, write_plan
+from policy import policy
 from report import RunReport, Stats
 from verify import PreSession, capture, verify_session
 
@@ -198,7 +199,7 @@ class Scheduler:
             main = gitops.head(repo, gitops.MAIN)
             assert main is not None
             gitops.create_branch(repo, work.branch, main)
-        if role in (SessionType.FIX, SessionType.REVIEW):
+        if policy(role).starts_on == "work":
             if work is None or gitops.head(repo, work.branch) is None:
                 raise StateError(
                     f"the branch {work.branch if work else '(none)'} that this {role.value} session works "

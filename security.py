@@ -7,6 +7,8 @@ ignores an invalid settings file, so an unvalidated one would mean no policy at 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -14,6 +16,7 @@ from config import SessionType
 from errors import SettingsError
 from layout import AGENT_MAY_NOT_WRITE, FOLDERS, HANDOFF_FILES, SCHEDULER_FILES, SETTINGS_FILE
 from machine import WorkItem
+from policy import policy
 from schemas import schema_error
 
 PERMISSION_MODE: Literal["dontAsk"] = "dontAsk"
@@ -81,30 +84,7 @@ RUN_TESTS = [
     "npm run",
     "make test",
 ]
-BUILD = [
-    "git add",
-    "git commit",
-    "git mv",
-    "git rm",
-    "mkdir",
-    "touch",
-    "cp",
-    "mv",
-    "chmod",
-    "python3",
-    "python",
-    "pip install",
-    "pip3 install",
-    "npm install",
-    "npm ci",
-    "npx",
-    "node",
-    "make",
-]
-RUN_APP = ["python3", "python", "node", "npm start"]
-"""Reviewers try the feature's steps by running the app itself."""
-REVIEW_GIT = ["git merge", "git reset --hard ORIG_HEAD", "git merge --abort"]
-DENY_BASH = [
+COMMON_DENY = [
     "git push",
     "git rebase",
     "git filter-branch",
@@ -121,77 +101,54 @@ DENY_BASH = [
     "scp",
     "nc",
 ]
+"""Commands refused to every role."""
 
 
-def _bash_rules(prefixes: list[str]) -> list[str]:
+def _bash_rules(prefixes: Iterable[str]) -> list[str]:
     return [f"Bash({p}:*)" for p in prefixes]
 
 
-def _file_rules(paths: list[str]) -> list[str]:
-    return [f"{tool}(./{p})" for p in paths for tool in ("Edit", "Write")]
-
-
-FORBIDDEN_FILES: dict[SessionType, tuple[str, ...]] = {
-    SessionType.IMPLEMENT: ("feature_list.json", "reviews.json"),
-    SessionType.FIX: ("feature_list.json",),
-}
-"""Hand-off files a role may not write (enforced by both the settings and the path hook)."""
-
-NEW_BRANCH = ["git checkout -b", "git switch -c", "git checkout -B"]
-REWRITE_BRANCHES = [
-    "git branch -f",
-    "git branch -D",
-    "git branch -d",
-    "git branch -m",
-    "git branch -M",
-    "git checkout -f",
-    "git commit",
-    "git cherry-pick",
-    "git revert",
-    "git stash",
-]
-"""Reviewers judge and merge; they never move, delete or add to a branch."""
-ROLE_DENIES: dict[SessionType, list[str]] = {
-    SessionType.INITIALIZER: _bash_rules(NEW_BRANCH),
-    SessionType.REVIEW: _bash_rules(NEW_BRANCH + REWRITE_BRANCHES),
-    SessionType.ARCHITECTURE: _bash_rules(NEW_BRANCH + REWRITE_BRANCHES),
-    SessionType.IMPLEMENT: _file_rules(list(FORBIDDEN_FILES[SessionType.IMPLEMENT])),
-    SessionType.FIX: _file_rules(list(FORBIDDEN_FILES[SessionType.FIX])) + _bash_rules(NEW_BRANCH),
-}
-"""What a role may not do beyond the common denies (deny rules beat allow rules)."""
+def _file_rules(paths: Iterable[str]) -> list[str]:
+    return [f"{tool}(./{p})" for p in sorted(paths) for tool in ("Edit", "Write")]
 
 
 def settings_for(role: SessionType, test_command: str | None = None) -> dict[str, Any]:
-    """The Claude Code settings of a role, as data."""
+    """The Claude Code settings of a role, as data, derived from its policy."""
+    rights = policy(role)
     tests = RUN_TESTS + ([test_command] if test_command else [])
-    allow = list(READ_ONLY_TOOLS) + _bash_rules(INSPECT + tests)
-    if role in (SessionType.INITIALIZER, SessionType.IMPLEMENT, SessionType.FIX):
-        allow += [*_bash_rules(BUILD), "Edit(./**)", "Write(./**)"]
-    elif role is SessionType.REVIEW:
-        allow += _bash_rules(REVIEW_GIT + RUN_APP) + _file_rules(list(HANDOFF_FILES))
-    elif role is SessionType.ARCHITECTURE:
-        allow += _file_rules(["reviews.json", "progress.json"])
+    allow = list(READ_ONLY_TOOLS) + _bash_rules(INSPECT + tests) + _bash_rules(rights.commands)
+    if rights.writes_code:
+        allow += ["Edit(./**)", "Write(./**)"]
+        refused_files = set(HANDOFF_FILES) - rights.handoff_writes
     else:
-        raise SettingsError(f"{role} runs no session")
-    deny = _bash_rules(DENY_BASH) + [f"{tool}(./{p})" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
+        allow += _file_rules(rights.handoff_writes)
+        refused_files = set()
+    deny = _bash_rules(COMMON_DENY) + [f"{tool}(./{p})" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
     deny += [f"{tool}(./{p}/**)" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
-    deny += ROLE_DENIES.get(role, [])
+    deny += _file_rules(refused_files) + _bash_rules(rights.refused)
     return {"permissions": {"allow": allow, "deny": deny, "defaultMode": PERMISSION_MODE}}
+
+
+def _matches(rules: list[str], part: list[str]) -> bool:
+    prefixes = [rule[5:-3].split() for rule in rules if rule.startswith("Bash(") and rule.endswith(":*)")]
+    return any(part[: len(prefix)] == prefix for prefix in prefixes)
+
+
+def bash_decision(settings: dict[str, Any], command: str) -> Literal["allow", "deny", "ask"]:
+    """What the settings' `Bash(prefix:*)` rules say of a command, part by part, as the CLI
+    reads them: any part a deny rule matches denies it; it is allowed when an allow rule
+    matches every part; otherwise the CLI would ask (and in dontAsk mode, deny)."""
+    permissions = settings["permissions"]
+    parts = [p.split() for p in re.split(r"&&|\|\||;|\|", command) if p.strip()]
+    if any(_matches(permissions["deny"], part) for part in parts):
+        return "deny"
+    return "allow" if parts and all(_matches(permissions["allow"], part) for part in parts) else "ask"
 
 
 def validate_settings(settings: dict[str, Any]) -> None:
     error = schema_error(settings, SETTINGS_SCHEMA)
     if error is not None:
         raise SettingsError(f"generated {SETTINGS_FILE} is invalid {error}")
-
-
-SCOPES: dict[SessionType, str] = {
-    SessionType.INITIALIZER: "Write the feature list, init.sh and the project skeleton; commit on `main`.",
-    SessionType.IMPLEMENT: "Implement ONE feature on its `feature/<ID>` branch; never commit on `main`.",
-    SessionType.REVIEW: "Review and merge; write only the hand-off files, never product code.",
-    SessionType.FIX: "Fix the open review's issues on the same branch; never merge, never set `passes`.",
-    SessionType.ARCHITECTURE: "Review the whole codebase; write only reviews.json and progress.json.",
-}
 
 
 def _names(names: tuple[str, ...]) -> str:
@@ -206,7 +163,7 @@ def scope_rules(role: SessionType, work: WorkItem | None) -> str:
         [
             f"# Scope of this session: {role.value}",
             "",
-            SCOPES[role],
+            policy(role).scope,
             f"Current feature: {feature}; branch: {branch}.",
             "",
             "- Work only inside this project folder.",
@@ -230,10 +187,10 @@ def path_decision(role: SessionType, project: Path, target: str) -> str | None:
     rel = PurePosixPath(resolved.relative_to(root).as_posix())
     if rel.parts and rel.parts[0] in AGENT_MAY_NOT_WRITE:
         return f"{rel} belongs to the scheduler"
-    if str(rel) in FORBIDDEN_FILES.get(role, ()):
+    rights = policy(role)
+    if str(rel) in HANDOFF_FILES and not rights.may_write_handoff(str(rel)):
         return f"{role.value} may not write {rel}"
-    if role in (SessionType.REVIEW, SessionType.ARCHITECTURE):
-        allowed = HANDOFF_FILES if role is SessionType.REVIEW else ("reviews.json", "progress.json")
-        if str(rel) not in allowed:
-            return f"{role.value} may write only {', '.join(allowed)}, not {rel}"
+    if not rights.writes_code and str(rel) not in HANDOFF_FILES:
+        allowed = ", ".join(sorted(rights.handoff_writes))
+        return f"{role.value} may write only {allowed}, not {rel}"
     return None

@@ -20,6 +20,7 @@ from errors import StateError
 from invariants import check_invariants
 from layout import is_scheduler_path
 from machine import Outcome, SessionState, WorkItem
+from policy import policy
 from progress import Handoff, atomic_write_json, load_handoff, restore, snapshot
 
 
@@ -125,8 +126,9 @@ class Ran:
         if gitops.head(self.repo, gitops.MAIN) != self.pre.main:
             raise ClaimRefused(f"{self.role.value} changed `main`; only a REVIEW whose PASS holds merges into it")
 
-    def only_branches_changed(self, allowed: set[str]) -> None:
-        """No branch but `allowed` was created, moved or deleted."""
+    def only_own_branches_changed(self, verdict: str | None = None) -> None:
+        """No branch but those the role's policy gives it was created, moved or deleted."""
+        allowed = policy(self.role).branches_it_may_change(self.state.lane.work, verdict)
         now = gitops.branches(self.repo)
         touched = {b for b in set(now) | set(self.pre.heads) if now.get(b) != self.pre.heads.get(b)}
         if gitops.MAIN in touched - allowed:
@@ -147,15 +149,16 @@ class Ran:
         tip = gitops.head(self.repo, branch)
         if tip is None:
             raise ClaimRefused(f"branch {branch} does not exist")
-        self.only_branches_changed({branch})
+        self.only_own_branches_changed()
         base = self.pre.branch_tip or self.pre.main
         if tip == base or not gitops.is_ancestor(self.repo, base, tip):
             raise ClaimRefused(f"no new commits on {branch} since the session started")
         self.no_scheduler_files_committed(base, tip)
 
-    def new_reviews(self, kind: str) -> list[dict[str, Any]]:
+    def new_reviews(self) -> list[dict[str, Any]]:
+        """The reviews of the role's own kind that the session appended."""
         new = self.after.review_list()[len(self.pre.handoff.review_list()) :]
-        return [r for r in new if r["kind"] == kind]
+        return [r for r in new if r["kind"] == policy(self.role).review_kind]
 
     def outcome(self, **values: Any) -> Outcome:
         return Outcome(self.role, ok=True, passing=self.after.passing(), **values)
@@ -166,7 +169,7 @@ def _initializer(ran: Ran) -> Outcome:
         raise ClaimRefused("no feature_list.json was written")
     if ran.after.passing():
         raise ClaimRefused("the INITIALIZER marked features as passing")
-    ran.only_branches_changed({gitops.MAIN})
+    ran.only_own_branches_changed()
     main = gitops.head(ran.repo, gitops.MAIN)
     if main is None or main == ran.pre.main:
         raise ClaimRefused("nothing was committed on `main`")
@@ -191,8 +194,8 @@ def _fix(ran: Ran) -> Outcome:
 
 
 def _architecture(ran: Ran) -> Outcome:
-    ran.only_branches_changed(set())
-    reviews = ran.new_reviews("architecture")
+    ran.only_own_branches_changed()
+    reviews = ran.new_reviews()
     if not reviews:
         raise ClaimRefused("no architecture review was appended to reviews.json")
     return ran.outcome(verdict=reviews[-1]["verdict"], review_id=reviews[-1]["review_id"])
@@ -200,13 +203,13 @@ def _architecture(ran: Ran) -> Outcome:
 
 def _review(ran: Ran) -> Outcome:
     feature, branch = ran.work.feature_id, ran.work.branch
-    reviews = [r for r in ran.new_reviews("feature") if r["feature_id"] == feature]
+    reviews = [r for r in ran.new_reviews() if r["feature_id"] == feature]
     if not reviews:
         raise ClaimRefused(f"no review of {feature or branch} was appended to reviews.json")
     verdict, review_id = reviews[-1]["verdict"], reviews[-1]["review_id"]
     changed = ran.after.passing() ^ ran.pre.handoff.passing()
     if verdict != "PASS":
-        ran.only_branches_changed(set())
+        ran.only_own_branches_changed(verdict)
         if changed:
             raise ClaimRefused(f"`passes` changed although the verdict is {verdict}")
         return ran.outcome(verdict=verdict, review_id=review_id)
@@ -215,7 +218,7 @@ def _review(ran: Ran) -> Outcome:
             f"a PASS must set `passes` on {feature or 'no feature'} and nothing else "
             f"(changed: {sorted(changed)})"
         )
-    ran.only_branches_changed({gitops.MAIN})
+    ran.only_own_branches_changed(verdict)
     tip, main = ran.pre.branch_tip, gitops.head(ran.repo, gitops.MAIN)
     if tip is None or main is None:
         raise ClaimRefused(f"verdict PASS but {branch} does not exist")

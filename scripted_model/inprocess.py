@@ -15,18 +15,9 @@ from agent import SessionRequest, SessionResult
 from scripted_model.protocol import ToolCall
 from scripted_model.robot import Ctx, next_step
 from scripted_model.scenario import Scenario
-from security import path_decision
+from security import bash_decision, path_decision
 
 MAX_BATCHES = 50
-
-
-def denied_by_settings(settings: dict[str, object], command: str) -> bool:
-    """The role's own `Bash(prefix:*)` deny rules, applied to a command as the CLI would."""
-    permissions = settings.get("permissions")
-    deny = permissions.get("deny", []) if isinstance(permissions, dict) else []
-    prefixes = [rule[5:-3] for rule in deny if rule.startswith("Bash(") and rule.endswith(":*)")]
-    words = command.split()
-    return any(words[: len(p.split())] == p.split() for p in prefixes)
 
 
 class InProcessRobotRunner:
@@ -69,7 +60,7 @@ class InProcessRobotRunner:
         cwd = Path(request.cwd)
         if call.name == "Bash":
             command = str(call.input["command"])
-            if denied_by_settings(request.plan.settings, command):
+            if bash_decision(request.plan.settings, command) == "deny":
                 return "Permission to use Bash with this command has been denied.", True
             proc = subprocess.run(
                 ["bash", "-c", command],

@@ -227,3 +227,15 @@ def test_dry_run_shows_exactly_the_system_prompt_and_settings_the_session_gets(s
     assert Path(shown["Rendered prompt"]).read_text() == request.plan.system_prompt
     assert "# Scope of this session: REVIEW" in request.plan.system_prompt
     assert json.loads(Path(shown["Settings"]).read_text()) == request.plan.settings
+
+
+def test_a_budget_that_is_not_a_number_is_refused_before_anything_is_saved() -> None:
+    for value in ("nan", "inf"):
+        result = invoke("--project-dir", "app", "--max-budget-usd", value)
+        assert result.exit_code == 1 and "max_budget_usd must be a positive number of dollars" in result.output
+        assert not (resolve_project("app") / ".agent_config.json").exists()
+
+
+def test_errors_go_to_stderr(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["--project-dir", "app", "--spec", str(tmp_path / "missing.txt")])
+    assert result.exit_code == 1 and result.stdout == "" and result.stderr.startswith("error: cannot read spec")

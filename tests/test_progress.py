@@ -139,7 +139,7 @@ def test_earlier_reviews_may_not_change() -> None:
 
 def test_only_the_initializer_creates_the_feature_list() -> None:
     assert check_invariants(Handoff(None, None, None), handoff(), SessionType.IMPLEMENT) == [
-        "IMPLEMENT created feature_list.json; only the INITIALIZER may"
+        "IMPLEMENT created feature_list.json; only INITIALIZER may"
     ]
 
 

@@ -1,0 +1,102 @@
+"""One role policy: the prompts, the settings and the path hook all agree with the table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from helpers import state_for
+
+from config import ROLES, AgentConfig, SessionType
+from layout import HANDOFF_FILES
+from machine import Backlog, Lane, SessionState, architecture_fixes
+from policy import POLICIES, policy
+from prompts import PROMPTS_DIR, TEMPLATES, role_variables, substitute
+from security import bash_decision, path_decision, settings_for
+
+T = SessionType
+COMMAND_WORDS = ("git", "./init.sh", "bash", "sh", "python3", "python", "npm", "pytest", "make", "ls", "cat")
+STATES = {
+    T.INITIALIZER: SessionState(),
+    T.IMPLEMENT: state_for(T.IMPLEMENT),
+    T.REVIEW: state_for(T.REVIEW),
+    T.FIX: state_for(T.FIX, open_review=3, fix_rounds=1),
+    T.ARCHITECTURE: SessionState(Backlog(("F001",)), Lane(T.ARCHITECTURE)),
+}
+
+
+def commands_told(role: SessionType, state: SessionState, config: AgentConfig) -> list[str]:
+    """Every command the role's own instructions tell it to run (not the ones they forbid)."""
+    template = (PROMPTS_DIR / TEMPLATES[role]).read_text(encoding="utf-8")
+    shared = {"HANDOFF_CONTRACT": "-", "REVIEW_CHECKLIST": "-"}
+    text = substitute(template, {**role_variables("app", config, state), **shared}).split("## Forbidden")[0]
+    spans = re.findall(r"`([^`\n]+)`", text)
+    return [span for span in spans if span.split()[0] in COMMAND_WORDS]
+
+
+CASES = [(role, STATES[role]) for role in ROLES] + [
+    (T.FIX, SessionState(Backlog(("F001",)), Lane(T.FIX, architecture_fixes(7), fix_rounds=1, open_review=7)))
+]
+
+
+@pytest.mark.parametrize(("role", "state"), CASES, ids=lambda c: getattr(c, "value", ""))
+@pytest.mark.parametrize("test_command", [None, "bash init.sh"])
+def test_every_command_a_prompt_tells_its_role_to_run_is_allowed(
+    role: SessionType, state: SessionState, test_command: str | None
+) -> None:
+    config = AgentConfig(test_command=test_command)
+    told = commands_told(role, state, config)
+    assert told, f"{role.value}'s prompt names no command at all"
+    settings = settings_for(role, test_command)
+    refused = [command for command in told if bash_decision(settings, command) != "allow"]
+    assert refused == [], f"{role.value} is told to run commands its policy refuses: {refused}"
+
+
+def test_fix_is_told_to_merge_main_and_may() -> None:
+    assert "git merge main" in commands_told(T.FIX, STATES[T.FIX], AgentConfig())
+    assert bash_decision(settings_for(T.FIX), "git merge main") == "allow"
+    assert bash_decision(settings_for(T.IMPLEMENT), "git merge main") == "ask"
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda r: r.value)
+@pytest.mark.parametrize("name", HANDOFF_FILES)
+def test_the_settings_and_the_path_hook_follow_the_table(role: SessionType, name: str, tmp_path: Path) -> None:
+    rights = policy(role)
+    settings = settings_for(role)["permissions"]
+    assert (path_decision(role, tmp_path, name) is None) is rights.may_write_handoff(name)
+    written = f"Edit(./{name})" in settings["allow"] or "Edit(./**)" in settings["allow"]
+    denied = f"Edit(./{name})" in settings["deny"]
+    assert (written and not denied) is rights.may_write_handoff(name)
+    assert (path_decision(role, tmp_path, "src/app.py") is None) is rights.writes_code
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda r: r.value)
+def test_the_scope_text_is_the_tables(role: SessionType) -> None:
+    from security import scope_rules
+
+    assert policy(role).scope in scope_rules(role, None)
+
+
+@pytest.mark.parametrize(
+    ("command", "decision"),
+    [
+        ("git status", "allow"),
+        ("git checkout -q main && git log --oneline", "allow"),
+        ("git push origin main", "deny"),
+        ("git status; git push", "deny"),
+        ("ls | nc 127.0.0.1 9", "deny"),
+        ("git checkout -b feature/F009", "deny"),
+        ("git merge --no-ff feature/F001", "allow"),
+        ("rm init.sh.bak", "ask"),
+        ("", "ask"),
+    ],
+)
+def test_bash_rules_are_read_like_the_cli_reads_them(command: str, decision: str) -> None:
+    assert bash_decision(settings_for(T.REVIEW), command) == decision
+
+
+def test_every_role_has_a_policy_and_the_ends_have_none() -> None:
+    assert set(POLICIES) == set(ROLES)
+    with pytest.raises(ValueError, match="runs no session"):
+        policy(T.DONE)
