@@ -23,12 +23,15 @@ from claude_agent_sdk import (
     ResultMessage,
     SystemMessage,
     ToolUseBlock,
+    UserMessage,
     query,
 )
 
 from plan import SessionPlan
 from security import PERMISSION_MODE, path_decision
 
+SANDBOX_FAILED = "Sandbox is required but failed to initialize"
+"""What the CLI answers a Bash call with when bubblewrap or its socat bridges did not start."""
 NOT_LOGGED_IN_HINTS = ("not logged in", "please run /login", "invalid api key", "authentication_error")
 LOGIN_HELP = (
     "Claude Code is not logged in: run `claude login` (subscription) or set ANTHROPIC_API_KEY, "
@@ -65,6 +68,8 @@ class SessionResult:
     not_logged_in: bool = False
     rate_limit_resets_at: int | None = None
     """Set when a usage limit rejected the session: epoch seconds when it resets."""
+    sandbox_failed: bool = False
+    """Claude Code's OS sandbox failed to start for a Bash call (an infrastructure fault)."""
     tool_calls: int = 0
     duration_s: float = 0.0
 
@@ -220,6 +225,8 @@ class ClaudeSessionRunner:
                 if isinstance(block, ToolUseBlock):
                     counter[0] += 1
                     self._echo(f"  [{role}] {describe_tool_call(block)}")
+        elif isinstance(message, UserMessage) and SANDBOX_FAILED in str(message.content):
+            values["sandbox_failed"] = True
         elif isinstance(message, RateLimitEvent) and message.rate_limit_info.status == "rejected":
             values["rate_limit_resets_at"] = message.rate_limit_info.resets_at or int(time.time())
         elif isinstance(message, SystemMessage) and message.subtype == "api_retry":

@@ -13,6 +13,7 @@ import signal
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from rich.console import Console
 
 import progress
 import statefile
-from config import DEFAULT_MODELS, ROLES, AgentConfig, SessionType
+from config import DEFAULT_ALLOWED_DOMAINS, DEFAULT_MODELS, ROLES, AgentConfig, SessionType
 from errors import EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, ConfigError, SchedulerError
 from layout import LOG_DIR
 from machine import SessionState, resume
@@ -29,6 +30,7 @@ from plan import plan_session, write_plan
 from prompts import EXAMPLE_SPEC, template_path
 from report import print_summary
 from runners import RunnerFactory, open_runner
+from sandbox import Preflight, preflight
 from scheduler import Scheduler
 from scripted_model.scenario import DEMO, Scenario
 
@@ -91,9 +93,21 @@ def make_project_dir(project: Path) -> None:
         raise ConfigError(f"project dir {project} is not writable; fix its permissions or choose another")
 
 
+@dataclass(frozen=True)
+class Seams:
+    """What the command line runs that tests replace: the session runner and the sandbox preflight."""
+
+    runner_factory: RunnerFactory = open_runner
+    preflight: Callable[[], Preflight] = preflight
+
+
 def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentConfig:
     """Saved options, overridden by those given on this command line."""
     data: dict[str, Any] = dict(saved or {})
+    extra = given.pop("extra_domains", ())
+    if extra:
+        known = list(data.get("allowed_domains", DEFAULT_ALLOWED_DOMAINS))
+        data["allowed_domains"] = known + [d for d in extra if d not in known]
     models = {**DEFAULT_MODELS, **data.get("models", {})}
     for role in ROLES:
         value = given.pop(f"{role.value.lower()}_model", None)
@@ -117,7 +131,7 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     console.print(f"Next session: {role.value}{note}")
     if role is SessionType.DONE:
         return
-    plan = plan_session(state, config, project.name)
+    plan = plan_session(state, config, project)
     out = Path(tempfile.mkdtemp(prefix="agent-dry-run-"))
     settings_path = write_plan(plan, out)
     prompt_path = out / "system_prompt.md"
@@ -134,8 +148,7 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--project-dir",
-    required=True,
-    help="The generated project's folder; a relative path goes under generations/.",
+    help="The generated project's folder; a relative path goes under generations/ (required but with --check).",
 )
 @click.option(
     "--spec",
@@ -196,6 +209,22 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     help="The project's test command, run on main after every merge; a failing merge is undone.",
 )
 @click.option(
+    "--no-sandbox",
+    is_flag=True,
+    help="Run Bash without Claude Code's OS sandbox (not recommended: commands can then write anywhere this user can). Given per invocation, never saved.",
+)
+@click.option(
+    "--allow-domain",
+    "allow_domains",
+    multiple=True,
+    help="A network domain sandboxed commands may reach, besides the package registries (repeatable; saved).",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Say in one line whether the OS sandbox really works here (a probe must fail to write outside), then exit.",
+)
+@click.option(
     "--dry-run",
     is_flag=True,
     help="Print the next session's type, model, feature, prompt and settings; launch nothing.",
@@ -214,12 +243,15 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
 def main(
     ctx: click.Context,
     /,
-    project_dir: str,
+    project_dir: str | None,
     spec: Path | None,
     max_iterations: int | None,
     dry_run: bool,
     offline_demo: bool,
     scenario: Path | None,
+    check: bool,
+    no_sandbox: bool,
+    allow_domains: tuple[str, ...],
     **options: Any,
 ) -> None:
     """Build an application from a spec with fresh Claude Code sessions, one role at a time.
@@ -230,11 +262,16 @@ def main(
     """
     console = Console(highlight=False, soft_wrap=True)
     signal.signal(signal.SIGTERM, _terminated)  # `kill` ends the session's CLI too, then resumes cleanly
+    seams = Seams(**(ctx.obj or {}))  # tests inject a scripted runner and a preflight here
+    if check:
+        result = seams.preflight()
+        (console.print if result.active else _error)(result.message)
+        sys.exit(EXIT_DONE if result.active else EXIT_ERROR)
+    if not project_dir:
+        raise click.UsageError("Missing option '--project-dir'.")
+    options.update(sandbox=not no_sandbox, extra_domains=allow_domains)
     try:
-        factory = (ctx.obj or {}).get("runner_factory", open_runner)  # tests inject a scripted runner
-        code = run_cli(
-            console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options, factory
-        )
+        code = run_cli(console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options, seams)
     except SchedulerError as exc:
         _error(f"error: {exc}")
         sys.exit(exc.exit_code)
@@ -257,8 +294,9 @@ def run_cli(
     offline_demo: bool,
     scenario: Path | None,
     options: dict[str, Any],
-    runner_factory: RunnerFactory = open_runner,
+    seams: Seams | None = None,
 ) -> int:
+    seams = seams or Seams()
     project = resolve_project(project_dir)
     if scenario is not None and not offline_demo:
         raise ConfigError("--scenario only applies to --offline-demo; add --offline-demo or drop --scenario")
@@ -277,9 +315,10 @@ def run_cli(
     make_project_dir(project)
     echo = _plain(console)
     with progress.project_lock(project):  # the one owner of the lock: nothing is written before it
+        _check_sandbox(config, seams, echo)
         place_spec(project, spec, echo)
         progress.save_config(project, config.to_json())
-        with runner_factory(echo, scenario_data, project / LOG_DIR) as runner:
+        with seams.runner_factory(echo, scenario_data, project / LOG_DIR) as runner:
             echo(f"Project: {project}")
             report = Scheduler(project, config, runner, echo=echo).run(max_iterations)
     print_summary(console, report)
@@ -294,6 +333,17 @@ def run_cli(
 def _error(line: str) -> None:
     """Errors go to stderr, one line, so a piped summary never hides them."""
     Console(stderr=True, highlight=False, soft_wrap=True).print(line, markup=False, style="bold red")
+
+
+def _check_sandbox(config: AgentConfig, seams: Seams, echo: Callable[[str], None]) -> None:
+    """Refuse to run without a proven sandbox unless --no-sandbox says so (then warn)."""
+    if not config.sandbox:
+        _error("WARNING: --no-sandbox: Bash commands of every session can write anywhere this user can")
+        return
+    result = seams.preflight()
+    if not result.active:
+        raise ConfigError(f"{result.message}; or pass --no-sandbox to run Bash unconfined (not recommended)")
+    echo(result.message)
 
 
 def _plain(console: Console) -> Callable[[str], None]:

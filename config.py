@@ -35,6 +35,15 @@ ROLES: tuple[SessionType, ...] = (
 )
 TERMINAL: frozenset[SessionType] = frozenset({SessionType.DONE, SessionType.HALTED})
 
+DEFAULT_ALLOWED_DOMAINS: tuple[str, ...] = (
+    "pypi.org",
+    "files.pythonhosted.org",
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "deb.debian.org",
+)
+"""Package registries a sandboxed session may reach unless the project says otherwise."""
+
 DEFAULT_MODELS: dict[str, str] = {
     "INITIALIZER": "sonnet",
     "IMPLEMENT": "sonnet",
@@ -68,6 +77,10 @@ class AgentConfig:
     """The project's own test command, run on `main` after every merge (None: not checked)."""
     models: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODELS))
     """Model name (CLI alias or full name) per role."""
+    sandbox: bool = True
+    """Bash runs in Claude Code's OS sandbox (never saved: `--no-sandbox` is given per invocation)."""
+    allowed_domains: tuple[str, ...] = DEFAULT_ALLOWED_DOMAINS
+    """Network domains sandboxed commands may reach (package registries by default)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -90,13 +103,17 @@ class AgentConfig:
             raise ValueError(f"unknown role(s) in models: {', '.join(sorted(unknown))}")
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        del data["sandbox"]
+        data["allowed_domains"] = list(self.allowed_domains)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AgentConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["models"] = {**DEFAULT_MODELS, **values.get("models", {})}
+        values["allowed_domains"] = tuple(values.get("allowed_domains", DEFAULT_ALLOWED_DOMAINS))
         return cls(**values)
 
 

@@ -162,8 +162,9 @@ def stash_leftovers(repo: git.Repo, message: str) -> bool:
     abort_unfinished(repo)
     if not repo.is_dirty(untracked_files=True):
         return False
-    keep = [f":(exclude){path.rstrip('/')}" for path in SCHEDULER_PATHS]
-    repo.git.stash("push", "--include-untracked", "-m", message, "--", ".", *keep)
+    # The scheduler's own files are in .git/info/exclude, so --include-untracked leaves them
+    # where they are (naming them as pathspecs would make git refuse ignored paths).
+    repo.git.stash("push", "--include-untracked", "-m", message)
     return True
 
 

@@ -17,6 +17,7 @@ from layout import SCOPE_FILE, SETTINGS_FILE
 from machine import SessionState, WorkItem
 from progress import atomic_write_json, atomic_write_text
 from prompts import kickoff, render, role_variables
+from sandbox import sandbox_settings
 from security import scope_rules, settings_for, validate_settings
 
 
@@ -42,6 +43,10 @@ class SessionPlan:
     """What is left of the project's budget: the CLI ends the session when it is spent."""
 
     @property
+    def sandboxed(self) -> bool:
+        return "sandbox" in self.settings
+
+    @property
     def system_prompt(self) -> str:
         """Appended to Claude Code's preset system prompt: the CLI does not read CLAUDE.md
         itself with `setting_sources=[]`, so the scope travels here too."""
@@ -49,11 +54,14 @@ class SessionPlan:
 
 
 def plan_session(
-    state: SessionState, config: AgentConfig, project_name: str, *, spent_usd: float = 0.0
+    state: SessionState, config: AgentConfig, project: Path, *, spent_usd: float = 0.0
 ) -> SessionPlan:
-    """The plan of the session about to run in `state` (reads only the shipped templates)."""
+    """The plan of the session about to run in `state` in `project` (reads only the shipped templates)."""
     role, work = state.lane.role, state.lane.work
     settings = settings_for(role, config.test_command)
+    if config.sandbox:
+        git = [rule for rule in settings["permissions"]["allow"] if rule.startswith("Bash(git ")]
+        settings.update(sandbox_settings(project, config.allowed_domains, git))
     validate_settings(settings)
     budget = config.max_budget_usd
     return SessionPlan(
@@ -61,7 +69,7 @@ def plan_session(
         role=role,
         model=get_model_for_session(role, config),
         work=work,
-        instructions=render(role, role_variables(project_name, config, state)),
+        instructions=render(role, role_variables(project.name, config, state)),
         scope=scope_rules(role, work),
         kickoff=kickoff(role, state.next_number),
         settings=settings,
@@ -72,7 +80,12 @@ def plan_session(
 
 
 def write_plan(plan: SessionPlan, folder: Path) -> Path:
-    """Write the role's settings and CLAUDE.md into `folder`; return the settings file."""
+    """Write the role's settings and CLAUDE.md into `folder`; return the settings file.
+
+    The sandbox's private temp folder is created too: sandboxed commands can write nowhere else
+    outside the code."""
+    if plan.sandboxed:
+        Path(plan.settings["env"]["TMPDIR"]).mkdir(mode=0o700, exist_ok=True)
     settings = folder / SETTINGS_FILE
     atomic_write_json(settings, plan.settings)
     atomic_write_text(folder / SCOPE_FILE, plan.scope)

@@ -25,6 +25,13 @@ from policy import policy
 from report import RunReport, Stats
 from verify import PreSession, capture, verify_session
 
+SANDBOX_RETRIES = 2
+"""Reruns, per invocation, of a session whose sandbox failed to start (not counted as attempts)."""
+SANDBOX_STOP = (
+    "Claude Code's OS sandbox kept failing to start (see `--check`; a heavily loaded machine can "
+    "delay its socat bridges); run the same command again"
+)
+
 
 def log_dir_for(project: Path, number: int, role: SessionType) -> Path:
     return project / LOG_DIR / f"session_{number:04d}_{role.value}"
@@ -98,7 +105,7 @@ class Scheduler:
         state, stats, interrupted = self.load()
         if not state.backlog.features:  # a new project: the files agents append to start empty
             progress.ensure_handoff_files(self.project, self.project.name)
-        count = 0
+        count = sandbox_faults = 0
         while state.lane.role not in TERMINAL:
             limit = self._limit_before(count, max_iterations, stats)
             if limit:
@@ -109,6 +116,14 @@ class Scheduler:
             count += 1
             if outcome is None:  # cut short by a limit: the next run reruns this session
                 return RunReport("limit", state, stats, self._cut_short(result), count)
+            if not outcome.ok and result.sandbox_failed:  # not the agent's failure either
+                sandbox_faults += 1
+                self._set_aside(state, "sandbox")
+                if sandbox_faults <= SANDBOX_RETRIES:
+                    self.echo("  the OS sandbox failed to start for this session; running it again")
+                    continue
+                self.save(state, stats)
+                return RunReport("limit", state, stats, SANDBOX_STOP, count)
             if not outcome.ok and result.terminal_reason == "api_error":
                 self.save(state, stats)  # undone already; not the agent's failure, so no attempt used
                 status = result.api_error_status or "no answer"
@@ -213,7 +228,7 @@ class Scheduler:
     def _one_session(
         self, repo: git.Repo, state: SessionState, stats: Stats, pre: PreSession | None
     ) -> tuple[SessionResult, Outcome | None]:
-        plan = plan_session(state, self.config, self.project.name, spent_usd=stats.cost_usd)
+        plan = plan_session(state, self.config, self.project, spent_usd=stats.cost_usd)
         log_dir = log_dir_for(self.project, plan.number, plan.role)
         self._prepare_git(repo, state)
         try:
@@ -233,6 +248,8 @@ class Scheduler:
         request = SessionRequest(plan, self.project, write_plan(plan, self.project), log_dir)
         work = f" · {plan.work.branch}" if plan.work else ""
         self.echo(f"\n=== Session {plan.number}: {plan.role.value} ({plan.model}){work} ===")
+        if not plan.sandboxed:
+            self.echo("  WARNING: no OS sandbox (--no-sandbox): this session's commands can write outside the project")
         result = self.runner.run(request)
         (log_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
         if result.not_logged_in:
@@ -282,6 +299,12 @@ class Scheduler:
             self.echo(f"  {event.role.value} runs again (attempt {event.attempt} of {self.config.max_attempts})")
         elif isinstance(event, GaveUp):
             self.echo(f"  {event.role.value} failed {self.config.max_attempts} times; moving on")
+
+    def _set_aside(self, state: SessionState, why: str) -> None:
+        """Keep a session's log folder that will be run again under another name."""
+        folder = log_dir_for(self.project, state.next_number, state.lane.role)
+        if folder.exists():
+            folder.rename(folder.with_name(f"{folder.name}.interrupted-{why}-{time.time_ns()}"))
 
     @staticmethod
     def _in_progress(number: int, log_dir: Path, pre: PreSession) -> dict[str, Any]:

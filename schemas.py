@@ -213,6 +213,7 @@ AGENT_CONFIG: dict[str, Any] = {
         "session_timeout_s": _POSITIVE,
         "max_budget_usd": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "test_command": NULLABLE_STR,
+        "allowed_domains": {"type": "array", "items": {"type": "string", "minLength": 1}},
         "spec_sha256": {"type": "string"},
         "models": {
             "type": "object",

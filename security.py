@@ -39,6 +39,28 @@ SETTINGS_SCHEMA: dict[str, Any] = {
             },
         },
         "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "sandbox": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["enabled", "failIfUnavailable"],
+            "properties": {
+                "enabled": {"const": True},
+                "failIfUnavailable": {"const": True},
+                "autoAllowBashIfSandboxed": {"type": "boolean"},
+                "allowUnsandboxedCommands": {"const": False},
+                "excludedCommands": {"type": "array", "items": {"type": "string", "pattern": "^git [^:]+:\\*$"}},
+                "filesystem": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"allowWrite": {"type": "array", "items": {"type": "string", "minLength": 1}}},
+                },
+                "network": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"allowedDomains": {"type": "array", "items": {"type": "string", "minLength": 1}}},
+                },
+            },
+        },
     },
 }
 
@@ -171,6 +193,9 @@ def scope_rules(role: SessionType, work: WorkItem | None) -> str:
             f"- The hand-off files ({_names(HANDOFF_FILES)}) are git-ignored:",
             "  edit them in place, keep them valid JSON, never commit them.",
             "- Stage explicit paths; no `git add -A`, no push, no rebase, no history rewriting.",
+            "- Run git commands on their own, not chained with other commands (`git add x && git commit`",
+            "  is fine, `git checkout b && ./init.sh` is not): Bash runs in a sandbox that keeps .git",
+            "  read-only, and only a call made of your role's git commands alone runs outside it.",
             "- Commands outside your role's permissions are denied: do not try to work around them.",
             "",
         ]

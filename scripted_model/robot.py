@@ -7,7 +7,9 @@ whether the calls travel through the real Claude Code CLI or run in-process.
 
 Like a real agent it first asks where it is (`pwd`), reads the hand-off files with
 the Read tool (the CLI refuses to overwrite a file that was not read), and writes
-with absolute paths.
+with absolute paths. It runs git commands on their own, never chained with other commands:
+in the OS sandbox only a call made of allowed git commands alone runs outside it (the
+sandbox keeps `.git` read-only), as its scope text tells every agent.
 """
 
 from __future__ import annotations
@@ -149,7 +151,9 @@ def tests_passed(result: str) -> bool:
 
 
 def commit(paths: str, message: str) -> ToolCall:
-    return bash(f"git add {paths} && git commit -q -m {shlex.quote(message)}; git rev-parse HEAD")
+    # no backticks: the CLI would not recognise the call as git alone, so it would run sandboxed
+    plain = message.replace("`", "")
+    return bash(f"git add {paths} && git commit -q -m {shlex.quote(plain)}; git rev-parse HEAD")
 
 
 def initializer(ctx: Ctx) -> Script:
@@ -193,10 +197,9 @@ def implement(ctx: Ctx) -> Script:
     end = last_line((yield [commit(paths, f"feat({feature_id}): {item.description[:50]}")])[0])
     if ctx.scenario.has_fault(ctx.session, "commit_on_main"):
         yield [
-            bash(
-                "git checkout -q main && echo '# stray' >> README.md && git add README.md && "
-                "git commit -q -m 'stray commit on main'"
-            )
+            bash("git checkout -q main"),
+            bash("echo '# stray' >> README.md"),
+            bash("git add README.md && git commit -q -m 'stray commit on main'"),
         ]
     yield from faults(ctx, files)
     yield [session_entry(ctx, files, "IMPLEMENT", "READY_FOR_REVIEW", [feature_id], start, end)]
@@ -206,7 +209,7 @@ def implement(ctx: Ctx) -> Script:
 def review(ctx: Ctx) -> Script:
     files, _ = yield from orient()
     feature_id, branch = files.progress["current_feature"], files.progress["current_branch"]
-    (tests,) = yield [bash(f"git checkout -q {branch} && {RUN_TESTS}")]
+    _, tests = yield [bash(f"git checkout -q {branch}"), bash(RUN_TESTS)]
     key = feature_id or branch
     reviews = files.reviews["reviews"]
     earlier = [
@@ -235,7 +238,7 @@ def review(ctx: Ctx) -> Script:
         end = last_line(merged)
         (retest,) = yield [bash(RUN_TESTS)]
         if not tests_passed(retest) and not ctx.scenario.has_fault(ctx.session, "ignore_tests"):
-            yield [bash("git reset -q --hard ORIG_HEAD")]
+            yield [bash("git reset --hard ORIG_HEAD")]
             verdict, end = "REQUEST_CHANGES", ""
             issues["critical"].append(f"the test suite fails on main after the merge: {retest.strip()[-200:]}")
     else:
@@ -310,7 +313,7 @@ def fix(ctx: Ctx) -> Script:
 
 def architecture(ctx: Ctx) -> Script:
     files, _ = yield from orient()
-    _, tests = yield [bash("git log --oneline -20"), bash(f"git checkout -q main && {RUN_TESTS}")]
+    _, _, tests = yield [bash("git log --oneline -20"), bash("git checkout -q main"), bash(RUN_TESTS)]
     reviews = files.reviews["reviews"]
     earlier = [r for r in reviews if r.get("kind") == "architecture"]
     verdict = ctx.scenario.architecture_verdict(len(earlier))

@@ -11,6 +11,7 @@ from config import AgentConfig, SessionType
 from machine import Backlog, Lane, SessionState, feature
 from plan import plan_session, write_plan
 from runners import RunnerFactory
+from sandbox import Preflight
 from scripted_model.scenario import Scenario
 
 
@@ -21,7 +22,7 @@ def state_for(role: SessionType, feature_id: str = "F001", **lane: object) -> Se
 
 
 def request_for(project: Path, state: SessionState, config: AgentConfig | None = None) -> SessionRequest:
-    plan = plan_session(state, config or AgentConfig(), project.name)
+    plan = plan_session(state, config or AgentConfig(), project)
     return SessionRequest(plan, project, write_plan(plan, project), project / "log")
 
 
@@ -36,3 +37,12 @@ def factory_of(make: Callable[[Scenario | None], SessionRunner]) -> RunnerFactor
         return opened()
 
     return factory
+
+
+def active_sandbox() -> Preflight:
+    return Preflight(True, "the OS sandbox is active (a test stand-in)")
+
+
+def cli_seams(make: Callable[[Scenario | None], SessionRunner]) -> dict[str, object]:
+    """What tests hand the CLI (click's obj): the given runner and a sandbox preflight stand-in."""
+    return {"runner_factory": factory_of(make), "preflight": active_sandbox}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from claude_agent_sdk import ToolUseBlock
 from click.testing import CliRunner
-from helpers import factory_of, request_for, state_for
+from helpers import cli_seams, request_for, state_for
 
 from agent import (
     LOGIN_HELP,
@@ -68,7 +68,7 @@ def test_not_logged_in_stops_the_run_with_one_line(spec_file: Path) -> None:
     result = CliRunner().invoke(
         main,
         ["--project-dir", "app", "--spec", str(spec_file)],
-        obj={"runner_factory": factory_of(lambda _: LoggedOut())},
+        obj=cli_seams(lambda _: LoggedOut()),
     )
     assert result.exit_code == 1
     assert result.output.strip().splitlines()[-1] == f"error: {LOGIN_HELP}"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner, Result
-from helpers import factory_of
+from helpers import cli_seams
 
 import progress
 from autonomous_agent_demo import main, resolve_project
@@ -16,8 +16,7 @@ from scripted_model.scenario import Scenario
 
 
 def invoke(*args: str, scenario: dict[str, Any] | None = None) -> Result:
-    robot = factory_of(lambda _: InProcessRobotRunner(Scenario.from_json(scenario or {"features": 2})))
-    return CliRunner().invoke(main, list(args), obj={"runner_factory": robot})
+    return CliRunner().invoke(main, list(args), obj=cli_seams(lambda _: InProcessRobotRunner(Scenario.from_json(scenario or {"features": 2}))))
 
 
 def test_help_explains_every_option() -> None:
@@ -220,7 +219,7 @@ def test_dry_run_shows_exactly_the_system_prompt_and_settings_the_session_gets(s
     shown = dict(line.split(": ", 1) for line in dry.output.splitlines() if line.startswith(("Rendered", "Settings")))
     robot = InProcessRobotRunner(Scenario.from_json({"features": 2}))
     result = CliRunner().invoke(
-        main, ["--project-dir", "app", "--max-iterations", "1"], obj={"runner_factory": factory_of(lambda _: robot)}
+        main, ["--project-dir", "app", "--max-iterations", "1"], obj=cli_seams(lambda _: robot)
     )
     assert result.exit_code == 3, result.output
     (request,) = robot.requests

@@ -560,7 +560,7 @@ def test_refused_second_instance_leaves_the_saved_options_alone(baseline: Run, t
             product_env(tmp_path),
             timeout=60,
         )
-    assert proc.returncode != 0 and "another scheduler is already running" in proc.stdout, explain(proc)
+    assert proc.returncode != 0 and "another scheduler is already running" in proc.stderr, explain(proc)
     assert (project / progress.CONFIG_FILE).read_text(encoding="utf-8") == saved
 
 

@@ -233,3 +233,24 @@ def test_a_second_kill_while_resuming_still_resumes(tmp_path: Path) -> None:
     report, _, lines = run(project, LIFECYCLE)
     assert report.status == "done" and sessions(project) == EXPECTED
     assert any("was interrupted" in line for line in lines)
+
+
+def test_a_sandbox_that_fails_to_start_costs_no_attempt_and_stops_resumably(tmp_path: Path) -> None:
+    class SandboxDown:
+        def __init__(self) -> None:
+            self.numbers: list[int] = []
+
+        def run(self, request: SessionRequest) -> SessionResult:
+            self.numbers.append(request.plan.number)
+            return SessionResult(subtype="success", is_error=False, sandbox_failed=True)
+
+    project = new_project(tmp_path)
+    runner = SandboxDown()
+    lines: list[str] = []
+    report = Scheduler(project, CFG, runner, echo=lines.append).run()
+    assert report.status == "limit" and "OS sandbox kept failing to start" in report.message
+    assert runner.numbers == [1, 1, 1]  # the same session, rerun twice, never counted as an attempt
+    assert report.state.lane.attempts == 0 and report.state.session_count == 0
+    assert len(list((project / ".agent_logs").glob("session_0001_INITIALIZER.interrupted-sandbox-*"))) == 3
+    report, _, _ = run(project, LIFECYCLE)
+    assert report.status == "done" and sessions(project) == EXPECTED

@@ -1,0 +1,64 @@
+"""The sandbox probe: one real CLI session whose scripted model tries a write outside the project."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import anyio
+from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKError, ResultMessage, query
+
+from layout import SETTINGS_FILE
+from scripted_model.hermetic import sdk_env
+from scripted_model.protocol import Reply, ToolCall, Turn
+from scripted_model.server import ScriptedModelServer
+
+
+class ProbeBrain:
+    """Runs `commands` one per turn, then ends the session."""
+
+    def __init__(self, commands: list[str]) -> None:
+        self.commands = commands
+
+    def respond(self, turn: Turn) -> Reply:
+        done = len(turn.exchanges())
+        if done < len(self.commands):
+            call = ToolCall("Bash", {"command": self.commands[done], "description": "probe"})
+            return Reply(text="", tool_calls=(call,))
+        return Reply(text="probe done")
+
+
+def run_probe(project: Path, outside: Path, home: Path, cli_path: Path | None = None) -> str | None:
+    """Run the probe in `project` with its settings file; None when the session ran to its end."""
+    escape = f"python3 -c \"open('{outside}/escaped', 'w').write('x')\""  # any interpreter, as agents do
+    brain = ProbeBrain([escape, "touch inside"])
+    with ScriptedModelServer(brain) as server:
+        env = sdk_env(server.base_url, home, max_retries=0)
+        options = ClaudeAgentOptions(
+            cwd=str(project),
+            settings=str(project / SETTINGS_FILE),
+            setting_sources=[],
+            permission_mode="dontAsk",
+            max_turns=5,
+            env=env,
+            cli_path=cli_path,
+        )
+        return anyio.run(_session, options)
+
+
+async def _session(options: ClaudeAgentOptions) -> str | None:
+    stderr: list[str] = []
+    options.stderr = stderr.append
+    try:
+        async for message in query(prompt="Run the probe.", options=options):
+            if isinstance(message, ResultMessage) and message.is_error:
+                return f"the probe session failed: {message.subtype}"
+    except ClaudeSDKError as exc:
+        tail = " | ".join(line.strip() for line in stderr[-3:] if line.strip())
+        return f"{type(exc).__name__}: {tail or exc}"
+    return None
+
+
+if __name__ == "__main__":  # pragma: no cover - a manual check
+    with tempfile.TemporaryDirectory() as tmp:
+        print(run_probe(Path(tmp), Path("/tmp"), Path(tmp) / "home"))

@@ -1,0 +1,105 @@
+"""The OS sandbox: settings per session, a preflight that proves it, and the CLI's refusal without it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from helpers import active_sandbox, factory_of, request_for, state_for
+
+from autonomous_agent_demo import main
+from config import AgentConfig, SessionType
+from sandbox import Preflight, preflight
+from scripted_model.inprocess import InProcessRobotRunner
+from scripted_model.scenario import Scenario
+
+NEEDS_BWRAP = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("socat") is None, reason="no bwrap/socat")
+
+
+def test_every_session_is_sandboxed_with_a_private_temp_folder(tmp_path: Path) -> None:
+    request = request_for(tmp_path, state_for(SessionType.IMPLEMENT), AgentConfig(allowed_domains=("pypi.org",)))
+    sandbox = request.plan.settings["sandbox"]
+    assert sandbox["enabled"] and sandbox["failIfUnavailable"] and not sandbox["allowUnsandboxedCommands"]
+    assert sandbox["network"] == {"allowedDomains": ["pypi.org"]}
+    tmp = request.plan.settings["env"]["TMPDIR"]
+    assert sandbox["filesystem"]["allowWrite"] == [tmp] and Path(tmp).is_dir() and request.plan.sandboxed
+    assert len(tmp) + len("/claude-socks-0123456789abcdef.sock") < 108, "the CLI's sockets live there"
+    assert "Bash(git commit:*)" in request.plan.settings["permissions"]["allow"]
+    assert "git commit:*" in sandbox["excludedCommands"] and all(c.startswith("git ") for c in sandbox["excludedCommands"])
+
+
+def test_without_the_sandbox_the_settings_have_none(tmp_path: Path) -> None:
+    request = request_for(tmp_path, state_for(SessionType.IMPLEMENT), AgentConfig(sandbox=False))
+    assert "sandbox" not in request.plan.settings and not request.plan.sandboxed
+
+
+def test_the_preflight_names_missing_tools_and_how_to_install_them() -> None:
+    result = preflight(which=lambda tool: None if tool == "bwrap" else "/usr/bin/" + tool)
+    assert not result.active
+    assert "bwrap missing" in result.message and "apt-get install bubblewrap socat" in result.message
+
+
+@NEEDS_BWRAP
+@pytest.mark.e2e
+def test_the_preflight_proves_the_sandbox_through_the_real_cli() -> None:
+    assert preflight() == Preflight(True, "the OS sandbox is active: a probe could not write outside the project")
+
+
+@NEEDS_BWRAP
+@pytest.mark.e2e
+def test_the_probe_notices_an_escape() -> None:
+    result = preflight(sandboxed=False)
+    assert not result.active and "a probe wrote outside the project" in result.message
+
+
+ACTIVE = Preflight(True, "active")
+
+
+def invoke(*args: str, check: Preflight = ACTIVE) -> Any:
+    robot = InProcessRobotRunner(Scenario.from_json({"features": 1}))
+    return CliRunner().invoke(
+        main, list(args), obj={"runner_factory": factory_of(lambda _: robot), "preflight": lambda: check}
+    )
+
+
+def test_check_says_in_one_line_whether_the_sandbox_is_active() -> None:
+    ok = invoke("--check", check=active_sandbox())
+    assert ok.exit_code == 0 and ok.stdout.strip() == "the OS sandbox is active (a test stand-in)"
+    missing = invoke("--check", check=Preflight(False, "the OS sandbox is not available (bwrap missing)"))
+    assert missing.exit_code == 1 and missing.stderr.strip() == "the OS sandbox is not available (bwrap missing)"
+
+
+def test_a_run_without_a_working_sandbox_is_refused_and_changes_nothing(spec_file: Path) -> None:
+    from autonomous_agent_demo import resolve_project
+
+    result = invoke("--project-dir", "app", "--spec", str(spec_file), check=Preflight(False, "no sandbox here"))
+    assert result.exit_code == 1
+    assert "no sandbox here; or pass --no-sandbox" in result.stderr
+    assert not (resolve_project("app") / ".agent_config.json").exists()
+
+
+def test_no_sandbox_runs_with_a_warning_on_every_session(spec_file: Path) -> None:
+    result = invoke("--project-dir", "app", "--spec", str(spec_file), "--no-sandbox", check=Preflight(False, "x"))
+    assert result.exit_code == 0, result.output
+    sessions = result.stdout.count("=== Session ")
+    assert sessions >= 3 and result.stdout.count("WARNING: no OS sandbox") == sessions
+    assert "WARNING: --no-sandbox" in result.stderr
+
+
+def test_allowed_domains_are_added_and_saved(spec_file: Path) -> None:
+    import json
+
+    from autonomous_agent_demo import resolve_project
+
+    invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1", "--allow-domain", "example.org")
+    saved = json.loads((resolve_project("app") / ".agent_config.json").read_text())
+    assert saved["allowed_domains"][-1] == "example.org" and "pypi.org" in saved["allowed_domains"]
+    assert "sandbox" not in saved
+
+
+def test_project_dir_is_required_without_check() -> None:
+    result = invoke()
+    assert result.exit_code == 2 and "Missing option '--project-dir'" in result.stderr
