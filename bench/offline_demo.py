@@ -65,7 +65,7 @@ def main() -> None:
             by_role[entry["role"] or "?"].append(entry["body_bytes"])
         print(
             f"offline demo (real CLI):  {cli_s:7.1f} s  {sessions} sessions  "
-            f"{cli_s / sessions:5.2f} s/session  {len(state['passing'])}/{len(state['features'])} passing"
+            f"{cli_s / sessions:5.2f} s/session  {len(state['backlog']['passing'])}/{len(state['backlog']['features'])} passing"
         )
         print(f"in-process robot:         {local_s:7.1f} s  {local_s / sessions:5.2f} s/session")
         print(f"ratio real CLI / in-process: {cli_s / local_s:5.1f}x")
