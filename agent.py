@@ -28,7 +28,7 @@ from claude_agent_sdk import (
 )
 
 from plan import SessionPlan
-from security import PERMISSION_MODE, path_decision
+from security import FILE_TOOLS_MATCHER, PERMISSION_MODE, file_tool_decision
 
 SANDBOX_FAILED = "Sandbox is required but failed to initialize"
 """What the CLI answers a Bash call with when bubblewrap or its socat bridges did not start."""
@@ -88,10 +88,8 @@ class SessionRunner(Protocol):
 def _file_policy_hook(request: SessionRequest) -> Callable[..., Any]:
     async def hook(input_data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
         tool_input = input_data.get("tool_input") or {}
-        target = tool_input.get("file_path") or tool_input.get("notebook_path")
-        if not isinstance(target, str):
-            return {}
-        reason = path_decision(request.plan.role, request.cwd, target)
+        tool = str(input_data.get("tool_name") or "")
+        reason = file_tool_decision(request.plan.role, request.cwd, tool, tool_input)
         if reason is None:
             return {}
         return {
@@ -124,7 +122,7 @@ def build_options(
         hooks={
             "PreToolUse": [
                 HookMatcher(
-                    matcher="Write|Edit|MultiEdit|NotebookEdit",
+                    matcher=FILE_TOOLS_MATCHER,
                     hooks=[_file_policy_hook(request)],
                     on_failure="block",
                 )

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from layout import SETTINGS_FILE
+from security import CREDENTIALS
 
 INSTALL_HINT = "install bubblewrap and socat (Debian/Ubuntu: `apt-get install bubblewrap socat`)"
 
@@ -38,7 +39,7 @@ def sandbox_settings(project: Path, allowed_domains: tuple[str, ...], git_rules:
             "autoAllowBashIfSandboxed": True,
             "allowUnsandboxedCommands": False,
             "excludedCommands": [rule[5:-1] for rule in git_rules],
-            "filesystem": {"allowWrite": [tmp]},
+            "filesystem": {"allowWrite": [tmp], "denyRead": [f"~/{name}" for name in CREDENTIALS]},
             "network": {"allowedDomains": list(allowed_domains)},
         },
     }

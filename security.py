@@ -52,7 +52,10 @@ SETTINGS_SCHEMA: dict[str, Any] = {
                 "filesystem": {
                     "type": "object",
                     "additionalProperties": False,
-                    "properties": {"allowWrite": {"type": "array", "items": {"type": "string", "minLength": 1}}},
+                    "properties": {
+                        "allowWrite": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                        "denyRead": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                    },
                 },
                 "network": {
                     "type": "object",
@@ -202,11 +205,47 @@ def scope_rules(role: SessionType, work: WorkItem | None) -> str:
     )
 
 
+WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+READ_TOOLS = frozenset({"Read", "Glob", "Grep", "LS"})
+FILE_TOOLS_MATCHER = "|".join(sorted(WRITE_TOOLS | READ_TOOLS))
+"""The PreToolUse matcher of the file policy hook: every tool that takes a path."""
+CREDENTIALS = (".ssh", ".aws", ".config", ".netrc", ".gnupg", ".docker", ".kube", ".git-credentials", ".claude")
+"""Home-folder entries that hold credentials: no tool, and no sandboxed command, reads them."""
+
+
+def tool_target(tool: str, tool_input: dict[str, Any]) -> str | None:
+    """The path a file tool call works on (None when it names none: the working directory)."""
+    for key in ("file_path", "notebook_path", "path"):
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return value
+    pattern = tool_input.get("pattern")
+    if tool == "Glob" and isinstance(pattern, str) and pattern.startswith(("/", "~", "..")):
+        return re.split(r"[*?\[{]", pattern, maxsplit=1)[0] or "/"  # the part before the first wildcard
+    return None
+
+
+def file_tool_decision(role: SessionType, project: Path, tool: str, tool_input: dict[str, Any]) -> str | None:
+    """Why a file tool call is refused (outside the project, a scheduler file to write, a role's
+    limits), or None when it is allowed. Symlinks, `..` and `~` are resolved first."""
+    target = tool_target(tool, tool_input)
+    if target is None:
+        return None
+    if tool in WRITE_TOOLS:
+        return path_decision(role, project, target)
+    root = project.resolve()
+    path = Path(target).expanduser()
+    resolved = (path if path.is_absolute() else root / path).resolve()
+    if not resolved.is_relative_to(root):
+        return f"{target} is outside the project folder"
+    return None
+
+
 def path_decision(role: SessionType, project: Path, target: str) -> str | None:
     """Why a Write/Edit of `target` by `role` is refused, or None when it is allowed."""
     root = project.resolve()
-    path = Path(target) if Path(target).is_absolute() else root / target
-    resolved = path.resolve()
+    path = Path(target).expanduser()
+    resolved = (path if path.is_absolute() else root / path).resolve()
     if not resolved.is_relative_to(root):
         return f"{target} is outside the project folder"
     rel = PurePosixPath(resolved.relative_to(root).as_posix())

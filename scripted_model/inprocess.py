@@ -15,7 +15,7 @@ from agent import SessionRequest, SessionResult
 from scripted_model.protocol import ToolCall
 from scripted_model.robot import Ctx, next_step
 from scripted_model.scenario import Scenario
-from security import bash_decision, path_decision
+from security import bash_decision, file_tool_decision
 
 MAX_BATCHES = 50
 
@@ -77,7 +77,7 @@ class InProcessRobotRunner:
             return output, False
         if call.name in ("Write", "Edit"):
             target = str(call.input["file_path"])
-            reason = path_decision(request.plan.role, cwd, target)
+            reason = file_tool_decision(request.plan.role, cwd, call.name, call.input)
             if reason is not None:
                 return f"denied: {reason}", True
             path = cwd / target
@@ -91,6 +91,9 @@ class InProcessRobotRunner:
             path.write_text(text.replace(old, str(call.input["new_string"])), encoding="utf-8")
             return f"The file {path} has been updated.", False
         if call.name == "Read":
+            reason = file_tool_decision(request.plan.role, cwd, call.name, call.input)
+            if reason is not None:
+                return f"denied: {reason}", True
             try:
                 text = (cwd / str(call.input["file_path"])).read_text(encoding="utf-8")
             except OSError as exc:
