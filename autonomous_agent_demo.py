@@ -36,6 +36,8 @@ from scripted_model.scenario import DEMO, Scenario
 
 HERE = Path(__file__).resolve().parent
 SPEC_NAME = "app_spec.txt"
+HIGHLIGHTED = ("DENIED", "undo:", "WARNING")
+"""Console lines a person watching should not miss."""
 OFFLINE_DEFAULTS: dict[str, Any] = {"test_command": "bash init.sh", "feature_count": 6}
 
 
@@ -348,7 +350,11 @@ def _check_sandbox(config: AgentConfig, seams: Seams, echo: Callable[[str], None
 
 def _plain(console: Console) -> Callable[[str], None]:
     """Print lines as they are: agent output is not rich markup."""
-    return lambda line: console.print(line, markup=False, highlight=False)
+    def echo(line: str) -> None:
+        flagged = line.lstrip().startswith(HIGHLIGHTED)
+        console.print(line, markup=False, highlight=False, style="bold red" if flagged else None)
+
+    return echo
 
 
 def load_scenario(path: Path | None) -> Scenario:

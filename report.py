@@ -25,6 +25,8 @@ class Stats:
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    denials_by_role: dict[str, int] = field(default_factory=dict)
+    """Tool calls refused by the permission settings, the hooks or the sandbox, per role."""
 
     def add(self, role: SessionType, result: SessionResult, outcome: Outcome) -> None:
         self.sessions_by_type[role.value] = self.sessions_by_type.get(role.value, 0) + 1
@@ -32,6 +34,8 @@ class Stats:
         self.cost_usd += result.cost_usd
         self.input_tokens += result.input_tokens
         self.output_tokens += result.output_tokens
+        if result.permission_denials:
+            self.denials_by_role[role.value] = self.denials_by_role.get(role.value, 0) + len(result.permission_denials)
 
     @property
     def sessions(self) -> int:
@@ -56,6 +60,8 @@ def print_summary(console: Console, report: RunReport) -> None:
     for role, n in sorted(stats.sessions_by_type.items()):
         table.add_row(f"  {role}", str(n))
     table.add_row("failed / interrupted", f"{stats.failed_sessions} / {stats.interrupted_sessions}")
+    denials = ", ".join(f"{role} {n}" for role, n in sorted(stats.denials_by_role.items()))
+    table.add_row("tool calls denied", denials or "none")
     table.add_row("tokens in / out", f"{stats.input_tokens} / {stats.output_tokens}")
     table.add_row("total cost", f"${stats.cost_usd:.4f}")
     table.add_row("status", f"{report.status}: {report.message}")

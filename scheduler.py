@@ -20,9 +20,10 @@ from config import TERMINAL, AgentConfig, SessionType
 from errors import GitError, NotLoggedIn, StateError
 from layout import HANDOFF_FILES, LOG_DIR, STATE_FILE
 from machine import Blocked, Event, GaveUp, Outcome, Rejected, Retry, SessionState, resume, transition
-from plan import plan_session, write_plan
+from plan import SessionPlan, plan_session, write_plan
 from policy import policy
 from report import RunReport, Stats
+from security import denial_rule
 from verify import PreSession, capture, verify_session
 
 SANDBOX_RETRIES = 2
@@ -252,6 +253,7 @@ class Scheduler:
             self.echo("  WARNING: no OS sandbox (--no-sandbox): this session's commands can write outside the project")
         result = self.runner.run(request)
         (log_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
+        self._audit(plan, log_dir, result)
         if result.not_logged_in:
             progress.restore(self.project, pre.copies)
             self.save(state, stats)
@@ -299,6 +301,19 @@ class Scheduler:
             self.echo(f"  {event.role.value} runs again (attempt {event.attempt} of {self.config.max_attempts})")
         elif isinstance(event, GaveUp):
             self.echo(f"  {event.role.value} failed {self.config.max_attempts} times; moving on")
+
+    def _audit(self, plan: SessionPlan, log_dir: Path, result: SessionResult) -> None:
+        """Every refused tool call, with the rule that refused it, into the session's denials.jsonl."""
+        lines = []
+        for denial in result.permission_denials:
+            tool, tool_input = str(denial.get("tool_name", "")), dict(denial.get("tool_input") or {})
+            rule = denial_rule(plan.settings, plan.role, self.project, tool, tool_input)
+            record = {"session": plan.number, "role": plan.role.value, "tool": tool, "input": tool_input, "rule": rule}
+            lines.append(json.dumps(record))
+            detail = " ".join(str(tool_input.get("command") or tool_input.get("file_path") or "").split())
+            self.echo(f"  DENIED {tool}: {detail[:100]} ({rule})")
+        if lines:
+            (log_dir / "denials.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def _set_aside(self, state: SessionState, why: str) -> None:
         """Keep a session's log folder that will be run again under another name."""

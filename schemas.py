@@ -196,6 +196,7 @@ AGENT_STATE: dict[str, Any] = {
                 "cost_usd": {"type": "number", "minimum": 0},
                 "input_tokens": _COUNT,
                 "output_tokens": _COUNT,
+                "denials_by_role": {"type": "object", "additionalProperties": _COUNT},
             },
         },
     },

@@ -258,3 +258,27 @@ def path_decision(role: SessionType, project: Path, target: str) -> str | None:
         allowed = ", ".join(sorted(rights.handoff_writes))
         return f"{role.value} may write only {allowed}, not {rel}"
     return None
+
+
+def _first_match(rules: list[str], command: str) -> str | None:
+    parts = [p.split() for p in re.split(r"&&|\|\||;|\|", command) if p.strip()]
+    for rule in rules:
+        if rule.startswith("Bash(") and rule.endswith(":*)"):
+            prefix = rule[5:-3].split()
+            if any(part[: len(prefix)] == prefix for part in parts):
+                return rule
+    return None
+
+
+def denial_rule(settings: dict[str, Any], role: SessionType, project: Path, tool: str, tool_input: dict[str, Any]) -> str:
+    """Which rule refused a tool call the CLI reported as denied (for the audit trail)."""
+    if tool == "Bash":
+        command = str(tool_input.get("command", ""))
+        matched = _first_match(settings["permissions"]["deny"], command)
+        if matched:
+            return f"deny rule {matched}"
+        return f"not in {role.value}'s allowed commands (dontAsk mode)"
+    reason = file_tool_decision(role, project, tool, tool_input)
+    if reason is not None:
+        return f"file policy: {reason}"
+    return f"{tool} is not allowed for {role.value} by its permission settings"

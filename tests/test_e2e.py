@@ -427,6 +427,15 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
         )
         assert results and all("denied" in text for text in results), (d, results)
 
+    # The audit trail: each denial with the rule that refused it, a line on the console, a count.
+    audit = [json.loads(line) for line in (session_dir(project, 2) / "denials.jsonl").read_text().splitlines()]
+    assert {(a["role"], a["tool"], a["rule"]) for a in audit} == {
+        ("IMPLEMENT", "Bash", "deny rule Bash(git push:*)"),
+        ("IMPLEMENT", "Write", "file policy: CLAUDE.md belongs to the scheduler"),
+    }
+    assert "DENIED Bash: git push origin main (deny rule Bash(git push:*))" in fault_run.proc.stdout
+    assert state_of(project)["stats"]["denials_by_role"] == {"IMPLEMENT": 2, "REVIEW": 1}
+
     # Sessions without a forbidden call had no denial at all, and the faulty run finished.
     quiet = [n for n in range(1, len(sequence(project)) + 1) if n not in (2, 4)]
     assert all(result_of(project, n)["permission_denials"] == [] for n in quiet)

@@ -65,12 +65,15 @@ class Attacker:
     """Reads a file outside the project with the Read tool, then tries credentials with Bash."""
 
     def __init__(self, outside: Path) -> None:
+        self.seen: list[str] = []
+        """Everything the model was sent: system prompt, first message, tool results."""
         self.calls = [
             ToolCall("Read", {"file_path": str(outside / "secret.txt")}),
             ToolCall("Bash", {"command": "cat ~/.ssh/id_test", "description": "read a key"}),
         ]
 
     def respond(self, turn: Turn) -> Reply:
+        self.seen.append(turn.system + turn.first_user_text() + "".join(str(e.result) for e in turn.exchanges()))
         done = len(turn.exchanges())
         if done < len(self.calls):
             return Reply(text="", tool_calls=(self.calls[done],))
@@ -83,7 +86,8 @@ def test_reads_outside_and_credentials_are_refused_through_the_real_cli(world: t
     project, outside = world
     (project / "escape").unlink()
     request = request_for(project, state_for(T.IMPLEMENT), AgentConfig())
-    with ScriptedModelServer(Attacker(outside), log_path=tmp_path / "requests.jsonl") as server:
+    attacker = Attacker(outside)
+    with ScriptedModelServer(attacker) as server:
         env = sdk_env(server.base_url, tmp_path / "cli")
         ssh = Path(env["HOME"]) / ".ssh"
         ssh.mkdir(parents=True)
@@ -91,7 +95,8 @@ def test_reads_outside_and_credentials_are_refused_through_the_real_cli(world: t
         result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request)
     assert not result.is_error, result
     assert [d["tool_name"] for d in result.permission_denials] == ["Read"]
-    sent = (tmp_path / "requests.jsonl").read_text()
+    sent = "\n".join(attacker.seen)
+    assert "id_test" in sent, "the model saw the Bash call's answer"
     assert "TOP-SECRET-CANARY" not in sent, "a file outside the project reached the model"
     assert "PRIVATE-KEY-CANARY" not in sent, "a credential reached the model"
     answers = [json.loads(line) for line in (request.log_dir / "transcript.jsonl").read_text().splitlines()]

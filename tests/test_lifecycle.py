@@ -185,6 +185,25 @@ def test_forbidden_write_is_denied_by_the_path_policy(tmp_path: Path) -> None:
     result = json.loads((project / ".agent_logs" / "session_0003_REVIEW" / "result.json").read_text())
     assert result["permission_denials"][0]["tool_input"]["file_path"].endswith("src/x.py")
     assert report.status == "done"
+    (audit,) = (project / ".agent_logs" / "session_0003_REVIEW" / "denials.jsonl").read_text().splitlines()
+    assert json.loads(audit)["rule"] == "file policy: REVIEW may write only feature_list.json, progress.json, reviews.json, not src/x.py"
+    assert report.stats.denials_by_role == {"REVIEW": 1}
+
+
+def test_a_forbidden_command_is_denied_and_audited_with_its_rule(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    scenario = {"features": 1, "faults": [{"session": 2, "kind": "forbidden_command", "command": "git push origin main"}]}
+    report, _, lines = run(project, scenario)
+    (audit,) = (project / ".agent_logs" / "session_0002_IMPLEMENT" / "denials.jsonl").read_text().splitlines()
+    assert json.loads(audit) == {
+        "session": 2,
+        "role": "IMPLEMENT",
+        "tool": "Bash",
+        "input": {"command": "git push origin main", "description": "git push origin main"},
+        "rule": "deny rule Bash(git push:*)",
+    }
+    assert "  DENIED Bash: git push origin main (deny rule Bash(git push:*))" in lines
+    assert report.status == "done" and report.stats.denials_by_role == {"IMPLEMENT": 1}
 
 
 def test_initializer_that_keeps_failing_halts_and_is_retried_on_the_next_run(tmp_path: Path) -> None:

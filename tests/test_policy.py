@@ -100,3 +100,23 @@ def test_every_role_has_a_policy_and_the_ends_have_none() -> None:
     assert set(POLICIES) == set(ROLES)
     with pytest.raises(ValueError, match="runs no session"):
         policy(T.DONE)
+
+
+@pytest.mark.parametrize(
+    ("role", "tool", "tool_input", "rule"),
+    [
+        (T.IMPLEMENT, "Bash", {"command": "git push origin main"}, "deny rule Bash(git push:*)"),
+        (T.IMPLEMENT, "Bash", {"command": "ls && curl -s x"}, "deny rule Bash(curl:*)"),
+        (T.REVIEW, "Bash", {"command": "git checkout -b x"}, "deny rule Bash(git checkout -b:*)"),
+        (T.ARCHITECTURE, "Bash", {"command": "python3 app.py"}, "not in ARCHITECTURE's allowed commands (dontAsk mode)"),
+        (T.REVIEW, "Write", {"file_path": "src/a.py"}, "file policy: REVIEW may write only feature_list.json, progress.json, reviews.json, not src/a.py"),
+        (T.IMPLEMENT, "Read", {"file_path": "/etc/passwd"}, "file policy: /etc/passwd is outside the project folder"),
+        (T.IMPLEMENT, "WebFetch", {"url": "http://x"}, "WebFetch is not allowed for IMPLEMENT by its permission settings"),
+    ],
+)
+def test_every_denial_names_the_rule_that_refused_it(
+    role: SessionType, tool: str, tool_input: dict[str, str], rule: str, tmp_path: Path
+) -> None:
+    from security import denial_rule
+
+    assert denial_rule(settings_for(role), role, tmp_path, tool, tool_input) == rule
