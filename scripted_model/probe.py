@@ -14,24 +14,30 @@ from scripted_model.protocol import Reply, ToolCall, Turn
 from scripted_model.server import ScriptedModelServer
 
 
-class ProbeBrain:
-    """Runs `commands` one per turn, then ends the session."""
+class CallsBrain:
+    """Plays the given tool calls one per turn, then ends the session; keeps what it was sent."""
 
-    def __init__(self, commands: list[str]) -> None:
-        self.commands = commands
+    def __init__(self, calls: list[ToolCall]) -> None:
+        self.calls = calls
+        self.seen: list[str] = []
+        """Everything the model was sent: system prompt, first message, tool results."""
 
     def respond(self, turn: Turn) -> Reply:
+        self.seen.append(turn.system + turn.first_user_text() + "".join(str(e.result) for e in turn.exchanges()))
         done = len(turn.exchanges())
-        if done < len(self.commands):
-            call = ToolCall("Bash", {"command": self.commands[done], "description": "probe"})
-            return Reply(text="", tool_calls=(call,))
-        return Reply(text="probe done")
+        if done < len(self.calls):
+            return Reply(text="", tool_calls=(self.calls[done],))
+        return Reply(text="done")
+
+
+def bash_calls(*commands: str) -> list[ToolCall]:
+    return [ToolCall("Bash", {"command": command, "description": command[:60]}) for command in commands]
 
 
 def run_probe(project: Path, outside: Path, home: Path, cli_path: Path | None = None) -> str | None:
     """Run the probe in `project` with its settings file; None when the session ran to its end."""
     escape = f"python3 -c \"open('{outside}/escaped', 'w').write('x')\""  # any interpreter, as agents do
-    brain = ProbeBrain([escape, "touch inside"])
+    brain = CallsBrain(bash_calls(escape, "touch inside"))
     with ScriptedModelServer(brain) as server:
         env = sdk_env(server.base_url, home, max_retries=0)
         options = ClaudeAgentOptions(

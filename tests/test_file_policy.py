@@ -13,7 +13,8 @@ from helpers import request_for, state_for
 
 from agent import ClaudeSessionRunner
 from config import AgentConfig, SessionType
-from scripted_model import Reply, ScriptedModelServer, ToolCall, Turn, sdk_env
+from scripted_model import ScriptedModelServer, ToolCall, sdk_env
+from scripted_model.probe import CallsBrain, bash_calls
 from security import file_tool_decision
 
 T = SessionType
@@ -61,32 +62,15 @@ def test_file_tools_stay_inside_the_project(
         assert reason is not None and "outside the project folder" in reason
 
 
-class Attacker:
-    """Reads a file outside the project with the Read tool, then tries credentials with Bash."""
-
-    def __init__(self, outside: Path) -> None:
-        self.seen: list[str] = []
-        """Everything the model was sent: system prompt, first message, tool results."""
-        self.calls = [
-            ToolCall("Read", {"file_path": str(outside / "secret.txt")}),
-            ToolCall("Bash", {"command": "cat ~/.ssh/id_test", "description": "read a key"}),
-        ]
-
-    def respond(self, turn: Turn) -> Reply:
-        self.seen.append(turn.system + turn.first_user_text() + "".join(str(e.result) for e in turn.exchanges()))
-        done = len(turn.exchanges())
-        if done < len(self.calls):
-            return Reply(text="", tool_calls=(self.calls[done],))
-        return Reply(text="done")
-
-
 @pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")
 def test_reads_outside_and_credentials_are_refused_through_the_real_cli(world: tuple[Path, Path], tmp_path: Path) -> None:
     project, outside = world
     (project / "escape").unlink()
     request = request_for(project, state_for(T.IMPLEMENT), AgentConfig())
-    attacker = Attacker(outside)
+    attacker = CallsBrain(
+        [ToolCall("Read", {"file_path": str(outside / "secret.txt")}), *bash_calls("cat ~/.ssh/id_test")]
+    )
     with ScriptedModelServer(attacker) as server:
         env = sdk_env(server.base_url, tmp_path / "cli")
         ssh = Path(env["HOME"]) / ".ssh"

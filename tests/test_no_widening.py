@@ -16,23 +16,10 @@ from helpers import request_for, state_for
 
 from agent import ClaudeSessionRunner
 from config import AgentConfig, SessionType
-from scripted_model import Reply, ScriptedModelServer, ToolCall, Turn, sdk_env
+from scripted_model import ScriptedModelServer, sdk_env
+from scripted_model.probe import CallsBrain, bash_calls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
-
-
-class Widener:
-    def __init__(self, calls: list[ToolCall]) -> None:
-        self.calls = calls
-        self.seen: list[str] = []
-        """Everything the model was sent: system prompt, first message, tool results."""
-
-    def respond(self, turn: Turn) -> Reply:
-        self.seen.append(turn.system + turn.first_user_text() + "".join(str(e.result) for e in turn.exchanges()))
-        done = len(turn.exchanges())
-        if done < len(self.calls):
-            return Reply(text="", tool_calls=(self.calls[done],))
-        return Reply(text="done")
 
 
 def test_project_settings_hooks_mcp_and_claude_md_widen_nothing(tmp_path: Path) -> None:
@@ -51,11 +38,8 @@ def test_project_settings_hooks_mcp_and_claude_md_widen_nothing(tmp_path: Path) 
 
     request = request_for(project, state_for(SessionType.IMPLEMENT), AgentConfig())
     assert (project / "CLAUDE.md").read_text().startswith("# Scope of this session: IMPLEMENT")
-    calls = [
-        ToolCall("Bash", {"command": "git push origin main", "description": "push"}),
-        ToolCall("Bash", {"command": "git config core.hooksPath /tmp", "description": "hooks"}),
-    ]
-    brain = Widener(calls)
+    calls = bash_calls("git push origin main", "git config core.hooksPath /tmp")
+    brain = CallsBrain(calls)
     with ScriptedModelServer(brain) as server:
         env = sdk_env(server.base_url, tmp_path / "cli")
         result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request)
