@@ -209,7 +209,7 @@ def _review(ran: Ran) -> Outcome:
     verdict, review_id = reviews[-1]["verdict"], reviews[-1]["review_id"]
     changed = ran.after.passing() ^ ran.pre.handoff.passing()
     if verdict != "PASS":
-        ran.only_own_branches_changed(verdict)
+        ran.only_own_branches_changed()
         if changed:
             raise ClaimRefused(f"`passes` changed although the verdict is {verdict}")
         return ran.outcome(verdict=verdict, review_id=review_id)

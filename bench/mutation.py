@@ -49,6 +49,9 @@ EQUIVALENT: dict[str, str] = {
     "machine.x_architecture_due__mutmut_4": "`checked / interval` for `checked // interval`: with "
     "architecture_checked_at <= completed (it is only ever set to the completed count, which never "
     "shrinks), completed // i > checked / i exactly when completed // i > checked // i",
+    "invariants.x__holders__mutmut_2": "the separator of a message listing the roles with a right; every "
+    "right in policy.POLICIES belongs to exactly one role, so the join never places it",
+    "invariants.x__holders__mutmut_3": "the same separator, upper-cased; never placed for the same reason",
 }
 """mutant name -> why it cannot change behaviour (filled from the survivors after review)."""
 
