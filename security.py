@@ -233,22 +233,22 @@ def file_tool_decision(role: SessionType, project: Path, tool: str, tool_input: 
         return None
     if tool in WRITE_TOOLS:
         return path_decision(role, project, target)
+    return None if inside(project, target) else f"{target} is outside the project folder"
+
+
+def inside(project: Path, target: str) -> PurePosixPath | None:
+    """`target`'s path relative to the project (symlinks, `..` and `~` resolved), or None outside it."""
     root = project.resolve()
     path = Path(target).expanduser()
     resolved = (path if path.is_absolute() else root / path).resolve()
-    if not resolved.is_relative_to(root):
-        return f"{target} is outside the project folder"
-    return None
+    return PurePosixPath(resolved.relative_to(root).as_posix()) if resolved.is_relative_to(root) else None
 
 
 def path_decision(role: SessionType, project: Path, target: str) -> str | None:
     """Why a Write/Edit of `target` by `role` is refused, or None when it is allowed."""
-    root = project.resolve()
-    path = Path(target).expanduser()
-    resolved = (path if path.is_absolute() else root / path).resolve()
-    if not resolved.is_relative_to(root):
+    rel = inside(project, target)
+    if rel is None:
         return f"{target} is outside the project folder"
-    rel = PurePosixPath(resolved.relative_to(root).as_posix())
     if rel.parts and rel.parts[0] in AGENT_MAY_NOT_WRITE:
         return f"{rel} belongs to the scheduler"
     rights = policy(role)
