@@ -7,7 +7,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,8 +27,10 @@ from claude_agent_sdk import (
     query,
 )
 
+import gitops
+from bash_policy import BashContext, bash_refusal
 from plan import SessionPlan
-from security import FILE_TOOLS_MATCHER, PERMISSION_MODE, file_tool_decision
+from security import FILE_TOOLS_MATCHER, PERMISSION_MODE, file_tool_decision, git_rules
 
 SANDBOX_FAILED = "Sandbox is required but failed to initialize"
 """What the CLI answers a Bash call with when bubblewrap or its socat bridges did not start."""
@@ -70,6 +72,8 @@ class SessionResult:
     """Set when a usage limit rejected the session: epoch seconds when it resets."""
     sandbox_failed: bool = False
     """Claude Code's OS sandbox failed to start for a Bash call (an infrastructure fault)."""
+    policy_refusals: dict[str, str] = field(default_factory=dict)
+    """Why the scheduler's policy hook refused a call, by the call's tool_use_id."""
     tool_calls: int = 0
     duration_s: float = 0.0
 
@@ -85,13 +89,38 @@ class SessionRunner(Protocol):
     def run(self, request: SessionRequest) -> SessionResult: ...
 
 
-def _file_policy_hook(request: SessionRequest) -> Callable[..., Any]:
+def policy_refusal(request: SessionRequest, tool: str, tool_input: dict[str, Any], cwd: Path | None = None) -> str | None:
+    """Why the scheduler's policy refuses a tool call (the file policy, or the Bash policy in the
+    command's working directory), or None when it may run. Reads the repository's branches."""
+    if tool != "Bash":
+        return file_tool_decision(request.plan.role, request.cwd, tool, tool_input)
+    branch, branches = gitops.branch_view(request.cwd)
+    allowed, refused = git_rules(request.plan.settings)
+    context = BashContext(
+        role=request.plan.role,
+        work=request.plan.work,
+        project=request.cwd,
+        cwd=cwd or request.cwd,
+        branch=branch,
+        branches=branches,
+        allowed_git=allowed,
+        refused_git=refused,
+    )
+    return bash_refusal(str(tool_input.get("command", "")), context)
+
+
+def _policy_hook(request: SessionRequest, refusals: dict[str, str]) -> Callable[..., Any]:
+    """The PreToolUse hook: runs in this process before the CLI's own rules; a crash blocks the call.
+    Each refusal's reason is kept in `refusals` by tool_use_id, for the audit trail."""
+
     async def hook(input_data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
         tool_input = input_data.get("tool_input") or {}
         tool = str(input_data.get("tool_name") or "")
-        reason = file_tool_decision(request.plan.role, request.cwd, tool, tool_input)
+        cwd = input_data.get("cwd")
+        reason = policy_refusal(request, tool, tool_input, Path(cwd) if cwd else None)
         if reason is None:
             return {}
+        refusals[str(tool_use_id)] = reason
         return {
             "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",
@@ -104,7 +133,10 @@ def _file_policy_hook(request: SessionRequest) -> Callable[..., Any]:
 
 
 def build_options(
-    request: SessionRequest, stderr: Callable[[str], None], env: dict[str, str] | None = None
+    request: SessionRequest,
+    stderr: Callable[[str], None],
+    env: dict[str, str] | None = None,
+    refusals: dict[str, str] | None = None,
 ) -> ClaudeAgentOptions:
     """The CLI options of a session, as data (no process is started here)."""
     plan = request.plan
@@ -122,8 +154,8 @@ def build_options(
         hooks={
             "PreToolUse": [
                 HookMatcher(
-                    matcher=FILE_TOOLS_MATCHER,
-                    hooks=[_file_policy_hook(request)],
+                    matcher=f"Bash|{FILE_TOOLS_MATCHER}",
+                    hooks=[_policy_hook(request, {} if refusals is None else refusals)],
                     on_failure="block",
                 )
             ]
@@ -181,13 +213,13 @@ class ClaudeSessionRunner:
     async def _run(self, request: SessionRequest) -> SessionResult:
         request.log_dir.mkdir(parents=True, exist_ok=True)
         stderr_lines: list[str] = []
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {"policy_refusals": {}}
         counter = [0]
         started = time.monotonic()
         with (request.log_dir / "transcript.jsonl").open("w", encoding="utf-8") as transcript:
             with anyio.move_on_after(request.plan.timeout_s) as deadline:
                 try:
-                    options = build_options(request, stderr_lines.append, self._env)
+                    options = build_options(request, stderr_lines.append, self._env, values["policy_refusals"])
                     options.cli_path = self._cli_path or guarded_cli(request.log_dir)
                     async for message in query(prompt=request.plan.kickoff, options=options):
                         transcript.write(

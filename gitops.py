@@ -186,6 +186,14 @@ def branches(repo: git.Repo) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
 
 
+def branch_view(project: Path) -> tuple[str | None, frozenset[str]]:
+    """The checked-out branch (None when detached) and the local branches, changing nothing."""
+    if not (project / ".git").exists():
+        return None, frozenset()
+    repo = git.Repo(project)
+    return current_branch(repo), frozenset(branches(repo))
+
+
 def changed_paths(repo: git.Repo, base: str, tip: str) -> list[str]:
     """Files that differ between two commits."""
     return [p for p in repo.git.diff("--name-only", base, tip).splitlines() if p]

@@ -18,7 +18,7 @@ from machine import SessionState, WorkItem
 from progress import atomic_write_json, atomic_write_text
 from prompts import kickoff, render, role_variables
 from sandbox import sandbox_settings
-from security import scope_rules, settings_for, validate_settings
+from security import git_rules, scope_rules, settings_for, validate_settings
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,7 @@ def plan_session(
     role, work = state.lane.role, state.lane.work
     settings = settings_for(role, config.test_command)
     if config.sandbox:
-        git = [rule for rule in settings["permissions"]["allow"] if rule.startswith("Bash(git ")]
-        settings.update(sandbox_settings(project, config.allowed_domains, git))
+        settings.update(sandbox_settings(project, config.allowed_domains, git_rules(settings)[0]))
     validate_settings(settings)
     budget = config.max_budget_usd
     return SessionPlan(

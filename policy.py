@@ -24,6 +24,8 @@ BUILD = (
     "git commit",
     "git mv",
     "git rm",
+    "git restore",
+    "git reset",
     "mkdir",
     "touch",
     "cp",
@@ -75,12 +77,21 @@ class RolePolicy:
     sets_passes: bool = False
     branches: Branches = "none"
     """Which branches it may change: `main`, its work branch, `main` on a PASS, or none."""
+    merges: Literal["work", "main"] | None = None
+    """The one branch it may merge into the branch it changes: the work branch or `main`."""
     starts_on: Literal["main", "work"] = "main"
     """What the scheduler checks out before the session."""
     commands: tuple[str, ...] = ()
     """Command prefixes it may run besides inspecting the project and running its tests."""
     refused: tuple[str, ...] = ()
     """Command prefixes refused to it besides the ones refused to every role."""
+
+    @property
+    def merge_commands(self) -> tuple[str, ...]:
+        """The `git merge` prefixes its `merges` right gives it."""
+        if self.merges == "work":
+            return ("git merge",)
+        return ("git merge main", "git merge --abort") if self.merges == "main" else ()
 
     def may_write_handoff(self, name: str) -> bool:
         return name in self.handoff_writes
@@ -118,8 +129,9 @@ POLICIES: dict[SessionType, RolePolicy] = {
         review_kind="feature",
         sets_passes=True,
         branches="main_on_pass",
+        merges="work",
         starts_on="work",
-        commands=("git merge", "git reset --hard ORIG_HEAD", *RUN_APP),
+        commands=("git reset --hard ORIG_HEAD", *RUN_APP),
         refused=NEW_BRANCH + REWRITE_BRANCHES,
     ),
     T.FIX: RolePolicy(
@@ -128,8 +140,9 @@ POLICIES: dict[SessionType, RolePolicy] = {
         handoff_writes=frozenset({PROGRESS, REVIEWS}),
         appends_fixes=True,
         branches="work",
+        merges="main",
         starts_on="work",
-        commands=(*BUILD, "git merge main", "git merge --abort"),
+        commands=BUILD,
         refused=NEW_BRANCH,
     ),
     T.ARCHITECTURE: RolePolicy(

@@ -18,18 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from layout import SETTINGS_FILE
+from layout import SCHEDULER_FILES, SETTINGS_FILE
 from security import CREDENTIALS
 
 INSTALL_HINT = "install bubblewrap and socat (Debian/Ubuntu: `apt-get install bubblewrap socat`)"
 
 
-def sandbox_settings(project: Path, allowed_domains: tuple[str, ...], git_rules: Sequence[str] = ()) -> dict[str, Any]:
+def sandbox_settings(project: Path, allowed_domains: tuple[str, ...], git_commands: Sequence[str] = ()) -> dict[str, Any]:
     """The settings that turn the sandbox on for a session in `project` (merged into its settings).
 
     Claude Code's sandbox keeps `.git` read-only, so the git commands the role's permission
-    rules allow (`git_rules`, in `Bash(...)` syntax) run outside it, under those rules and the
-    scheduler's checks; everything else a command starts stays inside."""
+    rules allow (`git_commands`, as prefixes) run outside it, under those rules and the Bash
+    policy (bash_policy.py); everything else a command starts stays inside, where the
+    scheduler's own files are read-only too."""
     tmp = str(private_tmp(project))
     return {
         "env": {"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp},
@@ -38,8 +39,12 @@ def sandbox_settings(project: Path, allowed_domains: tuple[str, ...], git_rules:
             "failIfUnavailable": True,
             "autoAllowBashIfSandboxed": True,
             "allowUnsandboxedCommands": False,
-            "excludedCommands": [rule[5:-1] for rule in git_rules],
-            "filesystem": {"allowWrite": [tmp], "denyRead": [f"~/{name}" for name in CREDENTIALS]},
+            "excludedCommands": [f"{prefix}:*" for prefix in git_commands],
+            "filesystem": {
+                "allowWrite": [tmp],
+                "denyWrite": [str(project.resolve() / name) for name in SCHEDULER_FILES],
+                "denyRead": [f"~/{name}" for name in CREDENTIALS],
+            },
             "network": {"allowedDomains": list(allowed_domains)},
         },
     }

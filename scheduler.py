@@ -307,7 +307,8 @@ class Scheduler:
         lines = []
         for denial in result.permission_denials:
             tool, tool_input = str(denial.get("tool_name", "")), dict(denial.get("tool_input") or {})
-            rule = denial_rule(plan.settings, plan.role, self.project, tool, tool_input)
+            refusal = result.policy_refusals.get(str(denial.get("tool_use_id")))
+            rule = f"scheduler policy: {refusal}" if refusal else denial_rule(plan.settings, plan.role, self.project, tool, tool_input)
             record = {"session": plan.number, "role": plan.role.value, "tool": tool, "input": tool_input, "rule": rule}
             lines.append(json.dumps(record))
             detail = " ".join(str(tool_input.get("command") or tool_input.get("file_path") or "").split())

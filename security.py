@@ -54,6 +54,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
                     "additionalProperties": False,
                     "properties": {
                         "allowWrite": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                        "denyWrite": {"type": "array", "items": {"type": "string", "minLength": 1}},
                         "denyRead": {"type": "array", "items": {"type": "string", "minLength": 1}},
                     },
                 },
@@ -118,7 +119,6 @@ COMMON_DENY = [
     "git config",
     "git update-ref",
     "git tag -d",
-    "rm -rf",
     "sudo",
     "curl",
     "wget",
@@ -141,7 +141,7 @@ def settings_for(role: SessionType, test_command: str | None = None) -> dict[str
     """The Claude Code settings of a role, as data, derived from its policy."""
     rights = policy(role)
     tests = RUN_TESTS + ([test_command] if test_command else [])
-    allow = list(READ_ONLY_TOOLS) + _bash_rules(INSPECT + tests) + _bash_rules(rights.commands)
+    allow = list(READ_ONLY_TOOLS) + _bash_rules(INSPECT + tests) + _bash_rules(rights.commands + rights.merge_commands)
     if rights.writes_code:
         allow += ["Edit(./**)", "Write(./**)"]
         refused_files = set(HANDOFF_FILES) - rights.handoff_writes
@@ -168,6 +168,16 @@ def bash_decision(settings: dict[str, Any], command: str) -> Literal["allow", "d
     if any(_matches(permissions["deny"], part) for part in parts):
         return "deny"
     return "allow" if parts and all(_matches(permissions["allow"], part) for part in parts) else "ask"
+
+
+def git_rules(settings: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The git command prefixes the settings allow and deny (what the Bash policy holds git to)."""
+    permissions = settings["permissions"]
+
+    def prefixes(rules: list[str]) -> tuple[str, ...]:
+        return tuple(r[5:-3] for r in rules if r.startswith("Bash(git ") and r.endswith(":*)"))
+
+    return prefixes(permissions["allow"]), prefixes(permissions["deny"])
 
 
 def validate_settings(settings: dict[str, Any]) -> None:
@@ -280,5 +290,5 @@ def denial_rule(settings: dict[str, Any], role: SessionType, project: Path, tool
         return f"not in {role.value}'s allowed commands (dontAsk mode)"
     reason = file_tool_decision(role, project, tool, tool_input)
     if reason is not None:
-        return f"file policy: {reason}"
+        return f"scheduler policy: {reason}"
     return f"{tool} is not allowed for {role.value} by its permission settings"

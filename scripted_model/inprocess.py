@@ -11,13 +11,14 @@ import subprocess
 import time
 from pathlib import Path
 
-from agent import SessionRequest, SessionResult
+from agent import SessionRequest, SessionResult, policy_refusal
 from scripted_model.protocol import ToolCall
 from scripted_model.robot import Ctx, next_step
 from scripted_model.scenario import Scenario
-from security import bash_decision, file_tool_decision
+from security import bash_decision
 
 MAX_BATCHES = 50
+POLICY = "scheduler policy: "
 
 
 class InProcessRobotRunner:
@@ -33,6 +34,7 @@ class InProcessRobotRunner:
         ctx = Ctx(request.plan.number, self.scenario)
         results: list[str] = []
         denials: list[dict[str, object]] = []
+        refusals: dict[str, str] = {}
         turns = 1
         for _ in range(MAX_BATCHES):
             step = next_step(request.plan.role.value, ctx, results)
@@ -42,7 +44,10 @@ class InProcessRobotRunner:
             for call in step:
                 output, denied = self._execute(request, call)
                 if denied:
-                    denials.append({"tool_name": call.name, "tool_input": call.input})
+                    tool_use_id = f"call-{len(results)}"
+                    denials.append({"tool_name": call.name, "tool_input": call.input, "tool_use_id": tool_use_id})
+                    if output.startswith(POLICY):
+                        refusals[tool_use_id] = output.removeprefix(POLICY)
                 results.append(output)
         return SessionResult(
             subtype="success",
@@ -51,6 +56,7 @@ class InProcessRobotRunner:
             tool_calls=len(results),
             session_id=f"inprocess-{request.plan.number}",
             permission_denials=tuple(denials),
+            policy_refusals=refusals,
             terminal_reason="completed",
             duration_s=time.monotonic() - started,
         )
@@ -62,6 +68,9 @@ class InProcessRobotRunner:
             command = str(call.input["command"])
             if bash_decision(request.plan.settings, command) == "deny":
                 return "Permission to use Bash with this command has been denied.", True
+            reason = policy_refusal(request, "Bash", call.input)
+            if reason is not None:
+                return POLICY + reason, True
             proc = subprocess.run(
                 ["bash", "-c", command],
                 cwd=cwd,
@@ -77,9 +86,9 @@ class InProcessRobotRunner:
             return output, False
         if call.name in ("Write", "Edit"):
             target = str(call.input["file_path"])
-            reason = file_tool_decision(request.plan.role, cwd, call.name, call.input)
+            reason = policy_refusal(request, call.name, call.input)
             if reason is not None:
-                return f"denied: {reason}", True
+                return POLICY + reason, True
             path = cwd / target
             if call.name == "Write":
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,9 +100,9 @@ class InProcessRobotRunner:
             path.write_text(text.replace(old, str(call.input["new_string"])), encoding="utf-8")
             return f"The file {path} has been updated.", False
         if call.name == "Read":
-            reason = file_tool_decision(request.plan.role, cwd, call.name, call.input)
+            reason = policy_refusal(request, call.name, call.input)
             if reason is not None:
-                return f"denied: {reason}", True
+                return POLICY + reason, True
             try:
                 text = (cwd / str(call.input["file_path"])).read_text(encoding="utf-8")
             except OSError as exc:

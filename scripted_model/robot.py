@@ -195,12 +195,16 @@ def implement(ctx: Ctx) -> Script:
     start = last_line(result)
     paths = yield from put(files, contents)
     end = last_line((yield [commit(paths, f"feat({feature_id}): {item.description[:50]}")])[0])
-    if ctx.scenario.has_fault(ctx.session, "commit_on_main"):
+    if ctx.scenario.has_fault(ctx.session, "commit_on_main"):  # the Bash policy refuses the commit
         yield [
             bash("git checkout -q main"),
             bash("echo '# stray' >> README.md"),
             bash("git add README.md && git commit -q -m 'stray commit on main'"),
+            bash(f"git checkout -q {branch}"),
         ]
+    if ctx.scenario.has_fault(ctx.session, "hidden_commit_on_main"):  # out of the policy's sight: a script
+        script = "git checkout -q main && echo '# stray' >> README.md && git add README.md && git commit -q -m 'stray commit on main'"
+        yield [write("stray.sh", script + "\n"), bash("bash stray.sh; rm -f stray.sh")]
     yield from faults(ctx, files)
     yield [session_entry(ctx, files, "IMPLEMENT", "READY_FOR_REVIEW", [feature_id], start, end)]
     return f"{feature_id} is ready for review on {branch}."

@@ -15,6 +15,7 @@ ROBOT_FAULTS: tuple[str, ...] = (
     "forbidden_command",
     "forbidden_write",
     "commit_on_main",
+    "hidden_commit_on_main",
     "ignore_tests",
 )
 WRITTEN_FAULTS = ("invalid_json", "forbidden_command", "forbidden_write")

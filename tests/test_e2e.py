@@ -83,7 +83,7 @@ MAIN_SEQUENCE = [
 ]
 
 FAULT_SCENARIO: dict[str, Any] = {
-    "description": "faults: 429, forbidden calls, invalid JSON, a commit on main",
+    "description": "faults: 429, forbidden calls, invalid JSON, commits on main (seen and hidden)",
     "features": 2,
     "faults": [
         {"session": 2, "kind": "http_429", "request": 2},
@@ -92,6 +92,7 @@ FAULT_SCENARIO: dict[str, Any] = {
         {"session": 3, "kind": "invalid_json", "file": "reviews.json"},
         {"session": 4, "kind": "forbidden_write", "file": "todo/__main__.py"},
         {"session": 5, "kind": "commit_on_main"},
+        {"session": 5, "kind": "hidden_commit_on_main"},
     ],
 }
 
@@ -431,13 +432,20 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
     audit = [json.loads(line) for line in (session_dir(project, 2) / "denials.jsonl").read_text().splitlines()]
     assert {(a["role"], a["tool"], a["rule"]) for a in audit} == {
         ("IMPLEMENT", "Bash", "deny rule Bash(git push:*)"),
-        ("IMPLEMENT", "Write", "file policy: CLAUDE.md belongs to the scheduler"),
+        ("IMPLEMENT", "Write", "scheduler policy: CLAUDE.md belongs to the scheduler"),
     }
     assert "DENIED Bash: git push origin main (deny rule Bash(git push:*))" in fault_run.proc.stdout
-    assert state_of(project)["stats"]["denials_by_role"] == {"IMPLEMENT": 2, "REVIEW": 1}
+    assert state_of(project)["stats"]["denials_by_role"] == {"IMPLEMENT": 3, "REVIEW": 1}
+
+    # The Bash policy hook refused the commit on main in session 5, and said why.
+    audit = [json.loads(line) for line in (session_dir(project, 5) / "denials.jsonl").read_text().splitlines()]
+    assert [(a["tool"], a["input"]["command"]) for a in audit] == [
+        ("Bash", "git add README.md && git commit -q -m 'stray commit on main'")
+    ]
+    assert "IMPLEMENT may not change the branch main" in audit[0]["rule"]
 
     # Sessions without a forbidden call had no denial at all, and the faulty run finished.
-    quiet = [n for n in range(1, len(sequence(project)) + 1) if n not in (2, 4)]
+    quiet = [n for n in range(1, len(sequence(project)) + 1) if n not in (2, 4, 5)]
     assert all(result_of(project, n)["permission_denials"] == [] for n in quiet)
     assert all(result_of(baseline.project, n)["permission_denials"] == [] for n in range(1, 15))
     assert state_of(project)["lane"]["role"] == "DONE"
@@ -611,28 +619,21 @@ def test_invalid_json_fails_verification_restores_and_retries(fault_run: Run) ->
     assert state_of(project)["lane"]["role"] == "DONE"
 
 
-def test_commit_on_main_is_reset_and_the_role_retried(fault_run: Run) -> None:
+def test_commits_on_main_are_stopped_before_they_land(fault_run: Run) -> None:
+    """The Bash policy refuses the commit it sees; the sandbox's read-only .git stops the one in a script."""
     project = fault_run.project
-    roles = sequence(project)
-    assert roles[4:6] == [IMPL, IMPL]
     lines = session_lines(fault_run.proc.stdout)
-    assert "Session 5 IMPLEMENT: FAILED: IMPLEMENT changed `main`" in lines[5], lines[5]
-    # the stray commit is gone from main: only the scheduler's, the INITIALIZER's and merges remain
+    assert "Session 5 IMPLEMENT: verified" in lines[5], lines[5]
+    assert "IMPLEMENT may not change the branch main" in lines[5], lines[5]
+    assert "Read-only file system" in (project / ".agent_logs" / "session_0005_IMPLEMENT" / "transcript.jsonl").read_text()
     history = first_parent_history(project)
     assert all(subject != "stray commit on main" for _, _, subject in history)
     assert [len(parents) for _, parents, _ in history[2:]] == [2, 2]
     assert "# stray" not in git(project, "show", "main:README.md")
+    assert sequence(project) == [INIT, IMPL, REVIEW, REVIEW, IMPL, REVIEW]
     assert state_of(project)["lane"]["role"] == "DONE"
     assert state_of(project)["backlog"]["passing"] == ["F001", "F002"]
-
-
-def test_commit_on_main_retry_succeeds_at_once(fault_run: Run) -> None:
-    project = fault_run.project
-    lines = session_lines(fault_run.proc.stdout)
-    assert "Session 6 IMPLEMENT: verified" in lines[6], lines[6]
-    assert sequence(project) == [INIT, IMPL, REVIEW, REVIEW, IMPL, IMPL, REVIEW]
-    assert state_of(project)["backlog"]["rejections"] == {}
-    assert state_of(project)["stats"]["failed_sessions"] == 2
+    assert state_of(project)["stats"]["failed_sessions"] == 1
 
 
 # --- 7. any Anthropic-compatible endpoint -----------------------------------------------

@@ -156,12 +156,22 @@ def test_invalid_json_is_restored_and_the_role_retried(tmp_path: Path) -> None:
 
 
 def test_commit_on_main_is_undone_and_retried(tmp_path: Path) -> None:
+    """A commit the Bash policy cannot see (a script; without the OS sandbox, as in-process) is undone."""
     project = new_project(tmp_path)
-    scenario = {**LIFECYCLE, "faults": [{"session": 2, "kind": "commit_on_main"}]}
+    scenario = {**LIFECYCLE, "faults": [{"session": 2, "kind": "hidden_commit_on_main"}]}
     report, _, lines = run(project, scenario)
     assert report.status == "done"
     assert any("IMPLEMENT changed `main`" in line for line in lines)
     assert "stray commit on main" not in git(project, "log", "--format=%s", "main")
+
+
+def test_a_visible_commit_on_main_is_refused_before_it_runs(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    scenario = {**LIFECYCLE, "faults": [{"session": 2, "kind": "commit_on_main"}]}
+    report, _, lines = run(project, scenario)
+    assert report.status == "done" and sessions(project) == EXPECTED
+    assert any("DENIED" in line and "IMPLEMENT may not change the branch main" in line for line in lines), lines
+    assert "stray commit on main" not in git(project, "log", "--format=%s", "--all")
 
 
 def test_failing_tests_after_a_merge_undo_it(tmp_path: Path) -> None:
@@ -186,7 +196,7 @@ def test_forbidden_write_is_denied_by_the_path_policy(tmp_path: Path) -> None:
     assert result["permission_denials"][0]["tool_input"]["file_path"].endswith("src/x.py")
     assert report.status == "done"
     (audit,) = (project / ".agent_logs" / "session_0003_REVIEW" / "denials.jsonl").read_text().splitlines()
-    assert json.loads(audit)["rule"] == "file policy: REVIEW may write only feature_list.json, progress.json, reviews.json, not src/x.py"
+    assert json.loads(audit)["rule"] == "scheduler policy: REVIEW may write only feature_list.json, progress.json, reviews.json, not src/x.py"
     assert report.stats.denials_by_role == {"REVIEW": 1}
 
 

@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 from helpers import state_for
 
+from bash_policy import BashContext, bash_refusal
 from config import ROLES, AgentConfig, SessionType
 from layout import HANDOFF_FILES
 from machine import Backlog, Lane, SessionState, architecture_fixes
 from policy import POLICIES, policy
 from prompts import PROMPTS_DIR, TEMPLATES, role_variables, substitute
-from security import bash_decision, path_decision, settings_for
+from security import bash_decision, git_rules, path_decision, settings_for
 
 T = SessionType
 COMMAND_WORDS = ("git", "./init.sh", "bash", "sh", "python3", "python", "npm", "pytest", "make", "ls", "cat")
@@ -51,6 +52,12 @@ def test_every_command_a_prompt_tells_its_role_to_run_is_allowed(
     settings = settings_for(role, test_command)
     refused = [command for command in told if bash_decision(settings, command) != "allow"]
     assert refused == [], f"{role.value} is told to run commands its policy refuses: {refused}"
+    work = state.lane.work
+    start = work.branch if work is not None and policy(role).starts_on == "work" else "main"
+    allowed, denied = git_rules(settings)
+    branches = frozenset({"main", work.branch} if work else {"main"})
+    context = BashContext(role, work, Path("/project"), Path("/project"), start, branches, allowed, denied)
+    assert bash_refusal("\n".join(told), context) is None, f"{role.value}'s Bash policy refuses what it is told to run"
 
 
 def test_fix_is_told_to_merge_main_and_may() -> None:
@@ -109,8 +116,8 @@ def test_every_role_has_a_policy_and_the_ends_have_none() -> None:
         (T.IMPLEMENT, "Bash", {"command": "ls && curl -s x"}, "deny rule Bash(curl:*)"),
         (T.REVIEW, "Bash", {"command": "git checkout -b x"}, "deny rule Bash(git checkout -b:*)"),
         (T.ARCHITECTURE, "Bash", {"command": "python3 app.py"}, "not in ARCHITECTURE's allowed commands (dontAsk mode)"),
-        (T.REVIEW, "Write", {"file_path": "src/a.py"}, "file policy: REVIEW may write only feature_list.json, progress.json, reviews.json, not src/a.py"),
-        (T.IMPLEMENT, "Read", {"file_path": "/etc/passwd"}, "file policy: /etc/passwd is outside the project folder"),
+        (T.REVIEW, "Write", {"file_path": "src/a.py"}, "scheduler policy: REVIEW may write only feature_list.json, progress.json, reviews.json, not src/a.py"),
+        (T.IMPLEMENT, "Read", {"file_path": "/etc/passwd"}, "scheduler policy: /etc/passwd is outside the project folder"),
         (T.IMPLEMENT, "WebFetch", {"url": "http://x"}, "WebFetch is not allowed for IMPLEMENT by its permission settings"),
     ],
 )
