@@ -420,21 +420,21 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
     ]
     assert "overwritten by the agent" not in git(project, "show", "main:todo/__main__.py")
 
-    # The CLI itself refused them (the denial is its tool result in the transcript).
+    # The CLI refused them, on the scheduler's hook (the denial is its tool result in the transcript).
     transcript = (session_dir(project, 2) / "transcript.jsonl").read_text(encoding="utf-8")
     for d in denials:
         results = re.findall(
             rf'"tool_use_id": "{re.escape(d["tool_use_id"])}", "content": "([^"]*)"', transcript
         )
-        assert results and all("denied" in text for text in results), (d, results)
+        assert results and all("denied" in text or "scheduler policy" in text for text in results), (d, results)
 
     # The audit trail: each denial with the rule that refused it, a line on the console, a count.
     audit = [json.loads(line) for line in (session_dir(project, 2) / "denials.jsonl").read_text().splitlines()]
     assert {(a["role"], a["tool"], a["rule"]) for a in audit} == {
-        ("IMPLEMENT", "Bash", "deny rule Bash(git push:*)"),
+        ("IMPLEMENT", "Bash", "scheduler policy: `git push` with these arguments is not among IMPLEMENT's git commands"),
         ("IMPLEMENT", "Write", "scheduler policy: CLAUDE.md belongs to the scheduler"),
     }
-    assert "DENIED Bash: git push origin main (deny rule Bash(git push:*))" in fault_run.proc.stdout
+    assert "DENIED Bash: git push origin main (scheduler policy: `git push`" in fault_run.proc.stdout
     assert state_of(project)["stats"]["denials_by_role"] == {"IMPLEMENT": 3, "REVIEW": 1}
 
     # The Bash policy hook refused the commit on main in session 5, and said why.
@@ -624,7 +624,7 @@ def test_commits_on_main_are_stopped_before_they_land(fault_run: Run) -> None:
     project = fault_run.project
     lines = session_lines(fault_run.proc.stdout)
     assert "Session 5 IMPLEMENT: verified" in lines[5], lines[5]
-    assert "IMPLEMENT may not change the branch main" in lines[5], lines[5]
+    assert re.search(r"DENIED Bash: git add README.md && git commit .*IMPLEMENT may not change the branch main", fault_run.proc.stdout)
     assert "Read-only file system" in (project / ".agent_logs" / "session_0005_IMPLEMENT" / "transcript.jsonl").read_text()
     history = first_parent_history(project)
     assert all(subject != "stray commit on main" for _, _, subject in history)
