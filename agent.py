@@ -109,6 +109,18 @@ def policy_refusal(request: SessionRequest, tool: str, tool_input: dict[str, Any
     return bash_refusal(str(tool_input.get("command", "")), context)
 
 
+_VETTED = {
+    "hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "allow",
+        "permissionDecisionReason": "scheduler policy: vetted; runs in the OS sandbox",
+    }
+}
+"""The hook's answer to a sandboxed Bash command its policy vetted. The CLI still applies its deny
+rules and still sandboxes the command; what it no longer does is refuse, in headless mode, the
+commands it would have asked about (a `for` loop, `find -delete`, a path in `$TMPDIR`)."""
+
+
 def _policy_hook(request: SessionRequest, refusals: dict[str, str]) -> Callable[..., Any]:
     """The PreToolUse hook: runs in this process before the CLI's own rules; a crash blocks the call.
     Each refusal's reason is kept in `refusals` by tool_use_id, for the audit trail."""
@@ -119,7 +131,7 @@ def _policy_hook(request: SessionRequest, refusals: dict[str, str]) -> Callable[
         cwd = input_data.get("cwd")
         reason = policy_refusal(request, tool, tool_input, Path(cwd) if cwd else None)
         if reason is None:
-            return {}
+            return _VETTED if tool == "Bash" and request.plan.sandboxed else {}
         refusals[str(tool_use_id)] = reason
         return {
             "hookSpecificOutput": {

@@ -43,6 +43,7 @@ TARGETS: dict[str, Target] = {
     "verification": Target(
         ("verify.py", "invariants.py"), ("tests/test_verify_rules.py", "tests/test_progress.py"), 0.90
     ),
+    "bash_policy": Target(("bash_policy.py",), ("tests/test_bash_policy.py", "tests/test_policy.py"), 0.85),
 }
 
 EQUIVALENT: dict[str, str] = {
