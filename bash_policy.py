@@ -445,7 +445,7 @@ def _check_words(words: list[_Word], assigns: bool, ctx: BashContext, shell: _Sh
             _check_words(inner, assigns, ctx, shell, depth)
         return
     if program in ("cd", "pushd"):
-        target = _cd(ctx, shell, rest)
+        target = _cd(shell, rest)
         shell.cwd = target if target is not None and _inside(ctx.project, target) else None
     elif program == "rm":
         _check_rm(ctx, shell, rest)
@@ -522,34 +522,29 @@ def _inside(project: Path, path: Path) -> bool:
     return path.resolve().is_relative_to(project.resolve())
 
 
-def _resolve(ctx: BashContext, shell: _Shell, value: str) -> Path | None:
+def _resolve(shell: _Shell, value: str) -> Path | None:
     path = Path(value).expanduser()
     if path.is_absolute():
         return path
     return None if shell.cwd is None else shell.cwd / path
 
 
-def _cd(ctx: BashContext, shell: _Shell, words: list[_Word]) -> Path | None:
+def _cd(shell: _Shell, words: list[_Word]) -> Path | None:
     targets = [w.value for w in words if w.value is None or not w.value.startswith("-")]
     if not targets:
         return Path.home()
-    return None if targets[0] is None else _resolve(ctx, shell, targets[0])
+    return None if targets[0] is None else _resolve(shell, targets[0])
 
 
 def _check_rm(ctx: BashContext, shell: _Shell, words: list[_Word]) -> None:
-    values = [w.value or "" for w in words]
-    if not any(
-        v in ("-r", "-R", "--recursive")
-        or (v.startswith("-") and not v.startswith("--") and set(v[1:]) & {"r", "R"})
+    values = [w.value for w in words if w.value is not None]
+    recursive = any(
+        v == "--recursive" or (v.startswith("-") and not v.startswith("--") and set(v) & {"r", "R"})
         for v in values
-    ):
-        return
-    for value in (v for v in values if not v.startswith("-")):
-        path = _resolve(ctx, shell, value.rstrip("*") or ".") if value else None
-        at_root = shell.cwd is not None and shell.cwd.resolve() == ctx.project.resolve()
-        if (path is not None and ctx.project.resolve().is_relative_to(path.resolve())) or (
-            at_root and value in ("*", "./*")
-        ):
+    )
+    for value in (v for v in values if recursive and not v.startswith("-")):
+        path = _resolve(shell, value.rstrip("*") or ".")
+        if path is not None and ctx.project.resolve().is_relative_to(path.resolve()):
             raise Refused(f"`rm -r {value}` would delete the whole project; delete the paths you mean")
 
 
@@ -611,19 +606,18 @@ def _check_git_options(sub: str, rest: list[str], ctx: BashContext, shell: _Shel
             )
         for value in (arg, arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else ""):
             if value.startswith(("/", "~", "../")) or value == ".." or "/../" in value:
-                path = _resolve(ctx, shell, value)
+                path = _resolve(shell, value)
                 if path is None or not _inside(ctx.project, path):
                     raise Refused(f"git may not read or write {value}: it is outside the project")
 
 
 def _strategy(arg: str, following: str) -> str | None:
-    if arg in ("-s", "--strategy"):
-        return following
+    """The merge strategy an argument names (`-s x`, `-sx`, `--strategy x`, `--strategy=x`)."""
     if arg.startswith("--strategy="):
-        return arg.split("=", 1)[1]
-    if arg.startswith("-s") and not arg.startswith("--") and len(arg) > 2:
-        return arg[2:]
-    return None
+        return arg.removeprefix("--strategy=")
+    if arg == "--strategy":
+        return following
+    return (arg[2:] or following) if arg.startswith("-s") else None
 
 
 _TAKES_VALUE = frozenset(
@@ -665,10 +659,10 @@ def _check_branches(sub: str, rest: list[str], ctx: BashContext, shell: _Shell) 
             shell.branch = created
             return
         targets = _positionals(rest, frozenset())
-        if "--" not in rest and targets and (targets[0] in ctx.branches or targets[0] in may_change):
-            shell.branch = targets[0]
-        elif "--detach" in rest or (targets and "--" not in rest and _REVISION.match(targets[0])):
+        if "--detach" in rest or (targets and "--" not in rest and _REVISION.match(targets[0])):
             shell.branch = None
+        elif "--" not in rest and targets and (targets[0] in ctx.branches or targets[0] in may_change):
+            shell.branch = targets[0]
     elif sub == "branch":
         flags = [a for a in rest if a.startswith("-")]
         names: list[str | None] = list(_positionals(rest, frozenset()))
@@ -692,29 +686,22 @@ def _created_branch(sub: str, rest: list[str]) -> str | None:
     for i, arg in enumerate(rest):
         for flag in _CREATE[sub]:
             if arg == flag:
-                return rest[i + 1] if i + 1 < len(rest) else ""
+                return rest[i + 1] if i + 1 < len(rest) else None
             if arg.startswith(flag + "=") and flag.startswith("--"):
                 return arg.split("=", 1)[1]
     return None
 
 
 def _reset_moves(rest: list[str], ctx: BashContext) -> bool:
-    if any(a in _RESET_MODES for a in rest):
-        return True
-    targets = _positionals(rest, frozenset())
-    return (
-        bool(targets)
-        and "--" not in rest[: rest.index(targets[0])]
-        and targets[0] != "HEAD"
-        and (bool(_REVISION.match(targets[0])) or targets[0] in ctx.branches)
+    """A reset moves the branch with a mode (`--hard`, ...) or a revision; `git reset [HEAD] [--] paths` does not."""
+    targets = _positionals(rest, frozenset())[:1]
+    return any(a in _RESET_MODES for a in rest) or any(
+        t != "HEAD" and (_REVISION.match(t) is not None or t in ctx.branches) for t in targets
     )
 
 
 def _check_merge_source(rest: list[str], ctx: BashContext) -> None:
-    merges = policy(ctx.role).merges
-    source = {"work": ctx.work.branch if ctx.work else None, "main": "main"}.get(merges or "")
+    source = "main" if policy(ctx.role).merges == "main" else getattr(ctx.work, "branch", None)
     sources = _positionals(rest)
-    if source is None or sources != [source]:
-        raise Refused(
-            f"{ctx.role.value} may merge only {source or 'nothing'}, not {' '.join(sources) or 'this'}"
-        )
+    if sources != [source]:
+        raise Refused(f"{ctx.role.value} may merge only {source}, not {' '.join(sources) or 'this'}")
