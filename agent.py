@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -35,10 +36,6 @@ from security import FILE_TOOLS_MATCHER, PERMISSION_MODE, file_tool_decision, gi
 SANDBOX_FAILED = "Sandbox is required but failed to initialize"
 """What the CLI answers a Bash call with when bubblewrap or its socat bridges did not start."""
 NOT_LOGGED_IN_HINTS = ("not logged in", "please run /login", "invalid api key", "authentication_error")
-LOGIN_HELP = (
-    "Claude Code is not logged in: run `claude login` (subscription) or set ANTHROPIC_API_KEY, "
-    "or use --offline-demo to run against the scripted model"
-)
 
 
 @dataclass(frozen=True)
@@ -72,6 +69,8 @@ class SessionResult:
     """Set when a usage limit rejected the session: epoch seconds when it resets."""
     sandbox_failed: bool = False
     """Claude Code's OS sandbox failed to start for a Bash call (an infrastructure fault)."""
+    base_url: str | None = None
+    """The endpoint the CLI talked to (ANTHROPIC_BASE_URL), when one was set."""
     policy_refusals: dict[str, str] = field(default_factory=dict)
     """Why the scheduler's policy hook refused a call, by the call's tool_use_id."""
     tool_calls: int = 0
@@ -225,7 +224,7 @@ class ClaudeSessionRunner:
     async def _run(self, request: SessionRequest) -> SessionResult:
         request.log_dir.mkdir(parents=True, exist_ok=True)
         stderr_lines: list[str] = []
-        values: dict[str, Any] = {"policy_refusals": {}}
+        values: dict[str, Any] = {"policy_refusals": {}, "base_url": self._env.get("ANTHROPIC_BASE_URL") or os.environ.get("ANTHROPIC_BASE_URL") or None}
         counter = [0]
         started = time.monotonic()
         with (request.log_dir / "transcript.jsonl").open("w", encoding="utf-8") as transcript:

@@ -13,7 +13,7 @@ import signal
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from rich.console import Console
 import progress
 import statefile
 from config import DEFAULT_ALLOWED_DOMAINS, DEFAULT_MODELS, ROLES, AgentConfig, SessionType
-from errors import EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, ConfigError, SchedulerError
+from errors import EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, ConfigError, SchedulerError, UnknownModel
 from layout import LOG_DIR
 from machine import SessionState, resume
 from plan import plan_session, write_plan
@@ -31,7 +31,7 @@ from prompts import EXAMPLE_SPEC, template_path
 from report import print_summary
 from runners import RunnerFactory, open_runner
 from sandbox import Preflight, preflight
-from scheduler import Scheduler
+from scheduler import Clock, Scheduler, SystemClock
 from scripted_model.scenario import DEMO, Scenario
 
 HERE = Path(__file__).resolve().parent
@@ -97,10 +97,12 @@ def make_project_dir(project: Path) -> None:
 
 @dataclass(frozen=True)
 class Seams:
-    """What the command line runs that tests replace: the session runner and the sandbox preflight."""
+    """What the command line runs that tests replace: the session runner, the sandbox preflight
+    and the clock the scheduler waits on."""
 
     runner_factory: RunnerFactory = open_runner
     preflight: Callable[[], Preflight] = preflight
+    clock: Clock = field(default_factory=SystemClock)
 
 
 def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentConfig:
@@ -207,6 +209,16 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     help="Stop when the project has spent this much (USD, as Claude Code reports it); each session gets what is left.",
 )
 @click.option(
+    "--max-outage-minutes",
+    type=click.FloatRange(min=0),
+    help="Minutes in all one run backs off from API outages (429/529/5xx, lost connections) before it stops with exit 3 (default 120).",
+)
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Stop with exit 3 at a usage limit instead of waiting for its reset (given per invocation, never saved).",
+)
+@click.option(
     "--test-command",
     help="The project's test command, run on main after every merge; a failing merge is undone.",
 )
@@ -253,6 +265,7 @@ def main(
     scenario: Path | None,
     check: bool,
     no_sandbox: bool,
+    no_wait: bool,
     allow_domains: tuple[str, ...],
     **options: Any,
 ) -> None:
@@ -271,7 +284,7 @@ def main(
         sys.exit(EXIT_DONE if result.active else EXIT_ERROR)
     if not project_dir:
         raise click.UsageError("Missing option '--project-dir'.")
-    options.update(sandbox=not no_sandbox, extra_domains=allow_domains)
+    options.update(sandbox=not no_sandbox, wait_for_limits=not no_wait, extra_domains=allow_domains)
     try:
         code = run_cli(console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options, seams)
     except SchedulerError as exc:
@@ -322,7 +335,12 @@ def run_cli(
         progress.save_config(project, config.to_json())
         with seams.runner_factory(echo, scenario_data, project / LOG_DIR) as runner:
             echo(f"Project: {project}")
-            report = Scheduler(project, config, runner, echo=echo).run(max_iterations)
+            try:
+                report = Scheduler(project, config, runner, echo=echo, clock=seams.clock).run(max_iterations)
+            except UnknownModel:  # a model name the endpoint rejects is not kept
+                known = merge_config(saved, {}).models if saved is not None else dict(DEFAULT_MODELS)
+                progress.save_config(project, {**config.to_json(), "models": known})
+                raise
     print_summary(console, report)
     if report.status == "done":
         return EXIT_DONE

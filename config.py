@@ -81,6 +81,10 @@ class AgentConfig:
     """Bash runs in Claude Code's OS sandbox (never saved: `--no-sandbox` is given per invocation)."""
     allowed_domains: tuple[str, ...] = DEFAULT_ALLOWED_DOMAINS
     """Network domains sandboxed commands may reach (package registries by default)."""
+    wait_for_limits: bool = True
+    """Wait in-process for a usage limit to reset, then go on (never saved: `--no-wait` stops instead)."""
+    max_outage_minutes: float = 120.0
+    """How long, in all, one run backs off from API outages before it stops with exit 3."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -91,12 +95,16 @@ class AgentConfig:
             "session_timeout_s",
             "max_rejections",
         ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.max_fix_rounds < 0:
-            raise ValueError(f"max_fix_rounds must not be negative, got {self.max_fix_rounds}")
+            value = getattr(self, name)
+            if not _whole(value) or value < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+        if not _whole(self.max_fix_rounds) or self.max_fix_rounds < 0:
+            raise ValueError(f"max_fix_rounds must be a whole number of at least 0, got {self.max_fix_rounds!r}")
+        outage = self.max_outage_minutes
+        if isinstance(outage, bool) or not isinstance(outage, int | float) or not (math.isfinite(outage) and outage >= 0):
+            raise ValueError(f"max_outage_minutes must be a number of minutes of at least 0, got {outage!r}")
         budget = self.max_budget_usd
-        if budget is not None and not (math.isfinite(budget) and budget > 0):
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or not (math.isfinite(budget) and budget > 0)):
             raise ValueError(f"max_budget_usd must be a positive number of dollars, got {budget}")
         unknown = set(self.models) - set(DEFAULT_MODELS)
         if unknown:
@@ -104,7 +112,7 @@ class AgentConfig:
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        del data["sandbox"]
+        del data["sandbox"], data["wait_for_limits"]
         data["allowed_domains"] = list(self.allowed_domains)
         return data
 
@@ -115,6 +123,10 @@ class AgentConfig:
         values["models"] = {**DEFAULT_MODELS, **values.get("models", {})}
         values["allowed_domains"] = tuple(values.get("allowed_domains", DEFAULT_ALLOWED_DOMAINS))
         return cls(**values)
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def get_model_for_session(session_type: SessionType, config: AgentConfig) -> str:

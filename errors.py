@@ -42,7 +42,11 @@ class SettingsError(SchedulerError):
 
 
 class NotLoggedIn(SchedulerError):
-    """The Claude Code CLI has no credentials."""
+    """The endpoint refused the credentials, the billing or the model: a person must act."""
+
+
+class UnknownModel(NotLoggedIn):
+    """The endpoint does not serve a model the options name (the option is not kept)."""
 
 
 class GitError(SchedulerError):

@@ -27,10 +27,21 @@ class Stats:
     output_tokens: int = 0
     denials_by_role: dict[str, int] = field(default_factory=dict)
     """Tool calls refused by the permission settings, the hooks or the sandbox, per role."""
+    not_counted: dict[str, int] = field(default_factory=dict)
+    """Sessions that were run again without using an attempt, by why (classify.Standing)."""
 
     def add(self, role: SessionType, result: SessionResult, outcome: Outcome) -> None:
+        """A verified session: it counts for its role, and as a failure when it did not hold."""
         self.sessions_by_type[role.value] = self.sessions_by_type.get(role.value, 0) + 1
         self.failed_sessions += 0 if outcome.ok else 1
+        self.spent(role, result)
+
+    def uncounted(self, role: SessionType, result: SessionResult, why: str) -> None:
+        """A session cut short by no fault of the agent: what it spent counts, the session does not."""
+        self.not_counted[why] = self.not_counted.get(why, 0) + 1
+        self.spent(role, result)
+
+    def spent(self, role: SessionType, result: SessionResult) -> None:
         self.cost_usd += result.cost_usd
         self.input_tokens += result.input_tokens
         self.output_tokens += result.output_tokens

@@ -7,17 +7,19 @@ import json
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import git
 
 import gitops
 import progress
 import statefile
-from agent import LOGIN_HELP, SessionRequest, SessionResult, SessionRunner
+from agent import SessionRequest, SessionResult, SessionRunner
+from classify import LIMIT_MARGIN_S, Classified, Standing, backoff_s, cut_short, judged
 from config import TERMINAL, AgentConfig, SessionType
-from errors import GitError, NotLoggedIn, StateError
+from errors import GitError, NotLoggedIn, StateError, UnknownModel
 from layout import HANDOFF_FILES, LOG_DIR, STATE_FILE
 from machine import Blocked, Event, GaveUp, Outcome, Rejected, Retry, SessionState, resume, transition
 from plan import SessionPlan, plan_session, write_plan
@@ -32,6 +34,33 @@ SANDBOX_STOP = (
     "Claude Code's OS sandbox kept failing to start (see `--check`; a heavily loaded machine can "
     "delay its socat bridges); run the same command again"
 )
+
+
+class Clock(Protocol):
+    """Time as the scheduler waits on it (tests pass one that does not really sleep)."""
+
+    def now(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(seconds, 0.0))
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One session as the loop sees it: the CLI's report, the verified outcome (None when it was
+    cut short before verification), how it counts, and where it started (for a rerun)."""
+
+    result: SessionResult
+    outcome: Outcome | None
+    classified: Classified
+    in_progress: dict[str, Any]
 
 
 def log_dir_for(project: Path, number: int, role: SessionType) -> Path:
@@ -54,7 +83,9 @@ class Scheduler:
         runner: SessionRunner,
         *,
         echo: Callable[[str], None] = print,
+        clock: Clock | None = None,
     ) -> None:
+        self.clock = clock or SystemClock()
         self.project = project
         self.config = config
         self.runner = runner
@@ -106,40 +137,77 @@ class Scheduler:
         state, stats, interrupted = self.load()
         if not state.backlog.features:  # a new project: the files agents append to start empty
             progress.ensure_handoff_files(self.project, self.project.name)
-        count = sandbox_faults = 0
+        count = sandbox_faults = outages = 0
+        outage_s = 0.0
         while state.lane.role not in TERMINAL:
             limit = self._limit_before(count, max_iterations, stats)
             if limit:
                 return RunReport("limit", state, stats, limit, count)
-            pre = self._recover(repo, state, stats, interrupted) if interrupted else None
+            pre = None
+            if interrupted:
+                stop = self._wait(interrupted)
+                if stop:
+                    return RunReport("limit", state, stats, stop, count)
+                pre = self._recover(repo, state, stats, interrupted)
             interrupted = None
-            result, outcome = self._one_session(repo, state, stats, pre)
+            session = self._one_session(repo, state, stats, pre)
             count += 1
-            if outcome is None:  # cut short by a limit: the next run reruns this session
-                return RunReport("limit", state, stats, self._cut_short(result), count)
-            if not outcome.ok and result.sandbox_failed:  # not the agent's failure either
+            standing, why = session.classified.standing, session.classified.reason
+            if session.outcome is not None and standing.counted:
+                outages = 0
+                state = self._after(repo, state, stats, session.outcome)
+            elif standing is Standing.AUTH:
+                raise (UnknownModel if session.classified.unknown_model else NotLoggedIn)(why)
+            elif standing is Standing.BUDGET:
+                return RunReport("limit", state, stats, f"{why}; raise --max-budget-usd and run the same command again to resume", count)
+            elif standing is Standing.SANDBOX:
                 sandbox_faults += 1
                 self._set_aside(state, "sandbox")
-                if sandbox_faults <= SANDBOX_RETRIES:
-                    self.echo("  the OS sandbox failed to start for this session; running it again")
-                    continue
-                self.save(state, stats)
-                return RunReport("limit", state, stats, SANDBOX_STOP, count)
-            if not outcome.ok and result.terminal_reason == "api_error":
-                self.save(state, stats)  # undone already; not the agent's failure, so no attempt used
-                status = result.api_error_status or "no answer"
-                return RunReport(
-                    "limit",
-                    state,
-                    stats,
-                    f"the model API kept failing ({status}) after "
-                    "Claude Code's own retries; run the same command again later",
-                    count,
-                )
-            state = self._after(repo, state, stats, outcome)
+                if sandbox_faults > SANDBOX_RETRIES:
+                    self.save(state, stats)
+                    return RunReport("limit", state, stats, SANDBOX_STOP, count)
+                self.echo("  the OS sandbox failed to start for this session; running it again")
+            elif standing is Standing.USAGE_LIMIT:
+                resets_at = session.classified.resets_at or self.clock.now()
+                interrupted = {**session.in_progress, "why": standing.value, "wait_until": resets_at + LIMIT_MARGIN_S}
+                self.save(state, stats, interrupted)
+            elif standing is Standing.OUTAGE:
+                outages += 1
+                delay = backoff_s(outages)
+                if outage_s + delay > self.config.max_outage_minutes * 60:
+                    return RunReport(
+                        "limit",
+                        state,
+                        stats,
+                        f"{why}; gave up after backing off {outage_s / 60:.0f} min in all (--max-outage-minutes "
+                        f"{self.config.max_outage_minutes:g}); run the same command again later",
+                        count,
+                    )
+                outage_s += delay
+                interrupted = {**session.in_progress, "why": standing.value, "wait_until": self.clock.now() + delay}
+                self.save(state, stats, interrupted)
+                self.echo(f"  {why}; running the session again in {delay:.0f} s (outage {outages})")
         if state.lane.role is SessionType.HALTED:
             return RunReport("halted", state, stats, state.halt_reason, count)
         return RunReport("done", state, stats, "every feature passes or is blocked", count)
+
+    def _wait(self, interrupted: dict[str, Any]) -> str | None:
+        """Wait until a cut session may run again (a usage limit's reset, an outage's back-off);
+        a reason to stop instead when the user asked not to wait (`--no-wait`)."""
+        until = interrupted.get("wait_until")
+        if until is None or until <= self.clock.now():
+            return None
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
+        if interrupted.get("why") == Standing.USAGE_LIMIT.value:
+            if not self.config.wait_for_limits:
+                return f"usage limit reached; it resets at {when}. Run the same command again then to resume"
+            minutes = (until - self.clock.now()) / 60
+            self.echo(
+                f"  usage limit reached: waiting until {when} ({minutes:.0f} min), then session "
+                f"{interrupted['number']} runs again (stopping now is safe: the same command waits again)"
+            )
+        self.clock.sleep(until - self.clock.now())
+        return None
 
     def _limit_before(self, count: int, max_iterations: int | None, stats: Stats) -> str | None:
         """Why no further session may start in this run, if a limit says so."""
@@ -152,16 +220,6 @@ class Scheduler:
             return f"the budget of ${budget:.2f} is spent (${stats.cost_usd:.2f}); raise --max-budget-usd to go on"
         return None
 
-    @staticmethod
-    def _cut_short(result: SessionResult) -> str:
-        if result.rate_limit_resets_at is not None:
-            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(result.rate_limit_resets_at))
-            return f"usage limit reached; it resets at {when}. Run the same command again then to resume"
-        return (
-            f"the budget ran out during the session (${result.cost_usd:.2f} spent in it); "
-            "raise --max-budget-usd and run the same command again to resume"
-        )
-
     def _recover(
         self, repo: git.Repo, state: SessionState, stats: Stats, interrupted: dict[str, Any]
     ) -> PreSession:
@@ -171,8 +229,9 @@ class Scheduler:
         aside as `*.interrupted-<time>`.
         """
         old = Path(interrupted["log_dir"])
+        why = interrupted.get("why", Standing.INTERRUPTED.value)
         if (old / "pre").is_dir():
-            aside = old.with_name(old.name + f".interrupted-{time.time_ns()}")
+            aside = old.with_name(old.name + f".interrupted-{why}-{time.time_ns()}")
             old.rename(aside)
         else:  # killed again after the folder was set aside, before the rerun saved its own
             earlier = sorted(p for p in old.parent.glob(old.name + ".interrupted-*") if (p / "pre").is_dir())
@@ -187,10 +246,12 @@ class Scheduler:
         branch = work.branch if work else None
         if branch and tip and gitops.head(repo, branch) is None:  # deleted just before the kill
             gitops.create_branch(repo, branch, tip)
-        stats.interrupted_sessions += 1
+        if why == Standing.INTERRUPTED.value:  # a cut the scheduler saw was counted when it happened
+            stats.interrupted_sessions += 1
+        cause = "interrupted" if why == Standing.INTERRUPTED.value else f"cut short ({why.replace('_', ' ')})"
         self.echo(
-            f"Resuming: session {interrupted['number']} ({state.lane.role.value}) was "
-            "interrupted; hand-off files restored, running it again"
+            f"Resuming: session {interrupted['number']} ({state.lane.role.value}) was {cause}; "
+            "hand-off files restored, running it again"
         )
         return PreSession(
             interrupted["main"], tip, progress.load_handoff(self.project), aside / "pre", interrupted["heads"]
@@ -226,9 +287,7 @@ class Scheduler:
         else:
             gitops.checkout(repo, gitops.MAIN)
 
-    def _one_session(
-        self, repo: git.Repo, state: SessionState, stats: Stats, pre: PreSession | None
-    ) -> tuple[SessionResult, Outcome | None]:
+    def _one_session(self, repo: git.Repo, state: SessionState, stats: Stats, pre: PreSession | None) -> Ran:
         plan = plan_session(state, self.config, self.project, spent_usd=stats.cost_usd)
         log_dir = log_dir_for(self.project, plan.number, plan.role)
         self._prepare_git(repo, state)
@@ -254,24 +313,29 @@ class Scheduler:
         result = self.runner.run(request)
         (log_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
         self._audit(plan, log_dir, result)
-        if result.not_logged_in:
-            progress.restore(self.project, pre.copies)
-            self.save(state, stats)
-            raise NotLoggedIn(LOGIN_HELP)
-        if result.rate_limit_resets_at is not None or result.subtype == "error_max_budget_usd":
-            stats.cost_usd += result.cost_usd
-            self.save(state, stats, self._in_progress(plan.number, log_dir, pre))
-            return result, None  # in_progress stays set: the next run restores and reruns it
+        in_progress = self._in_progress(plan.number, log_dir, pre)
+        cut = cut_short(result, plan.model)
+        if cut is not None:  # not the agent's doing: not verified; rerun from the same start
+            stats.uncounted(plan.role, result, cut.standing.value)
+            self.save(state, stats, {**in_progress, "why": cut.standing.value})
+            self.echo(f"--- Session {plan.number} {plan.role.value}: not counted: {cut.reason}")
+            return Ran(result, None, cut, in_progress)
         outcome = verify_session(self.project, repo, state, pre, self.config, self.echo)
         progress.snapshot(self.project, log_dir / "post")
-        stats.add(plan.role, result, outcome)
+        judgement = judged(result, outcome)
+        if judgement.standing.counted:
+            stats.add(plan.role, result, outcome)
+        else:
+            stats.uncounted(plan.role, result, judgement.standing.value)
         verdict = f" {outcome.verdict}" if outcome.verdict else ""
-        status = "verified" if outcome.ok else f"FAILED: {outcome.reason}"
+        status = {Standing.VERIFIED: "verified", Standing.FAILED: f"FAILED: {outcome.reason}"}.get(
+            judgement.standing, f"not counted: {judgement.reason}"
+        )
         self.echo(
             f"--- Session {plan.number} {plan.role.value}{verdict}: {status} "
             f"(${result.cost_usd:.4f}, {result.num_turns} turns)"
         )
-        return result, outcome
+        return Ran(result, outcome, judgement, in_progress)
 
     def _after(self, repo: git.Repo, state: SessionState, stats: Stats, outcome: Outcome) -> SessionState:
         """Apply the verified outcome, act on the events it implies, save a restore point."""

@@ -182,6 +182,8 @@ AGENT_STATE: dict[str, Any] = {
                         "main": {"type": "string", "minLength": 1},
                         "branch_tip": NULLABLE_STR,
                         "heads": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "why": {"enum": ["interrupted", "usage_limit", "outage", "budget", "auth"]},
+                        "wait_until": {"type": "number"},
                     },
                 },
             ]
@@ -197,6 +199,7 @@ AGENT_STATE: dict[str, Any] = {
                 "input_tokens": _COUNT,
                 "output_tokens": _COUNT,
                 "denials_by_role": {"type": "object", "additionalProperties": _COUNT},
+                "not_counted": {"type": "object", "additionalProperties": _COUNT},
             },
         },
     },

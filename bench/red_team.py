@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripted_model.red_team import Report, run_red_team  # noqa: E402
+from scripted_model.red_team import Report, run_red_team
 
 
 def failures(report: Report) -> list[str]:

@@ -10,7 +10,6 @@ from click.testing import CliRunner
 from helpers import cli_seams, request_for, state_for
 
 from agent import (
-    LOGIN_HELP,
     ClaudeSessionRunner,
     SessionRequest,
     SessionResult,
@@ -18,6 +17,7 @@ from agent import (
     describe_tool_call,
 )
 from autonomous_agent_demo import main
+from classify import LOGIN_HELP
 from config import AgentConfig, SessionType
 from scripted_model.hermetic import sdk_env
 

@@ -685,24 +685,66 @@ def test_any_endpoint_gets_the_per_role_models_and_the_token(tmp_path: Path) -> 
     assert state_of(project)["backlog"]["passing"] == ["F001", "F002"]
 
 
-def test_a_usage_limit_stops_resumably_and_the_next_run_reruns_the_session(tmp_path: Path) -> None:
-    """A subscription usage limit: exit 3 with the reset time; the rerun finishes the project."""
+def test_one_invocation_waits_out_a_usage_limit_and_backs_off_a_529_burst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real CLI against the scripted model: a usage-limit window in session 2 and a 529 burst
+    that outlasts the CLI's own retries in session 3. One invocation finishes, exit 0, having
+    waited for the reset and backed off (on a clock that does not really sleep)."""
+    from click.testing import CliRunner
+    from helpers import active_sandbox
+    from test_nights import VirtualClock
+
+    from autonomous_agent_demo import main
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    scenario = write_scenario(
+        tmp_path / "night.json",
+        {
+            "features": 1,
+            "faults": [
+                {"session": 2, "kind": "usage_limit", "request": 2, "reset_in_seconds": 600},
+                {"session": 3, "kind": "http_529", "request": 1, "times": 6},
+            ],
+        },
+    )
+    clock = VirtualClock(time.time())
+    project = tmp_path / "night"
+    args = ["--project-dir", str(project), "--offline-demo", "--scenario", str(scenario)]
+    result = CliRunner().invoke(main, args, obj={"preflight": active_sandbox, "clock": clock})
+    assert result.exit_code == 0, result.output
+    assert 600 <= clock.sleeps[0] <= 600 + 60 + 5  # until the reset, plus the margin
+    assert len(clock.sleeps) == 3 and 30 <= clock.sleeps[1] <= 36 and 60 <= clock.sleeps[2] <= 72
+    assert "usage limit reached: waiting until" in result.output
+    assert result.output.count("kept failing (529)") >= 2
+    state = state_of(project)
+    assert state["backlog"]["passing"] == ["F001"] and state["in_progress"] is None
+    assert state["stats"]["not_counted"] == {"usage_limit": 1, "outage": 2}
+    assert state["stats"]["failed_sessions"] == 0 and state["lane"]["attempts"] == 0
+    assert sequence(project) == [INIT, IMPL, REVIEW]
+    kept = sorted(p.name.split(".interrupted-")[1].split("-")[0] for p in log_root(project).iterdir() if ".interrupted-" in p.name)
+    assert kept == ["outage", "outage", "usage_limit"]  # every cut transcript kept beside its rerun
+
+
+def test_no_wait_stops_at_a_usage_limit_and_the_next_run_reruns_the_session(tmp_path: Path) -> None:
+    """`--no-wait`: exit 3 with the reset time; the rerun (after the reset) finishes the project."""
     env = product_env(tmp_path)
     project = tmp_path / "limited"
     limited = write_scenario(
         tmp_path / "limited.json",
-        {"features": 1, "faults": [{"session": 2, "kind": "usage_limit", "reset_in_seconds": 600}]},
+        {"features": 1, "faults": [{"session": 2, "kind": "usage_limit", "reset_in_seconds": 0}]},
     )
-    first = run(offline_command(project, limited), env)
+    first = run(offline_command(project, limited, "--no-wait"), env)
     assert first.returncode == 3, explain(first)
-    assert "usage limit reached; it resets at" in first.stdout
+    assert "usage limit reached; it resets at" in first.stderr + first.stdout
     state = state_of(project)
-    assert state["in_progress"]["number"] == 2 and state["lane"]["role"] == IMPL
+    assert state["in_progress"]["number"] == 2 and state["in_progress"]["why"] == "usage_limit"
+    assert state["lane"]["role"] == IMPL
     assert not (log_root(project) / "session_0002_IMPLEMENT" / "post").exists()
     after_reset = write_scenario(tmp_path / "after.json", {"features": 1})
     second = run(offline_command(project, after_reset), env)
     assert second.returncode == 0, explain(second)
-    assert "Resuming: session 2 (IMPLEMENT) was interrupted" in second.stdout
+    assert "Resuming: session 2 (IMPLEMENT) was cut short (usage limit)" in second.stdout
     assert sequence(project) == [INIT, IMPL, REVIEW]
     assert state_of(project)["backlog"]["passing"] == ["F001"]
 
@@ -775,20 +817,21 @@ def processes_in(folder: Path) -> list[int]:
     return found
 
 
-def test_an_api_outage_stops_resumably_without_using_an_attempt(tmp_path: Path) -> None:
-    """HTTP 500 on every retry: the session is undone, the run stops with exit 3, nothing is charged."""
+def test_an_api_outage_beyond_the_allowance_stops_resumably_without_using_an_attempt(tmp_path: Path) -> None:
+    """HTTP 500 on every retry and no outage allowance: exit 3; nothing counted; the rerun finishes."""
     env = product_env(tmp_path)
     project = tmp_path / "outage"
     outage = write_scenario(
         tmp_path / "outage.json",
         {"features": 1, "faults": [{"session": 2, "kind": "http_500", "request": 2, "times": 50}]},
     )
-    first = run(offline_command(project, outage), env)
+    first = run(offline_command(project, outage, "--max-outage-minutes", "0"), env)
     assert first.returncode == 3, explain(first)
-    assert "the model API kept failing (500)" in first.stdout
+    assert "the model API kept failing (500)" in first.stdout + first.stderr
+    assert "--max-outage-minutes 0" in first.stdout + first.stderr
     state = state_of(project)
-    assert state["lane"]["role"] == IMPL and state["lane"]["attempts"] == 0 and state["in_progress"] is None
-    assert git(project, "branch", "--list", "feature/*").strip() == ""  # the partial branch was undone
+    assert state["lane"]["role"] == IMPL and state["lane"]["attempts"] == 0
+    assert state["in_progress"]["why"] == "outage" and state["stats"]["failed_sessions"] == 0
     second = run(offline_command(project, write_scenario(tmp_path / "ok.json", {"features": 1})), env)
     assert second.returncode == 0, explain(second)
     assert state_of(project)["backlog"]["passing"] == ["F001"]

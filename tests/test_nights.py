@@ -1,0 +1,202 @@
+"""Unattended nights: usage limits are waited out, outages backed off, and neither counts
+against the agent; authentication errors stop at once with one line that names the fix."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from helpers import cli_seams
+from test_lifecycle import CFG, SPEC, git, new_project
+
+from agent import SessionRequest, SessionResult
+from classify import BACKOFF_BASE_S, LIMIT_MARGIN_S
+from config import AgentConfig
+from errors import NotLoggedIn
+from scheduler import Scheduler
+from scripted_model.inprocess import InProcessRobotRunner
+from scripted_model.scenario import Scenario
+from statefile import load
+
+SCENARIO = {"features": 2}
+START = 1_900_000_000.0
+
+
+class VirtualClock:
+    """Time that moves only when the scheduler sleeps; `stop_at` raises KeyboardInterrupt in a sleep."""
+
+    def __init__(self, start: float = START, stop_at: int | None = None) -> None:
+        self.t, self.sleeps, self.stop_at = start, [], stop_at
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if self.stop_at is not None and len(self.sleeps) == self.stop_at:
+            raise KeyboardInterrupt
+        self.t += seconds
+
+
+class Cutting:
+    """The in-process robot, except that the given sessions first end with the given results."""
+
+    def __init__(self, cuts: dict[int, list[Callable[[float], SessionResult]]], clock: VirtualClock) -> None:
+        self.robot = InProcessRobotRunner(Scenario.from_json(SCENARIO))
+        self.cuts, self.clock, self.numbers = cuts, clock, []
+
+    def run(self, request: SessionRequest) -> SessionResult:
+        self.numbers.append(request.plan.number)
+        pending = self.cuts.get(request.plan.number)
+        if pending:
+            request.log_dir.mkdir(parents=True, exist_ok=True)
+            (request.log_dir / "transcript.jsonl").write_text("cut\n")
+            return pending.pop(0)(self.clock.now())
+        return self.robot.run(request)
+
+
+def limit(now: float) -> SessionResult:
+    return SessionResult(rate_limit_resets_at=int(now) + 1800, cost_usd=0.25)
+
+
+def overloaded(now: float) -> SessionResult:
+    return SessionResult(subtype="success", terminal_reason="api_error", api_error_status=529, cost_usd=0.1)
+
+
+def run(project: Path, runner: Cutting, cfg: AgentConfig = CFG) -> tuple[object, list[str]]:
+    lines: list[str] = []
+    report = Scheduler(project, cfg, runner, echo=lines.append, clock=runner.clock).run()
+    return report, lines
+
+
+def reference(tmp_path: Path) -> tuple[str, dict[str, object]]:
+    project = new_project(tmp_path, "reference")
+    report, _ = run(project, Cutting({}, VirtualClock()))
+    assert report.status == "done"  # type: ignore[attr-defined]
+    return git(project, "log", "--format=%s", "main"), json.loads((project / "feature_list.json").read_text())
+
+
+def test_a_usage_limit_is_waited_out_and_the_session_run_again(tmp_path: Path) -> None:
+    project, clock = new_project(tmp_path), VirtualClock()
+    runner = Cutting({2: [limit]}, clock)
+    report, lines = run(project, runner)
+    assert report.status == "done"  # type: ignore[attr-defined]
+    assert runner.numbers[:3] == [1, 2, 2]
+    assert clock.sleeps == [1800 + LIMIT_MARGIN_S]
+    assert any("usage limit reached: waiting until" in line and "then session 2 runs again" in line for line in lines)
+    saved = load(project)
+    assert saved is not None and saved.in_progress is None
+    assert saved.stats["not_counted"] == {"usage_limit": 1} and saved.stats["failed_sessions"] == 0
+    assert saved.stats["cost_usd"] >= 0.25  # what the cut session spent still counts
+    # the cut session's transcript is kept beside the rerun's, never overwritten
+    kept = [p.name for p in (project / ".agent_logs").iterdir() if ".interrupted-usage_limit-" in p.name]
+    assert len(kept) == 1 and kept[0].startswith("session_0002_IMPLEMENT")
+    assert (project / ".agent_logs" / kept[0] / "transcript.jsonl").read_text() == "cut\n"
+    # and the night ends where an uninterrupted one ends
+    assert (git(project, "log", "--format=%s", "main"), json.loads((project / "feature_list.json").read_text())) == reference(tmp_path)
+
+
+def test_no_wait_stops_and_a_later_run_waits_for_what_is_left(tmp_path: Path) -> None:
+    project, clock = new_project(tmp_path), VirtualClock()
+    runner = Cutting({2: [limit]}, clock)
+    report, _ = run(project, runner, AgentConfig(**{**CFG.to_json(), "wait_for_limits": False}))
+    assert report.status == "limit" and "usage limit reached; it resets at" in report.message  # type: ignore[attr-defined]
+    assert clock.sleeps == []
+    clock.t += 600  # ten minutes later, the user runs the same command (waiting this time)
+    report, lines = run(project, runner)
+    assert report.status == "done"  # type: ignore[attr-defined]
+    assert clock.sleeps == [1800 + LIMIT_MARGIN_S - 600]
+    assert any("Resuming: session 2 (IMPLEMENT) was cut short (usage limit)" in line for line in lines)
+
+
+def test_a_kill_during_the_wait_waits_again_on_the_next_run(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    runner = Cutting({2: [limit]}, VirtualClock(stop_at=1))
+    with pytest.raises(KeyboardInterrupt):
+        run(project, runner)
+    saved = load(project)
+    assert saved is not None and saved.in_progress is not None
+    assert saved.in_progress["why"] == "usage_limit" and saved.in_progress["wait_until"] == START + 1800 + LIMIT_MARGIN_S
+    runner.clock = VirtualClock(START + 100)
+    report, _ = run(project, runner)
+    assert report.status == "done" and runner.clock.sleeps == [1800 + LIMIT_MARGIN_S - 100]  # type: ignore[attr-defined]
+
+
+def test_an_outage_is_backed_off_and_never_counted(tmp_path: Path) -> None:
+    project, clock = new_project(tmp_path), VirtualClock()
+    runner = Cutting({3: [overloaded, overloaded, overloaded]}, clock)
+    report, lines = run(project, runner)
+    assert report.status == "done"  # type: ignore[attr-defined]
+    assert runner.numbers[:6] == [1, 2, 3, 3, 3, 3]
+    assert [round(s / BACKOFF_BASE_S / 2**n, 1) >= 1.0 for n, s in enumerate(clock.sleeps)] == [True] * 3
+    assert [s <= BACKOFF_BASE_S * 2**n * 1.2 for n, s in enumerate(clock.sleeps)] == [True] * 3
+    assert sum("kept failing (529)" in line and "running the session again in" in line for line in lines) == 3
+    saved = load(project)
+    assert saved is not None
+    assert saved.stats["not_counted"] == {"outage": 3} and saved.stats["failed_sessions"] == 0
+    assert len([p for p in (project / ".agent_logs").iterdir() if ".interrupted-outage-" in p.name]) == 3
+
+
+def test_an_outage_longer_than_the_allowance_stops_the_run_resumably(tmp_path: Path) -> None:
+    project, clock = new_project(tmp_path), VirtualClock()
+    runner = Cutting({2: [overloaded] * 10}, clock)
+    report, _ = run(project, runner, AgentConfig(**{**CFG.to_json(), "max_outage_minutes": 2}))
+    assert report.status == "limit"  # type: ignore[attr-defined]
+    assert "gave up after backing off 2 min in all (--max-outage-minutes 2)" in report.message  # type: ignore[attr-defined]
+    assert len(clock.sleeps) == 2  # 30 s and 60 s fit in 2 minutes, 120 s more does not
+    saved = load(project)
+    assert saved is not None and saved.in_progress is not None and saved.in_progress["number"] == 2
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        (SessionResult(api_error_status=401, base_url="http://127.0.0.1:8080"), "the endpoint http://127.0.0.1:8080 (ANTHROPIC_BASE_URL) refused the credentials (401)"),
+        (SessionResult(api_error_status=404), "does not know the model 'sonnet'"),
+    ],
+)
+def test_authentication_and_unknown_models_stop_at_once(tmp_path: Path, result: SessionResult, message: str) -> None:
+    project, clock = new_project(tmp_path), VirtualClock()
+    runner = Cutting({2: [lambda now: result]}, clock)
+    with pytest.raises(NotLoggedIn, match=message.replace("(", r"\(").replace(")", r"\)")):
+        run(project, runner)
+    assert clock.sleeps == []
+    saved = load(project)
+    assert saved is not None and saved.in_progress is not None and saved.in_progress["why"] == "auth"
+    report, _ = run(project, runner)  # fixed: the same command resumes with that session
+    assert report.status == "done"  # type: ignore[attr-defined]
+    assert SPEC.exists()
+
+
+def test_a_model_the_endpoint_does_not_know_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autonomous_agent_demo import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spec.txt").write_text(SPEC.read_text())
+
+    class Unknown:
+        def run(self, request: SessionRequest) -> SessionResult:
+            return SessionResult(api_error_status=404, error="model: claude-nonexistent", base_url="http://127.0.0.1:9")
+
+    project = tmp_path / "app"
+    args = ["--project-dir", str(project), "--spec", "spec.txt", "--initializer-model", "claude-nonexistent"]
+    result = CliRunner().invoke(main, args, obj=cli_seams(lambda _: Unknown()))
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        "error: the endpoint http://127.0.0.1:9 (ANTHROPIC_BASE_URL) does not know the model 'claude-nonexistent': "
+        "give a model it serves with the role's --<role>-model option (for example --implement-model)"
+    )
+    saved = json.loads((project / ".agent_config.json").read_text())
+    assert saved["models"]["INITIALIZER"] == "sonnet"
+
+
+@pytest.mark.parametrize("option", [["--max-budget-usd", "nan"], ["--max-budget-usd", "inf"], ["--max-outage-minutes", "nan"]])
+def test_numbers_that_are_not_numbers_are_refused(tmp_path: Path, option: list[str]) -> None:
+    from autonomous_agent_demo import main
+
+    result = CliRunner().invoke(main, ["--project-dir", str(tmp_path / "p"), "--dry-run", *option], obj=cli_seams(lambda _: None))  # type: ignore[arg-type,return-value]
+    assert result.exit_code != 0
+    assert "must be" in result.output and "Traceback" not in result.output
