@@ -23,7 +23,15 @@ from rich.console import Console
 import progress
 import statefile
 from config import DEFAULT_ALLOWED_DOMAINS, DEFAULT_MODELS, ROLES, AgentConfig, SessionType
-from errors import EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, ConfigError, SchedulerError, UnknownModel
+from errors import (
+    EXIT_DONE,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_LIMIT,
+    ConfigError,
+    SchedulerError,
+    UnknownModel,
+)
 from layout import LOG_DIR
 from machine import SessionState, resume
 from plan import plan_session, write_plan
@@ -48,7 +56,15 @@ def generations_dir() -> Path:
 
 def resolve_project(project_dir: str) -> Path:
     path = Path(project_dir).expanduser()
-    return path if path.is_absolute() else generations_dir() / path
+    project = path if path.is_absolute() else generations_dir() / path
+    resolved = project.resolve()
+    if resolved == generations_dir().resolve() or HERE.resolve().is_relative_to(resolved):
+        where = "the folder that holds all projects" if resolved == generations_dir().resolve() else "the scheduler's own folder or one above it"
+        raise ConfigError(
+            f"--project-dir {project_dir} is {where} ({resolved}); give the project a folder of its own, "
+            "for example --project-dir my_app"
+        )
+    return project
 
 
 def _sha(path: Path) -> str:

@@ -47,10 +47,14 @@ def open_repo(project: Path) -> git.Repo:
         else:
             repo = git.Repo(project)
         _ensure_identity(repo)
+        spec = project / "app_spec.txt"
+        spec_text = spec.read_bytes() if spec.is_file() else None
         if repo.head.is_valid():
             if head(repo, MAIN) is None:  # an existing repository whose main line has another name
                 repo.git.branch(MAIN, "HEAD")
             checkout(repo, MAIN)
+        if spec_text is not None and not spec.exists():  # set aside with a user's uncommitted work
+            spec.write_bytes(spec_text)
         _ensure_gitignore(repo, project)
         return repo
     except git.GitCommandError as exc:
@@ -166,6 +170,13 @@ def stash_leftovers(repo: git.Repo, message: str) -> bool:
     # where they are (naming them as pathspecs would make git refuse ignored paths).
     repo.git.stash("push", "--include-untracked", "-m", message)
     return True
+
+
+def stashes(project: Path) -> list[str]:
+    """`git stash list`, newest first (empty without a repository)."""
+    if not (project / ".git").exists():
+        return []
+    return [line for line in git.Repo(project).git.stash("list").splitlines() if line.strip()]
 
 
 def clear_stale_lock(repo: git.Repo) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 import filelock
 
 from errors import AlreadyRunning, StateError
-from layout import CONFIG_FILE, HANDOFF_FILES, LOCK_FILE
+from layout import CONFIG_FILE, HANDOFF_FILES, LOCK_FILE, LOG_DIR
 from schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, schema_error
 
 
@@ -132,6 +132,28 @@ def write_status(
         features_completed=features_completed,
     )
     atomic_write_json(path, data)
+
+
+def newest_copy(project: Path, name: str) -> Path | None:
+    """The newest copy of a hand-off file the scheduler kept after a session (`post/`: verified,
+    or restored after a failed session), or None."""
+    folders = sorted(p for p in (project / LOG_DIR).glob("session_*") if "." not in p.name and (p / "post" / name).is_file())
+    return folders[-1] / "post" / name if folders else None
+
+
+def correct_passes(project: Path, passing: frozenset[str]) -> list[str]:
+    """Set `passes` back to what the scheduler verified; the feature ids it corrected."""
+    path = project / "feature_list.json"
+    data = read_json(path)
+    features = data.get("features") if isinstance(data, dict) else None
+    if not isinstance(features, list):
+        return []
+    wrong = [f for f in features if isinstance(f, dict) and bool(f.get("passes")) != (f.get("id") in passing)]
+    for entry in wrong:
+        entry["passes"] = entry.get("id") in passing
+    if wrong:
+        atomic_write_json(path, data)
+    return [str(entry.get("id")) for entry in wrong]
 
 
 def snapshot(project: Path, dest: Path) -> None:

@@ -86,6 +86,7 @@ class Scheduler:
         clock: Clock | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
+        self._stashes = 0
         self.project = project
         self.config = config
         self.runner = runner
@@ -133,7 +134,9 @@ class Scheduler:
             ) from None
 
     def _loop(self, max_iterations: int | None) -> RunReport:
+        stashed = len(gitops.stashes(self.project))
         repo = gitops.open_repo(self.project)
+        self._stashes = self._note_stash(stashed)
         state, stats, interrupted = self.load()
         if not state.backlog.features:  # a new project: the files agents append to start empty
             progress.ensure_handoff_files(self.project, self.project.name)
@@ -257,15 +260,36 @@ class Scheduler:
             interrupted["main"], tip, progress.load_handoff(self.project), aside / "pre", interrupted["heads"]
         )
 
+    def _note_stash(self, before: int) -> int:
+        """Say in one line where uncommitted work went when the scheduler set it aside."""
+        entries = gitops.stashes(self.project)
+        if len(entries) > before:
+            ref, _, message = entries[0].partition(": ")
+            self.echo(
+                f"  set aside uncommitted work as {ref} ({message}): `git stash show -p {ref}` shows it, "
+                f"`git stash pop {ref}` brings it back"
+            )
+        return len(entries)
+
     def _check_handoff(self, state: SessionState) -> None:
-        """Check that the hand-off files an agent is about to read are intact and present."""
-        handoff = progress.load_handoff(self.project)
-        if state.backlog.features:
-            for name, data in zip(
-                HANDOFF_FILES, (handoff.feature_list, handoff.progress, handoff.reviews), strict=True
-            ):
-                if data is None:
+        """Check that the hand-off files an agent is about to read are intact and present: a
+        missing one comes back from the newest kept copy, and `passes` as the scheduler verified it."""
+        if not state.backlog.features:
+            return
+        for name in HANDOFF_FILES:
+            if not (self.project / name).exists():
+                copy = progress.newest_copy(self.project, name)
+                if copy is None:
                     raise StateError(f"{name} is missing")
+                progress.atomic_write_text(self.project / name, copy.read_text(encoding="utf-8"))
+                self.echo(f"  WARNING: {name} was missing; restored from {copy.relative_to(self.project)}")
+        progress.load_handoff(self.project)  # every file must still parse and validate
+        corrected = progress.correct_passes(self.project, frozenset(state.backlog.passing))
+        if corrected:
+            self.echo(
+                f"  WARNING: `passes` of {', '.join(corrected)} in feature_list.json did not match what the "
+                "scheduler verified; set back (only a verified REVIEW sets it)"
+            )
 
     def _prepare_git(self, repo: git.Repo, state: SessionState) -> None:
         """Check out what the session starts on; nothing an earlier session left is lost."""
@@ -291,6 +315,7 @@ class Scheduler:
         plan = plan_session(state, self.config, self.project, spent_usd=stats.cost_usd)
         log_dir = log_dir_for(self.project, plan.number, plan.role)
         self._prepare_git(repo, state)
+        self._stashes = self._note_stash(self._stashes)
         try:
             self._check_handoff(state)
         except StateError as exc:
