@@ -194,9 +194,12 @@ def test_a_non_utf8_spec_is_kept_byte_for_byte_and_accepted_on_resume(tmp_path: 
     assert invoke("--project-dir", "app", "--spec", str(spec), "--max-iterations", "1").exit_code == 3
 
 
-def test_a_deleted_handoff_file_mid_project_is_an_error_not_a_fresh_start(spec_file: Path) -> None:
+def test_a_deleted_handoff_file_without_any_copy_is_an_error_not_a_fresh_start(spec_file: Path) -> None:
     invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "3")
-    (resolve_project("app") / "reviews.json").unlink()
+    project = resolve_project("app")
+    (project / "reviews.json").unlink()
+    for copy in project.glob(".agent_logs/session_*/post/reviews.json"):
+        copy.unlink()
     result = invoke("--project-dir", "app")
     assert result.exit_code == 1
     assert "reviews.json is missing" in result.output and "session_*/post/" in result.output
