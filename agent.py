@@ -227,21 +227,35 @@ class ClaudeSessionRunner:
         values: dict[str, Any] = {"policy_refusals": {}, "base_url": self._env.get("ANTHROPIC_BASE_URL") or os.environ.get("ANTHROPIC_BASE_URL") or None}
         counter = [0]
         started = time.monotonic()
+        last = [started]
+        idle = anyio.CancelScope()
         with (request.log_dir / "transcript.jsonl").open("w", encoding="utf-8") as transcript:
             with anyio.move_on_after(request.plan.timeout_s) as deadline:
-                try:
-                    options = build_options(request, stderr_lines.append, self._env, values["policy_refusals"])
-                    options.cli_path = self._cli_path or guarded_cli(request.log_dir)
-                    async for message in query(prompt=request.plan.kickoff, options=options):
-                        transcript.write(
-                            json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n"
-                        )
-                        self._observe(request, message, values, counter)
-                except ProcessError as exc:
-                    tail = _tail(stderr_lines) or str(exc)
-                    values.setdefault("error", f"Claude Code exited with {exc.exit_code}: {tail}")
-                except ClaudeSDKError as exc:
-                    values.setdefault("error", f"{type(exc).__name__}: {exc}")
+                async with anyio.create_task_group() as watch:
+                    watch.start_soon(_watchdog, idle, last, request.plan.idle_timeout_s)
+                    with idle:
+                        try:
+                            options = build_options(request, stderr_lines.append, self._env, values["policy_refusals"])
+                            options.cli_path = self._cli_path or guarded_cli(request.log_dir)
+                            async for message in query(prompt=request.plan.kickoff, options=options):
+                                last[0] = time.monotonic()
+                                transcript.write(
+                                    json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n"
+                                )
+                                self._observe(request, message, values, counter)
+                        except ProcessError as exc:
+                            tail = _tail(stderr_lines) or str(exc)
+                            values.setdefault("error", f"Claude Code exited with {exc.exit_code}: {tail}")
+                        except ClaudeSDKError as exc:
+                            values.setdefault("error", f"{type(exc).__name__}: {exc}")
+                    watch.cancel_scope.cancel()
+            if idle.cancelled_caught:
+                values.update(
+                    error=f"Claude Code sent nothing for {request.plan.idle_timeout_s:.0f} s and was stopped (--idle-timeout)",
+                    terminal_reason="idle_timeout",
+                    is_error=True,
+                )
+                self._echo(f"  [{request.plan.role.value}] stopped: idle for {request.plan.idle_timeout_s:.0f} s")
             if deadline.cancelled_caught:
                 values.update(
                     error=f"the session ran out of its {request.plan.timeout_s:.0f} s and was stopped",
@@ -279,6 +293,15 @@ class ClaudeSessionRunner:
             )
         elif isinstance(message, ResultMessage):
             values.update(_from_result(message))
+
+
+async def _watchdog(idle: anyio.CancelScope, last: list[float], limit_s: float) -> None:
+    """Cancel `idle` once nothing has arrived for `limit_s` (`last[0]`: when something last did)."""
+    while True:
+        await anyio.sleep(min(limit_s / 4, 5.0))
+        if time.monotonic() - last[0] >= limit_s:
+            idle.cancel()
+            return
 
 
 def _from_result(message: ResultMessage) -> dict[str, Any]:

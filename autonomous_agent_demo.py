@@ -220,6 +220,12 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     help="Seconds one session may run before it is stopped and verified as it stands (default 3600).",
 )
 @click.option(
+    "--idle-timeout",
+    "idle_timeout_s",
+    type=click.IntRange(min=1),
+    help="Seconds a session may send nothing before it is stopped and verified as it stands (default 600).",
+)
+@click.option(
     "--max-budget-usd",
     type=click.FloatRange(min=0, min_open=True),
     help="Stop when the project has spent this much (USD, as Claude Code reports it); each session gets what is left.",

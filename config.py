@@ -71,6 +71,8 @@ class AgentConfig:
     """Turn limit handed to each Claude Code session."""
     session_timeout_s: int = 3600
     """Wall-clock limit of one session in seconds; a session that hangs is stopped and verified."""
+    idle_timeout_s: int = 600
+    """A session from which Claude Code sends nothing for this many seconds is stopped and verified."""
     max_budget_usd: float | None = None
     """Spending limit of the whole project in USD, as the CLI reports cost (None: no limit)."""
     test_command: str | None = None
@@ -93,6 +95,7 @@ class AgentConfig:
             "max_attempts",
             "max_turns",
             "session_timeout_s",
+            "idle_timeout_s",
             "max_rejections",
         ):
             value = getattr(self, name)

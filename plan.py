@@ -39,6 +39,7 @@ class SessionPlan:
     """The validated Claude Code settings of the role."""
     max_turns: int
     timeout_s: float
+    idle_timeout_s: float
     max_budget_usd: float | None
     """What is left of the project's budget: the CLI ends the session when it is spent."""
 
@@ -74,6 +75,7 @@ def plan_session(
         settings=settings,
         max_turns=config.max_turns,
         timeout_s=config.session_timeout_s,
+        idle_timeout_s=config.idle_timeout_s,
         max_budget_usd=None if budget is None else max(budget - spent_usd, 0.0),
     )
 

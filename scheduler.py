@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import git
 
 import gitops
+import processes
 import progress
 import statefile
 from agent import SessionRequest, SessionResult, SessionRunner
@@ -335,7 +336,11 @@ class Scheduler:
         self.echo(f"\n=== Session {plan.number}: {plan.role.value} ({plan.model}){work} ===")
         if not plan.sandboxed:
             self.echo("  WARNING: no OS sandbox (--no-sandbox): this session's commands can write outside the project")
+        started = time.time()
         result = self.runner.run(request)
+        left = processes.stop_left_in(self.project, started)
+        if left:
+            self.echo(f"  stopped {len(left)} process(es) the session left running in the project (pids {', '.join(map(str, left))})")
         (log_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
         self._audit(plan, log_dir, result)
         in_progress = self._in_progress(plan.number, log_dir, pre)

@@ -1,0 +1,80 @@
+"""Processes a session left running in the project (dev servers, test runners): found and stopped.
+
+Linux only (it reads /proc); elsewhere nothing is found. Only processes started since the
+session began count, so a person's editor or shell in the project is never touched, and
+neither are the scheduler's own process and its ancestors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def _ancestors() -> set[int]:
+    found, pid = set(), os.getpid()
+    while pid > 1:
+        found.add(pid)
+        try:
+            stat = (PROC / str(pid) / "stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return found
+
+
+def _started_at(pid: int) -> float:
+    """When a process started, in epoch seconds."""
+    ticks = int((PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19])
+    boot = next(int(line.split()[1]) for line in (PROC / "stat").read_text().splitlines() if line.startswith("btime"))
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def left_in(folder: Path, since: float) -> list[int]:
+    """The processes started at or after `since` (epoch seconds) whose working directory is
+    `folder` or inside it (never this process nor its parents)."""
+    root, mine, found = folder.resolve(), _ancestors(), []
+    if not PROC.is_dir():
+        return []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        try:
+            if Path(os.readlink(entry / "cwd")).is_relative_to(root) and _started_at(int(entry.name)) >= since - 1:
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError, StopIteration):
+            continue
+    return sorted(found)
+
+
+def stop_left_in(folder: Path, since: float, grace_s: float = 2.0) -> list[int]:
+    """Stop what a session started at `since` left running in `folder`: SIGTERM, then SIGKILL
+    after `grace_s`."""
+    pids = left_in(folder, since)
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        if _alive(pid):
+            _signal(pid, signal.SIGKILL)
+    return pids
+
+
+def _signal(pid: int, signum: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signum)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

@@ -1,0 +1,41 @@
+"""What a session leaves running in the project is stopped; nothing older, nothing of ours."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import processes
+
+pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+
+
+def test_a_left_dev_server_is_stopped_and_an_older_process_is_not(tmp_path: Path) -> None:
+    older = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path)
+    time.sleep(1.2)
+    since = time.time()
+    server = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 60"], cwd=tmp_path / ".", start_new_session=True)
+    (tmp_path / "sub").mkdir()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path / "sub")
+    elsewhere = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd="/")
+    time.sleep(0.3)
+    try:
+        found = processes.left_in(tmp_path, since)  # the shell's `sleep` too
+        assert {server.pid, child.pid} <= set(found) and older.pid not in found and elsewhere.pid not in found
+        assert processes.stop_left_in(tmp_path, since, grace_s=0.5) == found
+        assert server.wait(timeout=5) is not None and child.wait(timeout=5) is not None  # TERM ignored: KILLed
+        assert older.poll() is None and elsewhere.poll() is None
+        assert processes.left_in(tmp_path, since) == []
+    finally:
+        for proc in (older, server, child, elsewhere):
+            proc.kill()
+            proc.wait()
+
+
+def test_this_process_is_never_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert processes.left_in(tmp_path, 0) == []
