@@ -28,6 +28,7 @@ from claude_agent_sdk import (
     query,
 )
 
+import crashpoints
 import gitops
 from bash_policy import BashContext, bash_refusal
 from plan import SessionPlan
@@ -239,6 +240,7 @@ class ClaudeSessionRunner:
                             options.cli_path = self._cli_path or guarded_cli(request.log_dir)
                             async for message in query(prompt=request.plan.kickoff, options=options):
                                 last[0] = time.monotonic()
+                                crashpoints.reached("cli_message")
                                 transcript.write(
                                     json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n"
                                 )

@@ -20,6 +20,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+import crashpoints
 import progress
 import statefile
 from config import DEFAULT_ALLOWED_DOMAINS, DEFAULT_MODELS, ROLES, AgentConfig, SessionType
@@ -354,6 +355,7 @@ def run_cli(
     with progress.project_lock(project):  # the one owner of the lock: nothing is written before it
         _check_sandbox(config, seams, echo)
         place_spec(project, spec, echo)
+        crashpoints.reached("spec_placed")
         progress.save_config(project, config.to_json())
         with seams.runner_factory(echo, scenario_data, project / LOG_DIR) as runner:
             echo(f"Project: {project}")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import git
 
+import crashpoints
 from errors import GitError
 from layout import NEVER_IN_GIT, ignore_pattern
 
@@ -169,6 +170,7 @@ def stash_leftovers(repo: git.Repo, message: str) -> bool:
     # The scheduler's own files are in .git/info/exclude, so --include-untracked leaves them
     # where they are (naming them as pathspecs would make git refuse ignored paths).
     repo.git.stash("push", "--include-untracked", "-m", message)
+    crashpoints.reached("stashed")
     return True
 
 

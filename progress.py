@@ -14,8 +14,9 @@ from typing import Any
 
 import filelock
 
+import crashpoints
 from errors import AlreadyRunning, StateError
-from layout import CONFIG_FILE, HANDOFF_FILES, LOCK_FILE, LOG_DIR
+from layout import CONFIG_FILE, HANDOFF_FILES, LOCK_FILE, LOG_DIR, SCOPE_FILE, SETTINGS_FILE, STATE_FILE
 from schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, schema_error
 
 
@@ -23,6 +24,15 @@ def atomic_write_json(path: Path, data: Any) -> None:
     """Write JSON through a temp file in the same folder and `os.replace`."""
     text = json.dumps(data, indent=2, sort_keys=False) + "\n"
     atomic_write_text(path, text)
+
+
+def remove_half_written(folder: Path) -> list[str]:
+    """Delete the temp files of atomic writes a killed process never renamed into place."""
+    names = [*HANDOFF_FILES, STATE_FILE, CONFIG_FILE, SCOPE_FILE, SETTINGS_FILE, "app_spec.txt"]
+    stale = [p for name in names for p in folder.glob(f".{name}.*.tmp")]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return [p.name for p in stale]
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -37,6 +47,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        crashpoints.reached("atomic_write_tmp")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import git
 
+import crashpoints
 import gitops
 import processes
 import progress
@@ -135,8 +136,10 @@ class Scheduler:
             ) from None
 
     def _loop(self, max_iterations: int | None) -> RunReport:
+        progress.remove_half_written(self.project)
         stashed = len(gitops.stashes(self.project))
         repo = gitops.open_repo(self.project)
+        crashpoints.reached("repo_opened")
         self._stashes = self._note_stash(stashed)
         state, stats, interrupted = self.load()
         if not state.backlog.features:  # a new project: the files agents append to start empty
@@ -210,6 +213,7 @@ class Scheduler:
                 f"  usage limit reached: waiting until {when} ({minutes:.0f} min), then session "
                 f"{interrupted['number']} runs again (stopping now is safe: the same command waits again)"
             )
+        crashpoints.reached("waiting")
         self.clock.sleep(until - self.clock.now())
         return None
 
@@ -237,6 +241,7 @@ class Scheduler:
         if (old / "pre").is_dir():
             aside = old.with_name(old.name + f".interrupted-{why}-{time.time_ns()}")
             old.rename(aside)
+            crashpoints.reached("recover_set_aside")
         else:  # killed again after the folder was set aside, before the rerun saved its own
             earlier = sorted(p for p in old.parent.glob(old.name + ".interrupted-*") if (p / "pre").is_dir())
             if not earlier:
@@ -246,6 +251,7 @@ class Scheduler:
                 )
             aside = earlier[-1]
         progress.restore(self.project, aside / "pre")
+        crashpoints.reached("recover_restored")
         work, tip = state.lane.work, interrupted.get("branch_tip")
         branch = work.branch if work else None
         if branch and tip and gitops.head(repo, branch) is None:  # deleted just before the kill
@@ -316,6 +322,7 @@ class Scheduler:
         plan = plan_session(state, self.config, self.project, spent_usd=stats.cost_usd)
         log_dir = log_dir_for(self.project, plan.number, plan.role)
         self._prepare_git(repo, state)
+        crashpoints.reached("git_prepared")
         self._stashes = self._note_stash(self._stashes)
         try:
             self._check_handoff(state)
@@ -331,18 +338,22 @@ class Scheduler:
             progress.snapshot(self.project, log_dir / "pre")
             pre = dataclasses.replace(pre, copies=log_dir / "pre")
         self.save(state, stats, self._in_progress(plan.number, log_dir, pre))
+        crashpoints.reached("in_progress_saved")
         request = SessionRequest(plan, self.project, write_plan(plan, self.project), log_dir)
+        crashpoints.reached("plan_written")
         work = f" · {plan.work.branch}" if plan.work else ""
         self.echo(f"\n=== Session {plan.number}: {plan.role.value} ({plan.model}){work} ===")
         if not plan.sandboxed:
             self.echo("  WARNING: no OS sandbox (--no-sandbox): this session's commands can write outside the project")
         started = time.time()
         result = self.runner.run(request)
+        crashpoints.reached("cli_ended")
         left = processes.stop_left_in(self.project, started)
         if left:
             self.echo(f"  stopped {len(left)} process(es) the session left running in the project (pids {', '.join(map(str, left))})")
         (log_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
         self._audit(plan, log_dir, result)
+        crashpoints.reached("result_written")
         in_progress = self._in_progress(plan.number, log_dir, pre)
         cut = cut_short(result, plan.model)
         if cut is not None:  # not the agent's doing: not verified; rerun from the same start
@@ -351,7 +362,9 @@ class Scheduler:
             self.echo(f"--- Session {plan.number} {plan.role.value}: not counted: {cut.reason}")
             return Ran(result, None, cut, in_progress)
         outcome = verify_session(self.project, repo, state, pre, self.config, self.echo)
+        crashpoints.reached("verified")
         progress.snapshot(self.project, log_dir / "post")
+        crashpoints.reached("post_copied")
         judgement = judged(result, outcome)
         if judgement.standing.counted:
             stats.add(plan.role, result, outcome)
@@ -372,10 +385,14 @@ class Scheduler:
         step = transition(state, outcome, self.config)
         for event in step.events:
             self._act(repo, event, step.state)
+        crashpoints.reached("transitioned")
         self.save(step.state, stats)
+        crashpoints.reached("state_saved")
         log_dir = log_dir_for(self.project, step.state.session_count, state.lane.role)
         shutil.copy2(self.project / STATE_FILE, log_dir / "state.json")  # a restore point
+        crashpoints.reached("restore_point_copied")
         self._write_status(step.state)
+        crashpoints.reached("status_written")
         return step.state
 
     def _act(self, repo: git.Repo, event: Event, new: SessionState) -> None:
@@ -385,6 +402,7 @@ class Scheduler:
             tip, main = gitops.head(repo, branch), gitops.head(repo, gitops.MAIN)
             if tip and main and not gitops.is_ancestor(repo, tip, main):
                 gitops.keep_ref(repo, f"rejected/session-{new.session_count}/{branch}", tip)
+                crashpoints.reached("rejected_kept")
                 gitops.delete_branch(repo, branch)
                 self.echo(
                     f"  branch {branch} deleted (rejected; its tip {tip[:10]} is kept under refs/scheduler/rejected/)"

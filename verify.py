@@ -14,6 +14,7 @@ from typing import Any
 
 import git
 
+import crashpoints
 import gitops
 from config import AgentConfig, SessionType
 from errors import StateError
@@ -96,6 +97,7 @@ def undo(
         else:
             gitops.set_branch(repo, branch, before)
             echo(f"  undo: {branch} reset to {before[:10]}")
+    crashpoints.reached("undo_branches_reset")
     restore(project, pre.copies)  # last: a checkout above may have removed a wrongly tracked copy
 
 
@@ -232,6 +234,7 @@ def _review(ran: Ran) -> Outcome:
     ran.no_scheduler_files_committed(ran.pre.main, main)
     if ran.config.test_command:
         passed, output = gitops.run_tests_at(ran.repo, main, ran.config.test_command)
+        crashpoints.reached("merge_tested")
         if not passed:
             return _undo_failed_merge(ran, main, review_id, output)
         ran.echo(f"  verified: `{ran.config.test_command}` passes on main")

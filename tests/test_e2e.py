@@ -741,10 +741,13 @@ def test_no_wait_stops_at_a_usage_limit_and_the_next_run_reruns_the_session(tmp_
     assert state["in_progress"]["number"] == 2 and state["in_progress"]["why"] == "usage_limit"
     assert state["lane"]["role"] == IMPL
     assert not (log_root(project) / "session_0002_IMPLEMENT" / "post").exists()
+    state["in_progress"]["wait_until"] = time.time() - 1  # the user comes back after the reset
+    (project / layout.STATE_FILE).write_text(json.dumps(state))
     after_reset = write_scenario(tmp_path / "after.json", {"features": 1})
     second = run(offline_command(project, after_reset), env)
     assert second.returncode == 0, explain(second)
     assert "Resuming: session 2 (IMPLEMENT) was cut short (usage limit)" in second.stdout
+    assert "waiting until" not in second.stdout
     assert sequence(project) == [INIT, IMPL, REVIEW]
     assert state_of(project)["backlog"]["passing"] == ["F001"]
 

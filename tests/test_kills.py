@@ -1,0 +1,30 @@
+"""Killed anywhere, the same command resumes: a reduced set of the kill suite through the real
+CLI (bench/reliability.py runs every crash point)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import crashpoints
+from scripted_model.kills import CASES, REDUCED, Final, reference, run_case
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
+
+
+@pytest.fixture(scope="module")
+def expected(tmp_path_factory: pytest.TempPathFactory) -> Final:
+    return reference(tmp_path_factory.mktemp("reference"))
+
+
+@pytest.mark.parametrize("case", REDUCED)
+def test_a_kill_at_this_point_loses_nothing(case: str, expected: Final, tmp_path: Path) -> None:
+    assert run_case(tmp_path, case, expected) == []
+
+
+def test_the_suite_names_every_crash_point() -> None:
+    named = {kill.split("#")[0] for kills in CASES.values() for kill in kills}
+    assert named | {"waiting"} == set(crashpoints.POINTS)
+    assert len(CASES) >= 20
