@@ -251,20 +251,14 @@ class ClaudeSessionRunner:
                         except ClaudeSDKError as exc:
                             values.setdefault("error", f"{type(exc).__name__}: {exc}")
                     watch.cancel_scope.cancel()
-            if idle.cancelled_caught:
-                values.update(
-                    error=f"Claude Code sent nothing for {request.plan.idle_timeout_s:.0f} s and was stopped (--idle-timeout)",
-                    terminal_reason="idle_timeout",
-                    is_error=True,
-                )
-                self._echo(f"  [{request.plan.role.value}] stopped: idle for {request.plan.idle_timeout_s:.0f} s")
-            if deadline.cancelled_caught:
-                values.update(
-                    error=f"the session ran out of its {request.plan.timeout_s:.0f} s and was stopped",
-                    terminal_reason="session_timeout",
-                    is_error=True,
-                )
-                self._echo(f"  [{request.plan.role.value}] stopped: session timeout")
+            plan = request.plan
+            for stopped, reason, why, line in (
+                (idle.cancelled_caught, "idle_timeout", f"Claude Code sent nothing for {plan.idle_timeout_s:.0f} s and was stopped (--idle-timeout)", f"idle for {plan.idle_timeout_s:.0f} s"),
+                (deadline.cancelled_caught, "session_timeout", f"the session ran out of its {plan.timeout_s:.0f} s and was stopped", "session timeout"),
+            ):
+                if stopped:
+                    values.update(error=why, terminal_reason=reason, is_error=True)
+                    self._echo(f"  [{plan.role.value}] stopped: {line}")
         (request.log_dir / "cli_stderr.log").write_text("\n".join(stderr_lines), encoding="utf-8")
         result_text = str(values.pop("result_text", None) or "")
         if values.get("is_error", True):  # an agent's own words never count as a login failure

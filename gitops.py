@@ -40,6 +40,9 @@ IGNORED = (
 TRACKED = (".gitignore", "app_spec.txt")
 
 
+SETUP_COMMIT = "chore: app spec and .gitignore for the scheduler's files"
+
+
 def open_repo(project: Path) -> git.Repo:
     """Open the project's repository, creating it (branch `main`, identity, .gitignore) if needed."""
     try:
@@ -96,7 +99,13 @@ def _ensure_gitignore(repo: git.Repo, project: Path) -> None:
     if missing:
         path.write_text("\n".join([*lines, *missing]) + "\n", encoding="utf-8")
     repo.git.add(*[name for name in TRACKED if (project / name).exists()])
-    repo.git.commit("-m", "chore: app spec and .gitignore for the scheduler's files", "--no-verify")
+    repo.git.commit("-m", SETUP_COMMIT, "--no-verify")
+
+
+def commits_after_setup(repo: git.Repo) -> int:
+    """How many commits `main` has after the scheduler's own first one (0 when it has none)."""
+    subjects = str(repo.git.log("--format=%s", MAIN)).splitlines() if head(repo, MAIN) else []
+    return subjects.index(SETUP_COMMIT) if SETUP_COMMIT in subjects else 0
 
 
 def head(repo: git.Repo, branch: str) -> str | None:

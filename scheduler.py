@@ -139,6 +139,13 @@ class Scheduler:
         progress.remove_half_written(self.project)
         stashed = len(gitops.stashes(self.project))
         repo = gitops.open_repo(self.project)
+        later = gitops.commits_after_setup(repo)
+        if later and not any((self.project / name).exists() for name in (STATE_FILE, *HANDOFF_FILES)):
+            raise StateError(
+                f"{STATE_FILE} and the hand-off files are gone, but main has {later} commit(s) of earlier "
+                "sessions (was the folder cleaned with `git clean -x`?); restore them from a backup of the "
+                "project, or start a new project with another --project-dir"
+            )
         crashpoints.reached("repo_opened")
         self._stashes = self._note_stash(stashed)
         state, stats, interrupted = self.load()

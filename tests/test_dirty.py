@@ -72,3 +72,16 @@ def test_the_project_folder_cannot_hold_the_other_projects_or_the_scheduler(
     assert "give the project a folder of its own, for example --project-dir my_app" in result.output
     assert not (tmp_path / "generations" / ".git").exists()
     assert CFG.max_attempts == 3
+
+
+def test_a_project_cleaned_with_git_clean_stops_with_one_line_instead_of_starting_over(tmp_path: Path) -> None:
+    from errors import StateError
+
+    project = new_project(tmp_path)
+    run(project, LIFECYCLE, max_iterations=3)
+    subprocess.run(["git", "clean", "-xfdq"], cwd=project, check=True)
+    main_before = git(project, "rev-parse", "main")
+    with pytest.raises(StateError, match=r"the hand-off files are gone, but main has \d+ commit\(s\) of earlier sessions"):
+        run(project, LIFECYCLE)
+    assert git(project, "rev-parse", "main") == main_before
+    assert not (project / ".agent_logs").exists()
