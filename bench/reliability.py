@@ -43,7 +43,7 @@ def night(root: Path) -> list[str]:
     scenario = root / "night.json"
     scenario.write_text(json.dumps({**KILL_SCENARIO, "faults": [*KILL_SCENARIO["faults"], *NIGHT_FAULTS]}))
     project = root / "night"
-    args = ["--project-dir", str(project), "--offline-demo", "--scenario", str(scenario), "--idle-timeout", "5"]
+    args = ["--project-dir", str(project), "--offline-demo", "--scenario", str(scenario), "--idle-timeout", "10"]
     result = CliRunner().invoke(cli, args, obj={"preflight": active_sandbox, "clock": VirtualClock(time.time())})
     if result.exit_code != 0:
         return [f"the night ended with exit {result.exit_code}: {result.output[-800:]}"]
