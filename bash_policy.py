@@ -24,6 +24,7 @@ Commands are parsed with tree-sitter-bash; wrappers (`env`, `timeout`, `nohup`, 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -37,6 +38,14 @@ from machine import WorkItem
 from policy import policy
 
 _PARSER = Parser(Language(tree_sitter_bash.language()))
+UNPARSABLE = frozenset({"Cn", "Co", "Cs", "Cc"})
+"""Unicode categories refused before parsing (unassigned, private use, surrogates, control
+characters but tab and newline): with them tree-sitter-bash 0.23 to 0.25 can read out of
+bounds and kill the process (found by the property test). No real command needs them."""
+
+
+def _unparsable(char: str) -> bool:
+    return char not in "\t\n\r" and unicodedata.category(char) in UNPARSABLE
 MAX_DEPTH = 4
 """How deep `sh -c '...'` and `eval` strings are parsed before a command is refused as unseen."""
 
@@ -318,6 +327,9 @@ def bash_refusal(command: str, ctx: BashContext) -> str | None:
 def _check_source(source: str, ctx: BashContext, shell: _Shell, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise Refused("commands nested this deep in `sh -c` or `eval` are refused; run them directly")
+    odd = next((c for c in source if _unparsable(c)), None)
+    if odd is not None:  # tree-sitter-bash's scanner can crash the process on these
+        raise Refused(f"the command contains a character the shell parser cannot take (U+{ord(odd):04X}); remove it")
     data = source.encode()
     tree = _PARSER.parse(data)
     if tree.root_node.has_error:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bash_policy import BashContext, bash_refusal
@@ -205,6 +205,14 @@ def test_a_shell_whose_working_directory_left_the_project_runs_no_git() -> None:
     assert bash_refusal("ls", context(T.IMPLEMENT, cwd=Path("/tmp"))) is None
 
 
+@pytest.mark.parametrize("char", ["\U000f8584", "\U00033bdc", "\U00080000", "\U0010fffd", "\ud800", "\x8f", "\x00"])
+def test_characters_that_crash_the_parser_are_refused_before_it(char: str) -> None:
+    reason = bash_refusal(f"{{{char}\u00f5.", context(T.IMPLEMENT))
+    assert reason is not None and "a character the shell parser cannot take" in reason
+    assert bash_refusal("git commit -m '\u2728 feat: \U0001f389 caf\u00e9 \u4e2d'", context(T.IMPLEMENT)) is None
+
+
+@settings(max_examples=300)
 @given(st.text(max_size=60))
 def test_any_text_gets_an_answer_never_an_exception(command: str) -> None:
     reason = bash_refusal(command, context(T.IMPLEMENT))
