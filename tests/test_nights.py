@@ -76,7 +76,7 @@ def reference(tmp_path: Path) -> tuple[str, dict[str, object]]:
     project = new_project(tmp_path, "reference")
     report, _ = run(project, Cutting({}, VirtualClock()))
     assert report.status == "done"  # type: ignore[attr-defined]
-    return git(project, "log", "--format=%s", "main"), json.loads((project / "feature_list.json").read_text())
+    return git(project, "log", "--first-parent", "--format=%s", "main"), json.loads((project / "feature_list.json").read_text())
 
 
 def test_a_usage_limit_is_waited_out_and_the_session_run_again(tmp_path: Path) -> None:
@@ -96,7 +96,7 @@ def test_a_usage_limit_is_waited_out_and_the_session_run_again(tmp_path: Path) -
     assert len(kept) == 1 and kept[0].startswith("session_0002_IMPLEMENT")
     assert (project / ".agent_logs" / kept[0] / "transcript.jsonl").read_text() == "cut\n"
     # and the night ends where an uninterrupted one ends
-    assert (git(project, "log", "--format=%s", "main"), json.loads((project / "feature_list.json").read_text())) == reference(tmp_path)
+    assert (git(project, "log", "--first-parent", "--format=%s", "main"), json.loads((project / "feature_list.json").read_text())) == reference(tmp_path)
 
 
 def test_no_wait_stops_and_a_later_run_waits_for_what_is_left(tmp_path: Path) -> None:
