@@ -57,6 +57,9 @@ class SessionResult:
     is_error: bool = True
     cost_usd: float = 0.0
     input_tokens: int = 0
+    """Input tokens not read from or written to the prompt cache."""
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     output_tokens: int = 0
     num_turns: int = 0
     session_id: str | None = None
@@ -175,12 +178,12 @@ def build_options(
     )
 
 
-def describe_tool_call(block: ToolUseBlock) -> str:
-    """One concise line for a tool call."""
+def describe_tool_call(block: ToolUseBlock, project: Path) -> str:
+    """One line for a tool call, paths relative to the project (the console cuts it to width)."""
     data = block.input
     detail = data.get("command") or data.get("file_path") or data.get("pattern") or ""
-    detail = " ".join(str(detail).split())
-    return f"{block.name}: {detail[:100]}"
+    detail = " ".join(str(detail).split()).replace(f"{project}/", "").replace(str(project), ".")
+    return f"{block.name}: {detail}"
 
 
 def guarded_cli(folder: Path) -> Path | None:
@@ -275,7 +278,7 @@ class ClaudeSessionRunner:
             for block in message.content:
                 if isinstance(block, ToolUseBlock):
                     counter[0] += 1
-                    self._echo(f"  [{role}] {describe_tool_call(block)}")
+                    self._echo(f"  [{role}] {describe_tool_call(block, request.cwd)}")
         elif isinstance(message, UserMessage) and SANDBOX_FAILED in str(message.content):
             values["sandbox_failed"] = True
         elif isinstance(message, RateLimitEvent) and message.rate_limit_info.status == "rejected":
@@ -306,10 +309,7 @@ def _from_result(message: ResultMessage) -> dict[str, Any]:
         "subtype": message.subtype,
         "is_error": message.is_error,
         "cost_usd": float(message.total_cost_usd or 0.0),
-        "input_tokens": int(usage.get("input_tokens", 0))
-        + int(usage.get("cache_read_input_tokens", 0))
-        + int(usage.get("cache_creation_input_tokens", 0)),
-        "output_tokens": int(usage.get("output_tokens", 0)),
+        **tokens_of(usage),
         "num_turns": message.num_turns,
         "session_id": message.session_id,
         "permission_denials": tuple(message.permission_denials or ()),
@@ -317,6 +317,34 @@ def _from_result(message: ResultMessage) -> dict[str, Any]:
         "terminal_reason": message.terminal_reason,
         "result_text": message.result,
     }
+
+
+def tokens_of(usage: dict[str, Any]) -> dict[str, int]:
+    """The four token counts of an API usage record, as a receipt names them."""
+    return {
+        "input_tokens": int(usage.get("input_tokens") or 0),
+        "cache_read_tokens": int(usage.get("cache_read_input_tokens") or 0),
+        "cache_write_tokens": int(usage.get("cache_creation_input_tokens") or 0),
+        "output_tokens": int(usage.get("output_tokens") or 0),
+    }
+
+
+def tokens_in_transcript(path: Path) -> dict[str, int]:
+    """What the model calls of a session cut off before its result used, from its transcript
+    (each model message once: the CLI repeats a message's usage on each of its blocks)."""
+    seen: dict[str, dict[str, int]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    for n, line in enumerate(lines):
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict) and message.get("type") == "AssistantMessage" and isinstance(message.get("usage"), dict):
+            seen[str(message.get("message_id") or n)] = tokens_of(message["usage"])
+    return {key: sum(t[key] for t in seen.values()) for key in tokens_of({})}
 
 
 def _plain(message: Any) -> dict[str, Any]:

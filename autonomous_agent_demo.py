@@ -1,13 +1,19 @@
-"""Command line: run fresh Claude Code sessions, one role at a time, until the app is built.
+"""Command line: run fresh Claude Code sessions, one role at a time, until the app is built;
+`status` and `report` read a project, also while a run goes on.
 
 Exit codes: 0 every feature passes or is blocked; 1 an error or a halted run (the message
 says what to do); 2 a malformed command line; 3 a limit stopped the run (run the same
 command again to resume); 130 interrupted (run it again to resume).
+
+The session runner, the scheduler and the sandbox probe are imported only when a run starts,
+so that `status` answers at once.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
 import signal
 import sys
@@ -15,14 +21,16 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 
 import crashpoints
+import events
 import progress
 import statefile
+import status
 from config import DEFAULT_ALLOWED_DOMAINS, DEFAULT_MODELS, ROLES, AgentConfig, SessionType
 from errors import (
     EXIT_DONE,
@@ -34,19 +42,20 @@ from errors import (
     UnknownModel,
 )
 from layout import LOG_DIR
+from live import LiveConsole, Verbosity
 from machine import SessionState, resume
 from plan import plan_session, write_plan
 from prompts import EXAMPLE_SPEC, template_path
-from report import print_summary
-from runners import RunnerFactory, open_runner
 from sandbox import Preflight, preflight
-from scheduler import Clock, Scheduler, SystemClock
 from scripted_model.scenario import DEMO, Scenario
 
+if TYPE_CHECKING:
+    from runners import RunnerFactory
+    from scheduler import Clock
+
+VERSION = "0.2.0"
 HERE = Path(__file__).resolve().parent
 SPEC_NAME = "app_spec.txt"
-HIGHLIGHTED = ("DENIED", "undo:", "WARNING")
-"""Console lines a person watching should not miss."""
 OFFLINE_DEFAULTS: dict[str, Any] = {"test_command": "bash init.sh", "feature_count": 6}
 
 
@@ -81,7 +90,15 @@ def read_spec(spec: Path) -> bytes:
         ) from None
     if not data.strip():
         raise ConfigError(f"spec {spec} is empty; write the application's description in it")
+    if not looks_like_text(data):
+        raise ConfigError(f"spec {spec} is not text (it holds binary data); pass a text file that describes the application")
     return data
+
+
+def looks_like_text(data: bytes) -> bool:
+    """Text in any 8-bit encoding: no NUL byte, and hardly any control characters but white space."""
+    controls = sum(1 for byte in data if byte < 32 and byte not in b"\t\n\r\f\v")
+    return b"\x00" not in data and controls <= len(data) // 100
 
 
 def place_spec(project: Path, spec: Path | None, echo: Callable[[str], None]) -> None:
@@ -112,14 +129,34 @@ def make_project_dir(project: Path) -> None:
         raise ConfigError(f"project dir {project} is not writable; fix its permissions or choose another")
 
 
+class _SystemClock:
+    """scheduler.SystemClock, without importing the scheduler before a run starts."""
+
+    def now(self) -> float:
+        import time
+
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        import time
+
+        time.sleep(max(seconds, 0.0))
+
+
+def _open_runner(*args: Any) -> Any:
+    from runners import open_runner
+
+    return open_runner(*args)
+
+
 @dataclass(frozen=True)
 class Seams:
     """What the command line runs that tests replace: the session runner, the sandbox preflight
     and the clock the scheduler waits on."""
 
-    runner_factory: RunnerFactory = open_runner
+    runner_factory: RunnerFactory = _open_runner
     preflight: Callable[[], Preflight] = preflight
-    clock: Clock = field(default_factory=SystemClock)
+    clock: Clock = field(default_factory=_SystemClock)
 
 
 def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentConfig:
@@ -144,11 +181,18 @@ def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentCo
 
 def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     """Show what the next session would be; start nothing, change nothing in the project."""
+    console.print(f"Project folder: {project}", markup=False)
     saved = statefile.load(project) if project.exists() else None
     state = resume(saved.state) if saved else SessionState()
     role = state.lane.role
+    totals = events.Totals.of(events.read(events.log_path(project)))
+    flight = totals.in_flight
+    if status.is_running(totals):
+        now = f"session {flight['session']} ({flight['role']}) is running now" if flight else "it is between sessions"
+        console.print(f"A run is in progress (pid {totals.run_started['pid']}; {now}); `status` shows how it goes.", markup=False)  # type: ignore[index]
+        console.print("The session below is what it would run next if it stopped now.")
     rerun = saved.in_progress if saved else None
-    note = f" (a rerun of interrupted session {rerun['number']})" if rerun else ""
+    note = f" (a rerun of session {rerun['number']}, which was cut short)" if rerun else ""
     console.print(f"Next session: {role.value}{note}")
     if role is SessionType.DONE:
         return
@@ -160,13 +204,32 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     console.print(f"Model: {plan.model}")
     work = plan.work
     console.print(f"Feature: {(work.feature_id if work else None) or '-'}  Branch: {work.branch if work else '-'}")
-    console.print(f"Prompt template: {template_path(role)}")
-    console.print(f"Rendered prompt: {prompt_path}")
-    console.print(f"Settings: {settings_path}")
+    console.print(f"Prompt template: {template_path(role)}", markup=False)
+    console.print(f"Settings: {settings_path}", markup=False)
+    console.print("\n--- appended to Claude Code's system prompt ---", markup=False)
+    console.print(plan.system_prompt, markup=False, highlight=False)
+    console.print("--- first message ---", markup=False)
+    console.print(plan.kickoff, markup=False, highlight=False)
+    console.print("---", markup=False)
+    console.print(f"Rendered prompt: {prompt_path}", markup=False)
     console.print("Dry run: nothing was launched.")
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class FiniteFloat(click.FloatRange):
+    """A number option that refuses `nan` and `inf` as a usage error naming the option."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+@click.group(
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(VERSION, prog_name="autonomous_agent_demo")
 @click.option(
     "--project-dir",
     help="The generated project's folder; a relative path goes under generations/ (required but with --check).",
@@ -228,12 +291,24 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
 )
 @click.option(
     "--max-budget-usd",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=0, min_open=True),
     help="Stop when the project has spent this much (USD, as Claude Code reports it); each session gets what is left.",
 )
 @click.option(
+    "--max-session-budget-usd",
+    type=FiniteFloat(min=0, min_open=True),
+    help="At most this much (USD) per session, handed to Claude Code; with --max-budget-usd, no session starts that the rest of the project budget could not cover.",
+)
+@click.option(
+    "--notify",
+    metavar="COMMAND",
+    help="A shell command run on the events a person cares about (done, halted, feature blocked, budget reached, usage-limit wait, resumed), with the event as JSON on its standard input; it never stops or delays the run (saved).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Leave out tool calls and API retries; sessions, results and warnings only.")
+@click.option("--verbose", "-v", is_flag=True, help="Print tool calls whole instead of cut to one line.")
+@click.option(
     "--max-outage-minutes",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(min=0),
     help="Minutes in all one run backs off from API outages (429/529/5xx, lost connections) before it stops with exit 3 (default 120).",
 )
 @click.option(
@@ -290,14 +365,22 @@ def main(
     no_sandbox: bool,
     no_wait: bool,
     allow_domains: tuple[str, ...],
+    quiet: bool,
+    verbose: bool,
     **options: Any,
 ) -> None:
     """Build an application from a spec with fresh Claude Code sessions, one role at a time.
 
     Sessions run as INITIALIZER, IMPLEMENT, REVIEW, FIX and ARCHITECTURE; every claim an
     agent makes is checked against git and the hand-off files before it counts.
-    Interrupt at any time and run the same command again to resume.
+    Interrupt at any time and run the same command again to resume. While it runs,
+    `status --project-dir X` says how it goes and `report --project-dir X` draws it.
     """
+    if ctx.invoked_subcommand is not None:
+        return
+    if quiet and verbose:
+        raise click.UsageError("--quiet and --verbose exclude each other; give one.")
+    verbosity: Verbosity = "quiet" if quiet else "verbose" if verbose else "normal"
     console = Console(highlight=False, soft_wrap=True)
     signal.signal(signal.SIGTERM, _terminated)  # `kill` ends the session's CLI too, then resumes cleanly
     seams = Seams(**(ctx.obj or {}))  # tests inject a scripted runner and a preflight here
@@ -309,7 +392,7 @@ def main(
         raise click.UsageError("Missing option '--project-dir'.")
     options.update(sandbox=not no_sandbox, wait_for_limits=not no_wait, extra_domains=allow_domains)
     try:
-        code = run_cli(console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options, seams)
+        code = run_cli(console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options, seams, verbosity)
     except SchedulerError as exc:
         _error(f"error: {exc}")
         sys.exit(exc.exit_code)
@@ -333,11 +416,18 @@ def run_cli(
     scenario: Path | None,
     options: dict[str, Any],
     seams: Seams | None = None,
+    verbosity: Verbosity = "normal",
 ) -> int:
     seams = seams or Seams()
     project = resolve_project(project_dir)
     if scenario is not None and not offline_demo:
         raise ConfigError("--scenario only applies to --offline-demo; add --offline-demo or drop --scenario")
+    if offline_demo and spec is not None:
+        console.print(
+            "Note: --offline-demo builds its own small todo app; your spec is copied in as app_spec.txt, "
+            "but the scripted agent does not read it (run without --offline-demo to build it for real)",
+            markup=False,
+        )
     scenario_data = load_scenario(scenario) if offline_demo else None
     if spec is not None:
         read_spec(spec)
@@ -351,32 +441,68 @@ def run_cli(
         dry_run(console, project, config)
         return EXIT_DONE
     make_project_dir(project)
-    echo = _plain(console)
-    with progress.project_lock(project):  # the one owner of the lock: nothing is written before it
-        _check_sandbox(config, seams, echo)
-        place_spec(project, spec, echo)
-        crashpoints.reached("spec_placed")
-        progress.save_config(project, config.to_json())
-        with seams.runner_factory(echo, scenario_data, project / LOG_DIR) as runner:
-            echo(f"Project: {project}")
-            try:
-                report = Scheduler(project, config, runner, echo=echo, clock=seams.clock).run(max_iterations)
-            except UnknownModel:  # a model name the endpoint rejects is not kept
-                known = merge_config(saved, {}).models if saved is not None else dict(DEFAULT_MODELS)
-                progress.save_config(project, {**config.to_json(), "models": known})
-                raise
+    view = LiveConsole(console, verbosity=verbosity)
+    echo = view.echo
+    try:
+        with progress.project_lock(project):  # the one owner of the lock: nothing is written before it
+            _check_sandbox(config, seams, echo)
+            place_spec(project, spec, echo)
+            crashpoints.reached("spec_placed")
+            progress.save_config(project, config.to_json())
+            report = _run(project, config, saved, seams, view, scenario_data, max_iterations)
+    finally:
+        view.close()
+    from report import print_summary
+
     print_summary(console, report)
     if report.status == "done":
         return EXIT_DONE
     if report.status == "limit":
+        _error(f"stopped: {report.message}", style="bold yellow")
         return EXIT_LIMIT
     _error(f"error: run halted: {report.message}. Fix the cause and run the same command again")
     return EXIT_ERROR
 
 
-def _error(line: str) -> None:
+def _run(
+    project: Path,
+    config: AgentConfig,
+    saved: dict[str, Any] | None,
+    seams: Seams,
+    view: LiveConsole,
+    scenario: Scenario | None,
+    max_iterations: int | None,
+) -> Any:
+    """One run of the scheduler with its event log, console and notifier wired up."""
+    from notify import Notifier
+    from scheduler import Scheduler
+
+    log = events.EventLog(project, events.new_run_id())
+    log.subscribe(view.on_event)
+    if config.notify:
+        log.subscribe(Notifier(config.notify, project, view.echo))
+    with seams.runner_factory(view.echo, scenario, project / LOG_DIR) as runner:
+        view.echo(f"Project: {project}")
+        scheduler = Scheduler(project, config, runner, echo=view.echo, clock=seams.clock, events=log, cost_basis=cost_basis(scenario is not None))
+        try:
+            return scheduler.run(max_iterations)
+        except UnknownModel:  # a model name the endpoint rejects is not kept
+            known = merge_config(saved, {}).models if saved is not None else dict(DEFAULT_MODELS)
+            progress.save_config(project, {**config.to_json(), "models": known})
+            raise
+
+
+def cost_basis(offline: bool) -> str:
+    """What the CLI's cost figures are: money billed per token with an API key, an estimate
+    under a subscription login, or made up by the scripted model."""
+    if offline:
+        return "scripted"
+    return "api" if os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN") else "subscription"
+
+
+def _error(line: str, style: str = "bold red") -> None:
     """Errors go to stderr, one line, so a piped summary never hides them."""
-    Console(stderr=True, highlight=False, soft_wrap=True).print(line, markup=False, style="bold red")
+    Console(stderr=True, highlight=False, soft_wrap=True).print(line, markup=False, style=style)
 
 
 def _check_sandbox(config: AgentConfig, seams: Seams, echo: Callable[[str], None]) -> None:
@@ -390,20 +516,72 @@ def _check_sandbox(config: AgentConfig, seams: Seams, echo: Callable[[str], None
     echo(result.message)
 
 
-def _plain(console: Console) -> Callable[[str], None]:
-    """Print lines as they are: agent output is not rich markup."""
-    def echo(line: str) -> None:
-        flagged = line.lstrip().startswith(HIGHLIGHTED)
-        console.print(line, markup=False, highlight=False, style="bold red" if flagged else None)
-
-    return echo
-
-
 def load_scenario(path: Path | None) -> Scenario:
     try:
         return Scenario.load(path) if path else DEMO
     except ValueError as exc:
         raise ConfigError(f"{exc}; see docs/scripted_model.md for the format") from None
+
+
+def existing_project(project_dir: str) -> Path:
+    project = resolve_project(project_dir)
+    if not project.is_dir():
+        raise ConfigError(f"there is no project at {project}; check --project-dir (a relative path is under {generations_dir()})")
+    return project
+
+
+def _one_line_errors(action: Callable[[], None]) -> None:
+    try:
+        action()
+    except SchedulerError as exc:
+        _error(f"error: {exc}")
+        sys.exit(exc.exit_code)
+
+
+@main.command("status")
+@click.option("--project-dir", required=True, help="The project's folder (as given to the run).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object; its keys are documented in docs/events.md.")
+def status_command(project_dir: str, as_json: bool) -> None:
+    """How a project is doing, also while a run goes on (read-only; takes no lock)."""
+
+    def show() -> None:
+        data = status.status_of(existing_project(project_dir))
+        if as_json:
+            click.echo(json.dumps(data, indent=2))
+        else:
+            for line in status.render(data):
+                click.echo(line)
+
+    _one_line_errors(show)
+
+
+@main.command("report")
+@click.option("--project-dir", required=True, help="The project's folder (as given to the run).")
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Where to write it (default: .agent_logs/report.html in the project for HTML, standard output for Markdown).",
+)
+@click.option("--format", "fmt", type=click.Choice(["html", "md"]), default="html", show_default=True, help="A self-contained HTML page, or Markdown to paste into an issue or a chat.")
+def report_command(project_dir: str, output: Path | None, fmt: str) -> None:
+    """The project as one page: features with their evidence, sessions, cost per role, burndown."""
+    from project_report import gather, render_html, render_markdown
+
+    def write() -> None:
+        project = existing_project(project_dir)
+        data = gather(project)
+        text = render_html(data) if fmt == "html" else render_markdown(data)
+        target = output or (project / LOG_DIR / "report.html" if fmt == "html" else None)
+        if target is None:
+            click.echo(text, nl=False)
+            return
+        try:
+            progress.atomic_write_text(target, text)
+        except OSError as exc:
+            raise ConfigError(f"cannot write {target}: {exc.strerror}; choose another --output") from None
+        click.echo(f"Report written to {target}")
+
+    _one_line_errors(write)
 
 
 if __name__ == "__main__":

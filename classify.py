@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from agent import SessionResult
 from machine import Outcome
@@ -63,12 +64,15 @@ CONNECTION_HINTS = ("connection", "econnreset", "socket hang up", "timed out", "
 BILLING_HINTS = ("credit balance", "billing", "payment")
 
 
-def cut_short(result: SessionResult, model: str) -> Classified | None:
-    """A result that is not the agent's doing, decided before verification; None: verify it."""
+def cut_short(result: SessionResult, model: str, *, capped_by_session: bool = False) -> Classified | None:
+    """A result that is not the agent's doing, decided before verification; None: verify it.
+
+    A session that spent its own cap (`capped_by_session`) is the agent's doing: it is verified
+    as it stands, like a session that ran out of time."""
     base_url = result.base_url
     if result.rate_limit_resets_at is not None:
         return Classified(Standing.USAGE_LIMIT, "the usage limit was reached", result.rate_limit_resets_at)
-    if result.subtype == "error_max_budget_usd":
+    if result.subtype == "error_max_budget_usd" and not capped_by_session:
         return Classified(Standing.BUDGET, f"the budget ran out during the session (${result.cost_usd:.2f} spent in it)")
     status = result.api_error_status
     text = " ".join(str(part or "") for part in (result.error, result.terminal_reason)).lower()
@@ -117,3 +121,36 @@ def backoff_s(outages: int, rng: random.Random | None = None) -> float:
     with up to 20% jitter so that many schedulers do not come back at the same moment."""
     delay = min(BACKOFF_BASE_S * 2 ** max(outages - 1, 0), BACKOFF_CAP_S)
     return float(delay * (1 + 0.2 * (rng or random.Random()).random()))
+
+
+def receipt(result: SessionResult, model: str, classified: Classified, verdict: str | None) -> dict[str, Any]:
+    """What one session cost and how it ended (the `receipt` of its session_ended event)."""
+    return {
+        "model": model,
+        "input_tokens": result.input_tokens,
+        "cache_read_tokens": result.cache_read_tokens,
+        "cache_write_tokens": result.cache_write_tokens,
+        "output_tokens": result.output_tokens,
+        "cost_usd": round(result.cost_usd, 6),
+        "turns": result.num_turns,
+        "tool_calls": result.tool_calls,
+        "duration_s": round(result.duration_s, 2),
+        "verdict": verdict,
+        "retry_reason": None if classified.standing is Standing.VERIFIED else classified.reason,
+        "partial": False,
+    }
+
+
+def partial_receipt(model: str, tokens: dict[str, int], reason: str) -> dict[str, Any]:
+    """The receipt of a session cut off before the CLI reported: the tokens its transcript shows."""
+    return {
+        "model": model,
+        **tokens,
+        "cost_usd": 0.0,
+        "turns": 0,
+        "tool_calls": 0,
+        "duration_s": 0.0,
+        "verdict": None,
+        "retry_reason": reason,
+        "partial": True,
+    }

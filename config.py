@@ -75,6 +75,10 @@ class AgentConfig:
     """A session from which Claude Code sends nothing for this many seconds is stopped and verified."""
     max_budget_usd: float | None = None
     """Spending limit of the whole project in USD, as the CLI reports cost (None: no limit)."""
+    max_session_budget_usd: float | None = None
+    """Spending limit of one session in USD, handed to the CLI (None: only the project's)."""
+    notify: str | None = None
+    """A shell command run with each event a person cares about as JSON on its input (notify.py)."""
     test_command: str | None = None
     """The project's own test command, run on `main` after every merge (None: not checked)."""
     models: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODELS))
@@ -106,9 +110,10 @@ class AgentConfig:
         outage = self.max_outage_minutes
         if isinstance(outage, bool) or not isinstance(outage, int | float) or not (math.isfinite(outage) and outage >= 0):
             raise ValueError(f"max_outage_minutes must be a number of minutes of at least 0, got {outage!r}")
-        budget = self.max_budget_usd
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or not (math.isfinite(budget) and budget > 0)):
-            raise ValueError(f"max_budget_usd must be a positive number of dollars, got {budget}")
+        for name in ("max_budget_usd", "max_session_budget_usd"):
+            budget = getattr(self, name)
+            if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or not (math.isfinite(budget) and budget > 0)):
+                raise ValueError(f"{name} must be a positive number of dollars, got {budget}")
         unknown = set(self.models) - set(DEFAULT_MODELS)
         if unknown:
             raise ValueError(f"unknown role(s) in models: {', '.join(sorted(unknown))}")

@@ -37,6 +37,7 @@ POINTS: tuple[str, ...] = (
     "waiting",
     "stashed",
     "spec_placed",
+    "event_half_written",
 )
 _seen: Counter[str] = Counter()
 

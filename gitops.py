@@ -51,6 +51,7 @@ def open_repo(project: Path) -> git.Repo:
         else:
             repo = git.Repo(project)
         _ensure_identity(repo)
+        _ensure_exclude(repo)  # first: a stash below must leave the scheduler's files where they are
         spec = project / "app_spec.txt"
         spec_text = spec.read_bytes() if spec.is_file() else None
         if repo.head.is_valid():
@@ -84,12 +85,7 @@ def _ensure_gitignore(repo: git.Repo, project: Path) -> None:
     it); the project's `.gitignore` gets them too, together with the spec, in one commit on
     `main` the first time only, so a resumed run never moves `main` under a session.
     """
-    exclude = Path(repo.git_dir) / "info" / "exclude"
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    known = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
-    if any(line not in known for line in SCHEDULER_PATHS):
-        extra = [line for line in SCHEDULER_PATHS if line not in known]
-        exclude.write_text("\n".join([*known, "# the scheduler's files", *extra]) + "\n", encoding="utf-8")
+    _ensure_exclude(repo)
     spec_untracked = (project / "app_spec.txt").exists() and not repo.git.ls_files("app_spec.txt")
     if repo.head.is_valid() and not spec_untracked:
         return
@@ -100,6 +96,16 @@ def _ensure_gitignore(repo: git.Repo, project: Path) -> None:
         path.write_text("\n".join([*lines, *missing]) + "\n", encoding="utf-8")
     repo.git.add(*[name for name in TRACKED if (project / name).exists()])
     repo.git.commit("-m", SETUP_COMMIT, "--no-verify")
+
+
+def _ensure_exclude(repo: git.Repo) -> None:
+    """The scheduler's paths in `.git/info/exclude`, which no commit can change."""
+    exclude = Path(repo.git_dir) / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    known = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
+    if any(line not in known for line in SCHEDULER_PATHS):
+        extra = [line for line in SCHEDULER_PATHS if line not in known]
+        exclude.write_text("\n".join([*known, "# the scheduler's files", *extra]) + "\n", encoding="utf-8")
 
 
 def commits_after_setup(repo: git.Repo) -> int:
@@ -177,8 +183,11 @@ def stash_leftovers(repo: git.Repo, message: str) -> bool:
     if not repo.is_dirty(untracked_files=True):
         return False
     # The scheduler's own files are in .git/info/exclude, so --include-untracked leaves them
-    # where they are (naming them as pathspecs would make git refuse ignored paths).
-    repo.git.stash("push", "--include-untracked", "-m", message)
+    # where they are (naming them as pathspecs would make git refuse ignored paths). A spec not
+    # committed yet (an existing repository's first run) stays too: the first session reads it.
+    spec_untracked = Path(str(repo.working_tree_dir), "app_spec.txt").exists() and not repo.git.ls_files("app_spec.txt")
+    keep = ["--", ".", ":(exclude)app_spec.txt"] if spec_untracked else []
+    repo.git.stash("push", "--include-untracked", "-m", message, *keep)
     crashpoints.reached("stashed")
     return True
 

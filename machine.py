@@ -148,6 +148,8 @@ class Outcome:
     review_id: int | None = None
     """REVIEW / ARCHITECTURE: the ID of the review the session appended."""
     reason: str = ""
+    undone: str = ""
+    """What the scheduler undid of a session that still counts (a merge whose tests failed)."""
 
 
 @dataclass(frozen=True)

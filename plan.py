@@ -41,7 +41,10 @@ class SessionPlan:
     timeout_s: float
     idle_timeout_s: float
     max_budget_usd: float | None
-    """What is left of the project's budget: the CLI ends the session when it is spent."""
+    """The session's cap handed to the CLI: what is left of the project's budget, or the
+    session's own cap where that is lower. The CLI ends the session when it is spent."""
+    capped_by_session: bool = False
+    """The session's own cap (--max-session-budget-usd) is the binding one."""
 
     @property
     def sandboxed(self) -> bool:
@@ -63,7 +66,9 @@ def plan_session(
     if config.sandbox:
         settings.update(sandbox_settings(project, config.allowed_domains, git_rules(settings)[0]))
     validate_settings(settings)
-    budget = config.max_budget_usd
+    left = None if config.max_budget_usd is None else max(config.max_budget_usd - spent_usd, 0.0)
+    cap = config.max_session_budget_usd
+    capped_by_session = cap is not None and (left is None or cap <= left)
     return SessionPlan(
         number=state.next_number,
         role=role,
@@ -76,7 +81,8 @@ def plan_session(
         max_turns=config.max_turns,
         timeout_s=config.session_timeout_s,
         idle_timeout_s=config.idle_timeout_s,
-        max_budget_usd=None if budget is None else max(budget - spent_usd, 0.0),
+        max_budget_usd=cap if capped_by_session else left,
+        capped_by_session=capped_by_session,
     )
 
 

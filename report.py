@@ -1,80 +1,65 @@
-"""What a run adds up to: the project's running totals and the one-screen summary."""
+"""What a run adds up to: the one-screen summary at its end (figures folded from the event log)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from rich.console import Console
 from rich.table import Table
 
-from agent import SessionResult
-from config import SessionType
-from machine import Outcome, SessionState
+from events import Totals
+from humane import money, number, plural
+from machine import SessionState
 
 RunStatus = Literal["done", "limit", "halted"]
-
-
-@dataclass
-class Stats:
-    """Running totals over the whole project (kept in `.agent_state.json`)."""
-
-    sessions_by_type: dict[str, int] = field(default_factory=dict)
-    failed_sessions: int = 0
-    interrupted_sessions: int = 0
-    cost_usd: float = 0.0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    denials_by_role: dict[str, int] = field(default_factory=dict)
-    """Tool calls refused by the permission settings, the hooks or the sandbox, per role."""
-    not_counted: dict[str, int] = field(default_factory=dict)
-    """Sessions that were run again without using an attempt, by why (classify.Standing)."""
-
-    def add(self, role: SessionType, result: SessionResult, outcome: Outcome) -> None:
-        """A verified session: it counts for its role, and as a failure when it did not hold."""
-        self.sessions_by_type[role.value] = self.sessions_by_type.get(role.value, 0) + 1
-        self.failed_sessions += 0 if outcome.ok else 1
-        self.spent(role, result)
-
-    def uncounted(self, role: SessionType, result: SessionResult, why: str) -> None:
-        """A session cut short by no fault of the agent: what it spent counts, the session does not."""
-        self.not_counted[why] = self.not_counted.get(why, 0) + 1
-        self.spent(role, result)
-
-    def spent(self, role: SessionType, result: SessionResult) -> None:
-        self.cost_usd += result.cost_usd
-        self.input_tokens += result.input_tokens
-        self.output_tokens += result.output_tokens
-        if result.permission_denials:
-            self.denials_by_role[role.value] = self.denials_by_role.get(role.value, 0) + len(result.permission_denials)
-
-    @property
-    def sessions(self) -> int:
-        return sum(self.sessions_by_type.values())
 
 
 @dataclass(frozen=True)
 class RunReport:
     status: RunStatus
     state: SessionState
-    stats: Stats
+    totals: Totals
+    """The whole project's, from its event log."""
+    run_totals: Totals
+    """This invocation's."""
     message: str = ""
     sessions_this_run: int = 0
 
 
+def _spent(totals: Totals, basis: str) -> str:
+    tokens = f"{number(totals.spend.total_tokens)} tokens"
+    if basis == "api":
+        return f"{money(totals.cost_usd)}, {tokens}"
+    return f"{tokens}, {money(totals.cost_usd)} (the CLI's estimate, not billed)"
+
+
 def print_summary(console: Console, report: RunReport) -> None:
-    backlog, stats = report.state.backlog, report.stats
-    table = Table(title="Run summary", show_header=False)
-    table.add_row("features passing", f"{len(backlog.passing)}/{len(backlog.features)}")
-    table.add_row("features blocked", ", ".join(sorted(backlog.blocked)) or "none")
-    table.add_row("sessions", f"{stats.sessions} ({report.sessions_this_run} in this run)")
-    for role, n in sorted(stats.sessions_by_type.items()):
-        table.add_row(f"  {role}", str(n))
-    table.add_row("failed / interrupted", f"{stats.failed_sessions} / {stats.interrupted_sessions}")
-    denials = ", ".join(f"{role} {n}" for role, n in sorted(stats.denials_by_role.items()))
-    table.add_row("tool calls denied", denials or "none")
-    table.add_row("tokens in / out", f"{stats.input_tokens} / {stats.output_tokens}")
-    table.add_row("total cost", f"${stats.cost_usd:.4f}")
-    table.add_row("status", f"{report.status}: {report.message}")
+    backlog, totals, this = report.state.backlog, report.totals, report.run_totals
+    basis = str((this.run_started or totals.run_started or {}).get("cost_basis", "api"))
+    table = Table(title="Run summary", show_header=True)
+    table.add_column("")
+    table.add_column("this run")
+    table.add_column("the project")
+    table.add_row("features passing", f"+{len(this.passing)}", f"{len(backlog.passing)}/{len(backlog.features)}")
+    table.add_row("features blocked", f"+{len(this.blocked)}", ", ".join(sorted(backlog.blocked)) or "none")
+    table.add_row("sessions", number(this.sessions), number(totals.sessions))
+    for role in sorted(set(totals.sessions_by_role) | set(this.sessions_by_role)):
+        table.add_row(f"  {role}", number(this.sessions_by_role.get(role, 0)), number(totals.sessions_by_role.get(role, 0)))
+    table.add_row("  of them failed", number(this.failed), number(totals.failed))
+    not_counted = ", ".join(f"{why} {n}" for why, n in sorted(totals.not_counted.items())) or "none"
+    this_not = ", ".join(f"{why} {n}" for why, n in sorted(this.not_counted.items())) or "none"
+    table.add_row("run again, not counted", this_not, not_counted)
+    denials = ", ".join(f"{role} {n}" for role, n in sorted(totals.denials_by_role.items())) or "none"
+    this_denials = ", ".join(f"{role} {n}" for role, n in sorted(this.denials_by_role.items())) or "none"
+    table.add_row("tool calls denied", this_denials, denials)
+    table.add_row("spent", _spent(this, basis), _spent(totals, basis))
     console.print(table)
-    console.print(f"{len(backlog.passing)}/{len(backlog.features)} features passing, {stats.sessions} sessions")
+    for stash in this.set_aside:
+        console.print(f"set aside: uncommitted work kept as {stash['ref']} ({stash['message']}); `git stash pop` brings it back", markup=False)
+    console.print(f"status: {report.status}: {report.message}", markup=False)
+    console.print(
+        f"{len(backlog.passing)}/{len(backlog.features)} features passing, "
+        f"{plural(totals.sessions, 'session')} in all ({number(this.sessions)} in this run)",
+        markup=False,
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -14,22 +15,35 @@ from typing import Any, Protocol
 import git
 
 import crashpoints
+import events
 import gitops
 import processes
 import progress
 import statefile
-from agent import SessionRequest, SessionResult, SessionRunner
-from classify import LIMIT_MARGIN_S, Classified, Standing, backoff_s, cut_short, judged
+from agent import SessionRequest, SessionResult, SessionRunner, tokens_in_transcript
+from classify import (
+    LIMIT_MARGIN_S,
+    Classified,
+    Standing,
+    backoff_s,
+    cut_short,
+    judged,
+    partial_receipt,
+    receipt,
+)
 from config import TERMINAL, AgentConfig, SessionType
-from errors import GitError, NotLoggedIn, StateError, UnknownModel
+from errors import GitError, NotLoggedIn, SchedulerError, StateError, UnknownModel
+from events import EventLog, Totals, new_run_id
+from humane import duration, money, number
 from layout import HANDOFF_FILES, LOG_DIR, STATE_FILE
 from machine import Blocked, Event, GaveUp, Outcome, Rejected, Retry, SessionState, resume, transition
 from plan import SessionPlan, plan_session, write_plan
 from policy import policy
-from report import RunReport, Stats
+from report import RunReport, RunStatus
 from security import denial_rule
 from verify import PreSession, capture, verify_session
 
+VERSION = "0.2.0"
 SANDBOX_RETRIES = 2
 """Reruns, per invocation, of a session whose sandbox failed to start (not counted as attempts)."""
 SANDBOX_STOP = (
@@ -86,6 +100,8 @@ class Scheduler:
         *,
         echo: Callable[[str], None] = print,
         clock: Clock | None = None,
+        events: EventLog | None = None,
+        cost_basis: str = "api",
     ) -> None:
         self.clock = clock or SystemClock()
         self._stashes = 0
@@ -93,9 +109,18 @@ class Scheduler:
         self.config = config
         self.runner = runner
         self.echo = echo
+        self.events = events or EventLog(project, new_run_id())
+        self.cost_basis = cost_basis
+        self.totals = Totals()
+        """The project's totals: the event log folded, kept current as events are appended."""
+        self.run_totals = Totals()
+        """This invocation's."""
+        self.count = 0
+        self._unrecorded: list[tuple[str, str]] = []
+        """Stashes noted before the run's first event, recorded once it has one."""
 
     # -- state -----------------------------------------------------------------
-    def load(self) -> tuple[SessionState, Stats, dict[str, Any] | None]:
+    def load(self) -> tuple[SessionState, dict[str, Any] | None]:
         saved = statefile.load(self.project)
         if saved is None and (self.project / "feature_list.json").exists():
             raise StateError(
@@ -103,14 +128,14 @@ class Scheduler:
                 f"newest {LOG_DIR}/session_*/state.json and run the same command again"
             )
         if saved is None:
-            return SessionState(), Stats(), None
+            return SessionState(), None
         state = saved.state
         if state.lane.role is SessionType.HALTED:
             self.echo(f"The last run halted ({state.halt_reason}); trying the INITIALIZER again")
-        return resume(state), Stats(**saved.stats), saved.in_progress
+        return resume(state), saved.in_progress
 
-    def save(self, state: SessionState, stats: Stats, in_progress: dict[str, Any] | None = None) -> None:
-        statefile.save(self.project, state, dataclasses.asdict(stats), in_progress)
+    def save(self, state: SessionState, in_progress: dict[str, Any] | None = None) -> None:
+        statefile.save(self.project, state, in_progress)
 
     def _write_status(self, state: SessionState) -> None:
         """The status fields of progress.json: what the next session works on."""
@@ -125,17 +150,45 @@ class Scheduler:
 
     # -- the loop ----------------------------------------------------------------
     def run(self, max_iterations: int | None = None) -> RunReport:
-        """Run sessions until done or a limit (the caller holds the project lock)."""
-        try:
-            return self._loop(max_iterations)
-        except git.GitCommandError as exc:
-            command = " ".join(str(part) for part in exc.command[:4])
-            raise GitError(
-                f"git failed in {self.project} ({command}): {str(exc.stderr).strip()[-300:]}; "
-                "fix the repository (see `git status`) and run the same command again"
-            ) from None
+        """Run sessions until done or a limit (the caller holds the project lock).
 
-    def _loop(self, max_iterations: int | None) -> RunReport:
+        The run's events go to the event log from `run_started` to `run_ended`, whatever ends
+        it; a project refused before the loop starts is left as it was, log folder included."""
+        try:
+            repo = self._open()
+            self.totals = Totals.of(events.read(self.events.path))
+            self.events.subscribe(self.totals.apply)
+            self.events.subscribe(self.run_totals.apply)
+            self.events.emit("run_started", pid=os.getpid(), project=str(self.project), version=VERSION, cost_basis=self.cost_basis)
+            self._record_set_aside()
+            status, message = "error", "an unexpected error (see the traceback)"
+            try:
+                report = self._loop(repo, max_iterations)
+                status, message = report.status, report.message
+                return report
+            except KeyboardInterrupt:
+                status, message = "interrupted", "interrupted; run the same command again to resume"
+                raise
+            except (SchedulerError, git.GitCommandError) as exc:
+                message = str(self._git_error(exc) if isinstance(exc, git.GitCommandError) else exc)
+                raise
+            finally:
+                self.events.emit("run_ended", status=status, message=message, sessions=self.count)
+        except git.GitCommandError as exc:
+            raise self._git_error(exc) from None
+
+    def _git_error(self, exc: git.GitCommandError) -> GitError:
+        command = " ".join(str(part) for part in exc.command[:4])
+        return GitError(
+            f"git failed in {self.project} ({command}): {str(exc.stderr).strip()[-300:]}; "
+            "fix the repository (see `git status`) and run the same command again"
+        )
+
+    def _report(self, status: RunStatus, state: SessionState, message: str) -> RunReport:
+        return RunReport(status, state, self.totals, self.run_totals, message, self.count)
+
+    def _open(self) -> git.Repo:
+        """The project's repository, after the checks that refuse a project before anything runs."""
         progress.remove_half_written(self.project)
         stashed = len(gitops.stashes(self.project))
         repo = gitops.open_repo(self.project)
@@ -148,62 +201,66 @@ class Scheduler:
             )
         crashpoints.reached("repo_opened")
         self._stashes = self._note_stash(stashed)
-        state, stats, interrupted = self.load()
+        return repo
+
+    def _loop(self, repo: git.Repo, max_iterations: int | None) -> RunReport:
+        state, interrupted = self.load()
         if not state.backlog.features:  # a new project: the files agents append to start empty
             progress.ensure_handoff_files(self.project, self.project.name)
-        count = sandbox_faults = outages = 0
+        if interrupted is None:  # a cut session's files are restored from its own copies instead
+            self._check_handoff(state)
+        sandbox_faults = outages = 0
         outage_s = 0.0
         while state.lane.role not in TERMINAL:
-            limit = self._limit_before(count, max_iterations, stats)
+            limit = self._limit_before(max_iterations)
             if limit:
-                return RunReport("limit", state, stats, limit, count)
+                return self._report("limit", state, limit)
             pre = None
             if interrupted:
                 stop = self._wait(interrupted)
                 if stop:
-                    return RunReport("limit", state, stats, stop, count)
-                pre = self._recover(repo, state, stats, interrupted)
+                    return self._report("limit", state, stop)
+                pre = self._recover(repo, state, interrupted)
             interrupted = None
-            session = self._one_session(repo, state, stats, pre)
-            count += 1
+            session = self._one_session(repo, state, pre)
+            self.count += 1
             standing, why = session.classified.standing, session.classified.reason
             if session.outcome is not None and standing.counted:
                 outages = 0
-                state = self._after(repo, state, stats, session.outcome)
+                state = self._after(repo, state, session.outcome)
             elif standing is Standing.AUTH:
                 raise (UnknownModel if session.classified.unknown_model else NotLoggedIn)(why)
             elif standing is Standing.BUDGET:
-                return RunReport("limit", state, stats, f"{why}; raise --max-budget-usd and run the same command again to resume", count)
+                self._budget_reached()
+                return self._report("limit", state, f"{why}; raise --max-budget-usd and run the same command again to resume")
             elif standing is Standing.SANDBOX:
                 sandbox_faults += 1
                 self._set_aside(state, "sandbox")
                 if sandbox_faults > SANDBOX_RETRIES:
-                    self.save(state, stats)
-                    return RunReport("limit", state, stats, SANDBOX_STOP, count)
+                    self.save(state)
+                    return self._report("limit", state, SANDBOX_STOP)
                 self.echo("  the OS sandbox failed to start for this session; running it again")
             elif standing is Standing.USAGE_LIMIT:
                 resets_at = session.classified.resets_at or self.clock.now()
                 interrupted = {**session.in_progress, "why": standing.value, "wait_until": resets_at + LIMIT_MARGIN_S}
-                self.save(state, stats, interrupted)
+                self.save(state, interrupted)
             elif standing is Standing.OUTAGE:
                 outages += 1
                 delay = backoff_s(outages)
                 if outage_s + delay > self.config.max_outage_minutes * 60:
-                    return RunReport(
+                    return self._report(
                         "limit",
                         state,
-                        stats,
-                        f"{why}; gave up after backing off {outage_s / 60:.0f} min in all (--max-outage-minutes "
+                        f"{why}; gave up after backing off {duration(outage_s)} in all (--max-outage-minutes "
                         f"{self.config.max_outage_minutes:g}); run the same command again later",
-                        count,
                     )
                 outage_s += delay
                 interrupted = {**session.in_progress, "why": standing.value, "wait_until": self.clock.now() + delay}
-                self.save(state, stats, interrupted)
+                self.save(state, interrupted)
                 self.echo(f"  {why}; running the session again in {delay:.0f} s (outage {outages})")
         if state.lane.role is SessionType.HALTED:
-            return RunReport("halted", state, stats, state.halt_reason, count)
-        return RunReport("done", state, stats, "every feature passes or is blocked", count)
+            return self._report("halted", state, state.halt_reason)
+        return self._report("done", state, "every feature passes or is blocked")
 
     def _wait(self, interrupted: dict[str, Any]) -> str | None:
         """Wait until a cut session may run again (a usage limit's reset, an outage's back-off);
@@ -220,24 +277,32 @@ class Scheduler:
                 f"  usage limit reached: waiting until {when} ({minutes:.0f} min), then session "
                 f"{interrupted['number']} runs again (stopping now is safe: the same command waits again)"
             )
+        self.events.emit("limit_wait", session=interrupted["number"], why=interrupted.get("why", "outage"), until=until)
         crashpoints.reached("waiting")
         self.clock.sleep(until - self.clock.now())
         return None
 
-    def _limit_before(self, count: int, max_iterations: int | None, stats: Stats) -> str | None:
+    def _limit_before(self, max_iterations: int | None) -> str | None:
         """Why no further session may start in this run, if a limit says so."""
-        if max_iterations is not None and count >= max_iterations:
+        if max_iterations is not None and self.count >= max_iterations:
+            return f"stopped after {self.count} session(s) (--max-iterations); run the same command again to resume"
+        budget, cap, spent = self.config.max_budget_usd, self.config.max_session_budget_usd, self.totals.cost_usd
+        if budget is not None and spent >= budget:
+            self._budget_reached()
+            return f"the budget of {money(budget)} is spent ({money(spent)}); raise --max-budget-usd to go on"
+        if budget is not None and cap is not None and budget - spent < cap:
+            self._budget_reached()
             return (
-                f"stopped after {count} session(s) (--max-iterations); run the same command again to resume"
+                f"the project budget has {money(budget - spent)} left, less than one session may spend "
+                f"(--max-session-budget-usd {money(cap)}); raise --max-budget-usd to go on"
             )
-        budget = self.config.max_budget_usd
-        if budget is not None and stats.cost_usd >= budget:
-            return f"the budget of ${budget:.2f} is spent (${stats.cost_usd:.2f}); raise --max-budget-usd to go on"
         return None
 
-    def _recover(
-        self, repo: git.Repo, state: SessionState, stats: Stats, interrupted: dict[str, Any]
-    ) -> PreSession:
+    def _budget_reached(self) -> None:
+        budget = self.config.max_budget_usd
+        self.events.emit("budget_reached", which="project", budget_usd=budget, spent_usd=round(self.totals.cost_usd, 6))
+
+    def _recover(self, repo: git.Repo, state: SessionState, interrupted: dict[str, Any]) -> PreSession:
         """A session was cut off: restore its hand-off files and run it again from the same start.
 
         Its commits stay (they count when the rerun is verified); its log folder is kept
@@ -263,12 +328,15 @@ class Scheduler:
         branch = work.branch if work else None
         if branch and tip and gitops.head(repo, branch) is None:  # deleted just before the kill
             gitops.create_branch(repo, branch, tip)
-        if why == Standing.INTERRUPTED.value:  # a cut the scheduler saw was counted when it happened
-            stats.interrupted_sessions += 1
+        flight = self.totals.in_flight
+        if flight is not None and flight.get("session") == interrupted["number"]:  # killed: it never ended
+            self._ended_partly(state.lane.role.value, flight, aside / "transcript.jsonl")
+        self.events.emit("resumed", session=interrupted["number"], role=state.lane.role.value, cause=why)
         cause = "interrupted" if why == Standing.INTERRUPTED.value else f"cut short ({why.replace('_', ' ')})"
+        head = "Resuming: session" if self.count == 0 else "Running session"
         self.echo(
-            f"Resuming: session {interrupted['number']} ({state.lane.role.value}) was {cause}; "
-            "hand-off files restored, running it again"
+            f"{head} {interrupted['number']} ({state.lane.role.value}) again: it was {cause}; "
+            "hand-off files restored"
         )
         return PreSession(
             interrupted["main"], tip, progress.load_handoff(self.project), aside / "pre", interrupted["heads"]
@@ -280,16 +348,35 @@ class Scheduler:
         if len(entries) > before:
             ref, _, message = entries[0].partition(": ")
             self.echo(
-                f"  set aside uncommitted work as {ref} ({message}): `git stash show -p {ref}` shows it, "
-                f"`git stash pop {ref}` brings it back"
+                f"  set aside: uncommitted work is kept as {ref} ({message}); "
+                f"`git stash show -p --include-untracked {ref}` shows it, `git stash pop {ref}` brings it back"
             )
+            self._unrecorded.append((ref, message))
+            self._record_set_aside()
         return len(entries)
 
+    def _record_set_aside(self) -> None:
+        if self.totals.run_started is None:
+            return
+        while self._unrecorded:
+            ref, message = self._unrecorded.pop(0)
+            self.events.emit("set_aside", ref=ref, message=message)
+
     def _check_handoff(self, state: SessionState) -> None:
-        """Check that the hand-off files an agent is about to read are intact and present: a
-        missing one comes back from the newest kept copy, and `passes` as the scheduler verified it."""
+        """Check that the hand-off files are intact and present (on start, and before each session
+        reads them): a missing one comes back from the newest kept copy, and `passes` as the
+        scheduler verified it."""
         if not state.backlog.features:
             return
+        try:
+            self._restore_handoff(state)
+        except StateError as exc:
+            raise StateError(
+                f"{exc}. The newest good copies of the hand-off files are in "
+                f"{LOG_DIR}/session_*/post/; restore the file from there"
+            ) from None
+
+    def _restore_handoff(self, state: SessionState) -> None:
         for name in HANDOFF_FILES:
             if not (self.project / name).exists():
                 copy = progress.newest_copy(self.project, name)
@@ -325,35 +412,42 @@ class Scheduler:
         else:
             gitops.checkout(repo, gitops.MAIN)
 
-    def _one_session(self, repo: git.Repo, state: SessionState, stats: Stats, pre: PreSession | None) -> Ran:
-        plan = plan_session(state, self.config, self.project, spent_usd=stats.cost_usd)
+    def _one_session(self, repo: git.Repo, state: SessionState, pre: PreSession | None) -> Ran:
+        plan = plan_session(state, self.config, self.project, spent_usd=self.totals.cost_usd)
         log_dir = log_dir_for(self.project, plan.number, plan.role)
         self._prepare_git(repo, state)
         crashpoints.reached("git_prepared")
         self._stashes = self._note_stash(self._stashes)
-        try:
-            self._check_handoff(state)
-        except StateError as exc:
-            raise StateError(
-                f"{exc}. The newest good copies of the hand-off files are in "
-                f"{LOG_DIR}/session_*/post/; restore the file from there"
-            ) from None
+        self._check_handoff(state)
         self._write_status(state)
         if pre is None:
             pre = capture(self.project, repo, state, log_dir / "pre")
         else:
             progress.snapshot(self.project, log_dir / "pre")
             pre = dataclasses.replace(pre, copies=log_dir / "pre")
-        self.save(state, stats, self._in_progress(plan.number, log_dir, pre))
+        self.save(state, self._in_progress(plan.number, log_dir, pre))
         crashpoints.reached("in_progress_saved")
         request = SessionRequest(plan, self.project, write_plan(plan, self.project), log_dir)
         crashpoints.reached("plan_written")
-        work = f" · {plan.work.branch}" if plan.work else ""
-        self.echo(f"\n=== Session {plan.number}: {plan.role.value} ({plan.model}){work} ===")
+        work = plan.work
+        started_event = self.events.emit(
+            "session_started",
+            session=plan.number,
+            role=plan.role.value,
+            model=plan.model,
+            feature=work.feature_id if work else None,
+            branch=work.branch if work else None,
+            attempt=state.lane.attempts + 1,
+            log_dir=str(log_dir.relative_to(self.project)),
+        )
         if not plan.sandboxed:
             self.echo("  WARNING: no OS sandbox (--no-sandbox): this session's commands can write outside the project")
         started = time.time()
-        result = self.runner.run(request)
+        try:
+            result = self.runner.run(request)
+        except KeyboardInterrupt:
+            self._ended_partly(plan.role.value, started_event, log_dir / "transcript.jsonl")
+            raise
         crashpoints.reached("cli_ended")
         left = processes.stop_left_in(self.project, started)
         if left:
@@ -362,38 +456,81 @@ class Scheduler:
         self._audit(plan, log_dir, result)
         crashpoints.reached("result_written")
         in_progress = self._in_progress(plan.number, log_dir, pre)
-        cut = cut_short(result, plan.model)
+        cut = cut_short(result, plan.model, capped_by_session=plan.capped_by_session)
         if cut is not None:  # not the agent's doing: not verified; rerun from the same start
-            stats.uncounted(plan.role, result, cut.standing.value)
-            self.save(state, stats, {**in_progress, "why": cut.standing.value})
-            self.echo(f"--- Session {plan.number} {plan.role.value}: not counted: {cut.reason}")
+            self.save(state, {**in_progress, "why": cut.standing.value})
+            self._ended(plan, result, cut, None)
             return Ran(result, None, cut, in_progress)
         outcome = verify_session(self.project, repo, state, pre, self.config, self.echo)
         crashpoints.reached("verified")
         progress.snapshot(self.project, log_dir / "post")
         crashpoints.reached("post_copied")
         judgement = judged(result, outcome)
-        if judgement.standing.counted:
-            stats.add(plan.role, result, outcome)
-        else:
-            stats.uncounted(plan.role, result, judgement.standing.value)
-        verdict = f" {outcome.verdict}" if outcome.verdict else ""
-        status = {Standing.VERIFIED: "verified", Standing.FAILED: f"FAILED: {outcome.reason}"}.get(
-            judgement.standing, f"not counted: {judgement.reason}"
-        )
-        self.echo(
-            f"--- Session {plan.number} {plan.role.value}{verdict}: {status} "
-            f"(${result.cost_usd:.4f}, {result.num_turns} turns)"
-        )
+        self._record(repo, plan, outcome)
+        self._ended(plan, result, judgement, outcome.verdict)
         return Ran(result, outcome, judgement, in_progress)
 
-    def _after(self, repo: git.Repo, state: SessionState, stats: Stats, outcome: Outcome) -> SessionState:
+    def _record(self, repo: git.Repo, plan: SessionPlan, outcome: Outcome) -> None:
+        """The events of what verification established: a feature list, a verdict, a merge, an undo."""
+        feature = plan.work.feature_id if plan.work else None
+        if not outcome.ok or outcome.undone:
+            self.events.emit("undo", session=plan.number, reason=outcome.undone or outcome.reason)
+        if not outcome.ok:
+            return
+        if plan.role is SessionType.INITIALIZER:
+            self.events.emit("features_listed", session=plan.number, features=list(outcome.feature_ids))
+        if outcome.verdict is not None:
+            self.events.emit("verdict", session=plan.number, feature=feature, review_id=outcome.review_id, verdict=outcome.verdict)
+        if plan.role is SessionType.REVIEW and outcome.verdict == "PASS" and plan.work is not None:
+            self.events.emit(
+                "merge_verified",
+                session=plan.number,
+                feature=feature,
+                branch=plan.work.branch,
+                commit=gitops.head(repo, gitops.MAIN),
+                tests="passed" if self.config.test_command else "not configured",
+            )
+
+    def _ended(self, plan: SessionPlan, result: SessionResult, classified: Classified, verdict: str | None) -> None:
+        """The session's one line on the console, and its receipt into the event log."""
+        status = {Standing.VERIFIED: "verified", Standing.FAILED: f"FAILED: {classified.reason}"}.get(
+            classified.standing, f"not counted: {classified.reason}"
+        )
+        tokens = result.input_tokens + result.cache_read_tokens + result.cache_write_tokens + result.output_tokens
+        self.echo(
+            f"--- Session {plan.number} {plan.role.value}{' ' + verdict if verdict else ''}: {status} "
+            f"({result.num_turns} turns, {duration(result.duration_s)}, {number(tokens)} tokens, {money(result.cost_usd)})"
+        )
+        self.events.emit(
+            "session_ended",
+            session=plan.number,
+            role=plan.role.value,
+            feature=plan.work.feature_id if plan.work else None,
+            standing=classified.standing.value,
+            reason=classified.reason,
+            receipt=receipt(result, plan.model, classified, verdict),
+        )
+
+    def _ended_partly(self, role: str, started: dict[str, Any], transcript: Path) -> None:
+        """A session cut off before the CLI reported: what its transcript shows it used."""
+        why = "the run was stopped during the session (Ctrl-C, a stop signal or a kill)"
+        self.events.emit(
+            "session_ended",
+            session=started["session"],
+            role=role,
+            feature=started.get("feature"),
+            standing=Standing.INTERRUPTED.value,
+            reason=why,
+            receipt=partial_receipt(str(started.get("model", "")), tokens_in_transcript(transcript), why),
+        )
+
+    def _after(self, repo: git.Repo, state: SessionState, outcome: Outcome) -> SessionState:
         """Apply the verified outcome, act on the events it implies, save a restore point."""
         step = transition(state, outcome, self.config)
         for event in step.events:
             self._act(repo, event, step.state)
         crashpoints.reached("transitioned")
-        self.save(step.state, stats)
+        self.save(step.state)
         crashpoints.reached("state_saved")
         log_dir = log_dir_for(self.project, step.state.session_count, state.lane.role)
         shutil.copy2(self.project / STATE_FILE, log_dir / "state.json")  # a restore point
@@ -415,6 +552,7 @@ class Scheduler:
                     f"  branch {branch} deleted (rejected; its tip {tip[:10]} is kept under refs/scheduler/rejected/)"
                 )
         elif isinstance(event, Blocked):
+            self.events.emit("feature_blocked", feature=event.feature_id, rejections=self.config.max_rejections)
             self.echo(f"  blocked: {event.feature_id} (rejected {self.config.max_rejections} times)")
         elif isinstance(event, Retry):
             self.echo(f"  {event.role.value} runs again (attempt {event.attempt} of {self.config.max_attempts})")
@@ -430,6 +568,7 @@ class Scheduler:
             rule = f"scheduler policy: {refusal}" if refusal else denial_rule(plan.settings, plan.role, self.project, tool, tool_input)
             record = {"session": plan.number, "role": plan.role.value, "tool": tool, "input": tool_input, "rule": rule}
             lines.append(json.dumps(record))
+            self.events.emit("denial", **record)
             detail = " ".join(str(tool_input.get("command") or tool_input.get("file_path") or "").split())
             self.echo(f"  DENIED {tool}: {detail[:100]} ({rule})")
         if lines:

@@ -216,6 +216,8 @@ AGENT_CONFIG: dict[str, Any] = {
         "max_turns": _POSITIVE,
         "session_timeout_s": _POSITIVE,
         "max_budget_usd": {"type": ["number", "null"], "exclusiveMinimum": 0},
+        "max_session_budget_usd": {"type": ["number", "null"], "exclusiveMinimum": 0},
+        "notify": NULLABLE_STR,
         "test_command": NULLABLE_STR,
         "allowed_domains": {"type": "array", "items": {"type": "string", "minLength": 1}},
         "spec_sha256": {"type": "string"},

@@ -1,5 +1,6 @@
-"""The scheduler's saved record, `.agent_state.json`: the schedule state, the running totals
-and the session in flight, validated at the boundary and written atomically.
+"""The scheduler's saved record, `.agent_state.json`: the schedule state and the session in
+flight, validated at the boundary and written atomically. (What sessions cost and how they
+ended is in the event log, events.py; a `stats` object of older versions is ignored.)
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ class Saved:
     """What `.agent_state.json` holds."""
 
     state: SessionState
-    stats: dict[str, Any]
     in_progress: dict[str, Any] | None
     """Where the session in flight started (set while a session runs or after it was cut off)."""
 
@@ -43,11 +43,12 @@ def load(project: Path) -> Saved | None:
         validate(data, AGENT_STATE, str(path))
     except (StateError, ValueError, TypeError, AttributeError) as exc:
         raise StateError(f"{exc}. {RESTORE_HINT}") from None
-    return Saved(from_json(data), data.get("stats", {}), data.get("in_progress"))
+    return Saved(from_json(data), data.get("in_progress"))
 
 
-def save(project: Path, state: SessionState, stats: dict[str, Any], in_progress: dict[str, Any] | None) -> None:
-    data = {**to_json(state), "stats": stats, "in_progress": in_progress}
+def save(project: Path, state: SessionState, in_progress: dict[str, Any] | None) -> None:
+    """The schedule state and the session in flight (the totals are the event log's: events.py)."""
+    data = {**to_json(state), "in_progress": in_progress}
     validate(data, AGENT_STATE, STATE_FILE)
     atomic_write_json(project / STATE_FILE, data)
 

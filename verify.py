@@ -265,6 +265,7 @@ def _undo_failed_merge(ran: Ran, merged: str, review_id: int, output: str) -> Ou
         verdict="REQUEST_CHANGES",
         review_id=review_id,
         passing=ran.after.passing() - {feature},
+        undone="tests failed on main after the merge; the merge was undone and the PASS counts as REQUEST_CHANGES",
     )
 
 

@@ -50,7 +50,14 @@ async def test_the_file_path_hook_denies_scheduler_files(tmp_path: Path) -> None
 
 def test_tool_calls_print_as_one_line() -> None:
     block = ToolUseBlock(id="t", name="Bash", input={"command": "git status\n  --short"})
-    assert describe_tool_call(block) == "Bash: git status --short"
+    assert describe_tool_call(block, Path("/p/app")) == "Bash: git status --short"
+
+
+def test_tool_call_paths_are_relative_to_the_project() -> None:
+    block = ToolUseBlock(id="t", name="Read", input={"file_path": "/p/app/src/todo.py"})
+    assert describe_tool_call(block, Path("/p/app")) == "Read: src/todo.py"
+    block = ToolUseBlock(id="t", name="Bash", input={"command": "cd /p/app && ls /p/app"})
+    assert describe_tool_call(block, Path("/p/app")) == "Bash: cd . && ls ."
 
 
 def test_not_logged_in_is_recognised_from_the_real_cli(tmp_path: Path) -> None:

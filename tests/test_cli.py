@@ -212,7 +212,7 @@ def test_dry_run_names_an_interrupted_session(spec_file: Path) -> None:
     state["in_progress"] = {"number": 2, "log_dir": "x", "main": "abc", "branch_tip": None, "heads": {}}
     state_path.write_text(json.dumps(state))
     result = invoke("--project-dir", "app", "--dry-run")
-    assert "Next session: IMPLEMENT (a rerun of interrupted session 2)" in result.output
+    assert "Next session: IMPLEMENT (a rerun of session 2, which was cut short)" in result.output
 
 
 def test_dry_run_shows_exactly_the_system_prompt_and_settings_the_session_gets(spec_file: Path) -> None:
@@ -234,7 +234,7 @@ def test_dry_run_shows_exactly_the_system_prompt_and_settings_the_session_gets(s
 def test_a_budget_that_is_not_a_number_is_refused_before_anything_is_saved() -> None:
     for value in ("nan", "inf"):
         result = invoke("--project-dir", "app", "--max-budget-usd", value)
-        assert result.exit_code == 1 and "max_budget_usd must be a positive number of dollars" in result.output
+        assert result.exit_code == 2 and f"Invalid value for '--max-budget-usd': '{value}' is not a finite number" in result.output
         assert not (resolve_project("app") / ".agent_config.json").exists()
 
 

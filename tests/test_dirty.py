@@ -28,10 +28,14 @@ def test_an_existing_repository_with_uncommitted_work_keeps_it_and_the_spec(tmp_
     report, _, lines = run(project, LIFECYCLE)
     assert report.status == "done"
     assert git(project, "show", "main:app_spec.txt") == SPEC.read_text()
-    note = next(line for line in lines if "set aside uncommitted work as stash@{0}" in line)
-    assert "`git stash pop stash@{0}` brings it back" in note
-    assert "scratch.txt" in git(project, "stash", "show", "--include-untracked", "--name-only", "stash@{0}")
-    assert "mine, edited" in git(project, "stash", "show", "-p", "stash@{0}")
+    note = next(line for line in lines if "set aside: uncommitted work is kept as stash@{0}" in line)
+    assert "`git stash show -p --include-untracked stash@{0}` shows it, `git stash pop stash@{0}` brings it back" in note
+    # the stash holds the person's work only: it pops back cleanly beside the scheduler's files
+    stashed = git(project, "stash", "show", "--include-untracked", "--name-only", "stash@{0}").split()
+    assert sorted(stashed) == ["notes.md", "scratch.txt"]
+    git(project, "checkout", "-q", "trunk")
+    git(project, "stash", "pop", "-q", "stash@{0}")
+    assert (project / "notes.md").read_text() == "mine, edited\n" and (project / "scratch.txt").exists()
 
 
 def test_passes_set_by_hand_are_set_back(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from typing import Any
 import filelock
 import pytest
 
+import events
 import layout
 import progress
 from config import SessionType
@@ -142,7 +143,7 @@ def log_root(project: Path) -> Path:
 
 def session_dirs(project: Path, *, interrupted: bool = False) -> list[Path]:
     """Session log folders in session order (completed ones unless interrupted=True)."""
-    dirs = sorted(p for p in log_root(project).iterdir() if p.is_dir())
+    dirs = sorted(p for p in log_root(project).glob("session_*") if p.is_dir())
     return [p for p in dirs if (".interrupted-" in p.name) == interrupted]
 
 
@@ -177,6 +178,11 @@ def result_of(project: Path, number: int) -> dict[str, Any]:
 def state_of(project: Path) -> dict[str, Any]:
     data: dict[str, Any] = load_json(project / layout.STATE_FILE)
     return data
+
+
+def totals_of(project: Path) -> events.Totals:
+    """What the project's event log adds up to (the only place totals are kept)."""
+    return events.Totals.of(events.read(events.log_path(project)))
 
 
 def session_lines(stdout: str) -> dict[int, str]:
@@ -277,10 +283,10 @@ def test_session_sequence_of_the_scenario(baseline: Run) -> None:
     assert state["architecture_checked_at"] == 2
     assert state["session_count"] == len(MAIN_SEQUENCE)
     assert state["in_progress"] is None
-    assert state["stats"]["failed_sessions"] == 0
-    assert state["stats"]["interrupted_sessions"] == 0
-    assert state["stats"]["sessions_by_type"] == {
-        role: MAIN_SEQUENCE.count(role) for role in (INIT, IMPL, REVIEW, FIX, ARCH)
+    totals = totals_of(baseline.project)
+    assert totals.failed == 0 and totals.not_counted == {}
+    assert totals.sessions_by_role == {
+        role: MAIN_SEQUENCE.count(role) for role in sorted((INIT, IMPL, REVIEW, FIX, ARCH))
     }
 
     reviews = load_json(baseline.project / "reviews.json")["reviews"]
@@ -296,7 +302,7 @@ def test_session_sequence_of_the_scenario(baseline: Run) -> None:
     assert all(
         line.endswith(")") and "verified" in line for line in session_lines(baseline.proc.stdout).values()
     )
-    assert "3/3 features passing, 14 sessions" in baseline.proc.stdout
+    assert "3/3 features passing, 14 sessions in all (14 in this run)" in baseline.proc.stdout
 
 
 # --- 2. the generated project's git history --------------------------------------------
@@ -435,7 +441,7 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
         ("IMPLEMENT", "Write", "scheduler policy: CLAUDE.md belongs to the scheduler"),
     }
     assert "DENIED Bash: git push origin main (scheduler policy: `git push`" in fault_run.proc.stdout
-    assert state_of(project)["stats"]["denials_by_role"] == {"IMPLEMENT": 3, "REVIEW": 1}
+    assert totals_of(project).denials_by_role == {"IMPLEMENT": 3, "REVIEW": 1}
 
     # The Bash policy hook refused the commit on main in session 5, and said why.
     audit = [json.loads(line) for line in (session_dir(project, 5) / "denials.jsonl").read_text().splitlines()]
@@ -552,11 +558,11 @@ def test_kill_and_resume_matches_an_uninterrupted_run(
     # The same command again runs to completion.
     resumed = run(cmd, env)
     assert resumed.returncode == 0, explain(resumed)
-    assert f"Resuming: session {number} ({role}) was interrupted" in resumed.stdout
+    assert f"Resuming: session {number} ({role}) again: it was interrupted" in resumed.stdout
     (interrupted,) = session_dirs(project, interrupted=True)
     assert interrupted.name.startswith(f"{folder.name}.interrupted-")
-    assert state_of(project)["stats"]["interrupted_sessions"] == 1
-    assert state_of(project)["stats"]["failed_sessions"] == 0
+    assert totals_of(project).not_counted == {"interrupted": 1}
+    assert totals_of(project).failed == 0
 
     assert final_summary(project) == final_summary(baseline.project)
     assert sequence(project) == MAIN_SEQUENCE
@@ -633,7 +639,7 @@ def test_commits_on_main_are_stopped_before_they_land(fault_run: Run) -> None:
     assert sequence(project) == [INIT, IMPL, REVIEW, REVIEW, IMPL, REVIEW]
     assert state_of(project)["lane"]["role"] == "DONE"
     assert state_of(project)["backlog"]["passing"] == ["F001", "F002"]
-    assert state_of(project)["stats"]["failed_sessions"] == 1
+    assert totals_of(project).failed == 1
 
 
 # --- 7. any Anthropic-compatible endpoint -----------------------------------------------
@@ -734,8 +740,8 @@ def test_one_invocation_waits_out_a_usage_limit_and_backs_off_a_529_burst(
     assert result.output.count("kept failing (529)") >= 2
     state = state_of(project)
     assert state["backlog"]["passing"] == ["F001"] and state["in_progress"] is None
-    assert state["stats"]["not_counted"] == {"usage_limit": 1, "outage": 2}
-    assert state["stats"]["failed_sessions"] == 0 and state["lane"]["attempts"] == 0
+    assert totals_of(project).not_counted == {"usage_limit": 1, "outage": 2}
+    assert totals_of(project).failed == 0 and state["lane"]["attempts"] == 0
     assert sequence(project) == [INIT, IMPL, REVIEW]
     kept = sorted(p.name.split(".interrupted-")[1].split("-")[0] for p in log_root(project).iterdir() if ".interrupted-" in p.name)
     assert kept == ["outage", "outage", "usage_limit"]  # every cut transcript kept beside its rerun
@@ -761,7 +767,7 @@ def test_no_wait_stops_at_a_usage_limit_and_the_next_run_reruns_the_session(tmp_
     after_reset = write_scenario(tmp_path / "after.json", {"features": 1})
     second = run(offline_command(project, after_reset), env)
     assert second.returncode == 0, explain(second)
-    assert "Resuming: session 2 (IMPLEMENT) was cut short (usage limit)" in second.stdout
+    assert "Resuming: session 2 (IMPLEMENT) again: it was cut short (usage limit)" in second.stdout
     assert "waiting until" not in second.stdout
     assert sequence(project) == [INIT, IMPL, REVIEW]
     assert state_of(project)["backlog"]["passing"] == ["F001"]
@@ -781,7 +787,7 @@ def test_a_budget_cut_session_is_rerun_once_the_budget_is_raised(tmp_path: Path)
         if (d / "result.json").exists() and "error_max_budget_usd" in (d / "result.json").read_text()
     ]
     assert cut and cut[0]["terminal_reason"] == "budget_exhausted"
-    assert state_of(project)["stats"]["failed_sessions"] == 0
+    assert totals_of(project).failed == 0
     second = run(offline_command(project, scenario, "--max-budget-usd", "50"), env)
     assert second.returncode == 0, explain(second)
     assert sequence(project) == [INIT, IMPL, REVIEW]
@@ -805,7 +811,7 @@ def test_the_offline_demo_runs_in_a_namespace_with_nothing_but_loopback(tmp_path
         ["unshare", "-n", "bash", "-c", f"ip link set lo up 2>/dev/null; exec {inner}"], product_env(tmp_path)
     )
     assert proc.returncode == 0, explain(proc)
-    assert "1/1 features passing, 3 sessions" in proc.stdout
+    assert "1/1 features passing, 3 sessions in all" in proc.stdout
 
 
 def test_a_hanging_session_is_stopped_by_the_session_timeout(tmp_path: Path) -> None:
@@ -867,7 +873,7 @@ def test_an_api_outage_beyond_the_allowance_stops_resumably_without_using_an_att
     assert "--max-outage-minutes 0" in first.stdout + first.stderr
     state = state_of(project)
     assert state["lane"]["role"] == IMPL and state["lane"]["attempts"] == 0
-    assert state["in_progress"]["why"] == "outage" and state["stats"]["failed_sessions"] == 0
+    assert state["in_progress"]["why"] == "outage" and totals_of(project).failed == 0
     second = run(offline_command(project, write_scenario(tmp_path / "ok.json", {"features": 1})), env)
     assert second.returncode == 0, explain(second)
     assert state_of(project)["backlog"]["passing"] == ["F001"]

@@ -44,7 +44,7 @@ def new_project(tmp_path: Path, name: str = "app") -> Path:
 
 
 def sessions(project: Path) -> list[str]:
-    logs = sorted(p.name for p in (project / ".agent_logs").iterdir() if "." not in p.name)
+    logs = sorted(p.name for p in (project / ".agent_logs").glob("session_*") if "." not in p.name)
     return [name.split("_", 2)[2] for name in logs]
 
 
@@ -66,7 +66,7 @@ def test_full_lifecycle(tmp_path: Path) -> None:
     assert sessions(project) == EXPECTED
     assert report.state.backlog.passing == {"F001", "F002", "F003"}
     assert report.state.backlog.completed == 3
-    assert report.stats.sessions_by_type == {
+    assert report.totals.sessions_by_role == {
         "INITIALIZER": 1,
         "IMPLEMENT": 4,
         "REVIEW": 5,
@@ -94,7 +94,7 @@ def test_full_lifecycle(tmp_path: Path) -> None:
         "PASS",
     ]
     assert handoff.fix_list()[0]["review_id"] == 1
-    for log in (project / ".agent_logs").iterdir():
+    for log in (project / ".agent_logs").glob("session_*"):
         assert {p.name for p in (log / "post").iterdir()} == set(HANDOFF_FILES)
     # Every session got its role's prompt, model and settings.
     roles = [r.plan.role.value for r in runner.requests]
@@ -128,7 +128,7 @@ def test_interrupted_run_is_resumed_by_a_second_invocation(tmp_path: Path) -> No
     assert state["in_progress"]["number"] == 5
     report, _, lines = run(project, LIFECYCLE)
     assert any("was interrupted" in line for line in lines)
-    assert report.status == "done" and report.stats.interrupted_sessions == 1
+    assert report.status == "done" and report.totals.not_counted == {"interrupted": 1}
     assert sessions(project) == EXPECTED == sessions(reference)
     assert git(project, "ls-tree", "-r", "--name-only", "main") == git(
         reference, "ls-tree", "-r", "--name-only", "main"
@@ -197,7 +197,7 @@ def test_forbidden_write_is_denied_by_the_path_policy(tmp_path: Path) -> None:
     assert report.status == "done"
     (audit,) = (project / ".agent_logs" / "session_0003_REVIEW" / "denials.jsonl").read_text().splitlines()
     assert json.loads(audit)["rule"] == "scheduler policy: REVIEW may write only feature_list.json, progress.json, reviews.json, not src/x.py"
-    assert report.stats.denials_by_role == {"REVIEW": 1}
+    assert report.totals.denials_by_role == {"REVIEW": 1}
 
 
 def test_a_forbidden_command_is_denied_and_audited_with_its_rule(tmp_path: Path) -> None:
@@ -213,7 +213,7 @@ def test_a_forbidden_command_is_denied_and_audited_with_its_rule(tmp_path: Path)
         "rule": "deny rule Bash(git push:*)",
     }
     assert "  DENIED Bash: git push origin main (deny rule Bash(git push:*))" in lines
-    assert report.status == "done" and report.stats.denials_by_role == {"IMPLEMENT": 1}
+    assert report.status == "done" and report.totals.denials_by_role == {"IMPLEMENT": 1}
 
 
 def test_initializer_that_keeps_failing_halts_and_is_retried_on_the_next_run(tmp_path: Path) -> None:
