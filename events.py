@@ -187,7 +187,8 @@ class Totals:
     ended: list[Event] = field(default_factory=list)
     """Every session_ended event, oldest first."""
     in_flight: Event | None = None
-    """The session_started event of a session that has not ended (running, or killed)."""
+    """The session_started event of a session that has not ended: running, or killed with its
+    run (then the next run records its end when it runs it again)."""
     waiting: Event | None = None
     """The last limit_wait, until a session starts again."""
     set_aside: list[Event] = field(default_factory=list)
@@ -215,10 +216,10 @@ class Totals:
             handler(event)
 
     def _on_run_started(self, event: Event) -> None:
-        self.run_started, self.run_ended, self.in_flight = event, None, None
+        self.run_started, self.run_ended = event, None
 
     def _on_run_ended(self, event: Event) -> None:
-        self.run_ended, self.in_flight, self.waiting = event, None, None
+        self.run_ended, self.waiting = event, None
 
     def _on_session_started(self, event: Event) -> None:
         self.in_flight, self.waiting = event, None

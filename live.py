@@ -137,7 +137,7 @@ class LiveConsole:
 
     def _print(self, line: str, style: str | None = None) -> None:
         with self._lock:
-            self.console.print(line, markup=False, highlight=False, style=style)
+            self.console.print(line, markup=False, highlight=False, style=style, soft_wrap=True)
             self._keep(line)
 
     def _keep(self, line: str) -> None:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import crashpoints
+import events
 from layout import HANDOFF_FILES, STATE_FILE
 from progress import load_handoff
 from scripted_model.hermetic import hermetic_env
@@ -36,12 +38,13 @@ CASES: dict[str, tuple[str, ...]] = {
     "cli_message#25": ("cli_message#25",),
     "atomic_write_tmp#9": ("atomic_write_tmp#9",),
     "state_saved#4": ("state_saved#4",),
+    "event_half_written#9": ("event_half_written#9",),
     "recover_set_aside": ("cli_message#12", "recover_set_aside"),
     "recover_restored": ("cli_message#12", "recover_restored"),
     "twice in one session": ("cli_message#8", "cli_message#3"),
 }
 """Each case: the kills, in order, one per run (`point#n`: the n-th time the point is reached)."""
-REDUCED = ("cli_message#25", "verified", "undo_branches_reset", "state_saved#4", "atomic_write_tmp#9", "recover_restored")
+REDUCED = ("cli_message#25", "verified", "undo_branches_reset", "state_saved#4", "atomic_write_tmp#9", "recover_restored", "event_half_written#9")
 """The cases CI runs (the bench runs them all)."""
 
 
@@ -119,4 +122,20 @@ def check_project(project: Path, expected: Final) -> list[str]:
     missing = [name for name in (*HANDOFF_FILES, STATE_FILE) if not (project / name).is_file()]
     if missing:
         problems.append(f"missing: {missing}")
+    return problems + check_event_log(project, saved.state.session_count if saved else 0)
+
+
+def check_event_log(project: Path, sessions: int) -> list[str]:
+    """Every session that started also ended in the event log (a killed one as interrupted, on
+    resume), and the log counts each verified session once."""
+    log = events.read(events.log_path(project))
+    starts = Counter(e["session"] for e in log if e["kind"] == "session_started")
+    ends = Counter(e["session"] for e in log if e["kind"] == "session_ended")
+    problems = [f"session {n} started {starts[n]} time(s) but ended {ends[n]} time(s)" for n in sorted(starts) if starts[n] != ends[n]]
+    counted = events.Totals.of(log).sessions
+    if counted != sessions:
+        problems.append(f"the event log counts {counted} sessions, the state {sessions}")
+    runs = Counter(e["kind"] for e in log if e["kind"] in ("run_started", "run_ended"))
+    if runs["run_ended"] < 1:
+        problems.append("no run ended in the event log")
     return problems

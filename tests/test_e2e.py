@@ -794,6 +794,74 @@ def test_a_budget_cut_session_is_rerun_once_the_budget_is_raised(tmp_path: Path)
     assert json.loads((project / progress.CONFIG_FILE).read_text())["max_budget_usd"] == 50
 
 
+def test_status_json_follows_a_live_run_and_agrees_with_its_event_log(tmp_path: Path) -> None:
+    """`status --json` polled while the real CLI works: every answer is the fold of a prefix of the
+    event log, names the session in flight, and comes back quickly; after the run it says so."""
+    env = product_env(tmp_path)
+    project = tmp_path / "watched"
+    scenario = write_scenario(tmp_path / "two.json", {"features": 2, "reviews": {"F001": ["REQUEST_CHANGES", "PASS"]}})
+    proc = subprocess.Popen(offline_command(project, scenario), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    snapshots: list[dict[str, Any]] = []
+    latencies: list[float] = []
+    try:
+        while proc.poll() is None:
+            if (project / layout.STATE_FILE).exists():
+                begun = time.monotonic()
+                answer = run([sys.executable, ENTRY, "status", "--project-dir", str(project), "--json"], env, timeout=60)
+                latencies.append(time.monotonic() - begun)
+                assert answer.returncode == 0, explain(answer)
+                snapshots.append(json.loads(answer.stdout))
+            time.sleep(0.2)
+        out, err = proc.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    live = [s for s in snapshots if s["running"] and s["in_flight"]]
+    assert len(live) >= 3, f"only {len(live)} live answers of {len(snapshots)}"
+    log = events.read(events.log_path(project))
+    prefixes = {
+        (t.sessions, round(t.cost_usd, 6), t.spend.total_tokens): t
+        for t in (events.Totals.of(log[:k]) for k in range(len(log) + 1))
+    }
+    for snap in live:
+        key = (snap["sessions"]["total"], round(snap["cost_usd"], 6), snap["tokens"]["total"])
+        assert key in prefixes, f"status {key} is no prefix of the event log"
+        flight = snap["in_flight"]
+        started = [e for e in log if e["kind"] == "session_started" and e["session"] == flight["session"]]
+        assert started and started[0]["role"] == flight["role"] and started[0]["model"] == flight["model"]
+        assert snap["features"]["total"] in (0, 2) and snap["phase"] in (INIT, IMPL, REVIEW, FIX, ARCH)
+    assert sorted(latencies)[len(latencies) // 2] < 3.0  # the median answer; bench/offline_demo.py measures it
+    final = json.loads(run([sys.executable, ENTRY, "status", "--project-dir", str(project), "--json"], env).stdout)
+    totals = totals_of(project)
+    assert final["running"] is False and final["run"]["ended"]["status"] == "done"
+    assert final["features"] == {"total": 2, "passing": 2, "blocked": 0}
+    assert final["sessions"]["total"] == totals.sessions and final["sessions"]["by_role"] == totals.sessions_by_role
+    assert final["cost_usd"] == pytest.approx(totals.cost_usd) and final["cost_basis"] == "scripted"
+    assert [r["session"] for r in final["recent"]] == [e["session"] for e in totals.recent(5)]
+    # the console said what the costs are, and a copy of it is in the log folder
+    assert "not money spent" in out
+    (copy,) = (log_root(project) / "console").iterdir()
+    assert "=== Session 1: INITIALIZER" in copy.read_text()
+
+
+def test_the_session_cap_ends_a_session_at_its_cap_and_it_is_verified_as_it_stands(tmp_path: Path) -> None:
+    """--max-session-budget-usd goes to the CLI: the scripted sessions cost more, so each one ends
+    at the cap and, its work unfinished, fails verification; the INITIALIZER gives up (halted)."""
+    env = product_env(tmp_path)
+    project = tmp_path / "capped"
+    scenario = write_scenario(tmp_path / "one.json", {"features": 1})
+    proc = run(offline_command(project, scenario, "--max-session-budget-usd", "0.05"), env)
+    assert proc.returncode == 1, explain(proc)
+    assert "run halted" in proc.stderr
+    first = result_of(project, 1) if (log_root(project) / "session_0001_INITIALIZER").exists() else None
+    ends = [e for e in events.read(events.log_path(project)) if e["kind"] == "session_ended"]
+    assert [e["standing"] for e in ends] == ["failed"] * 3
+    assert all(0.05 <= e["receipt"]["cost_usd"] < 1.0 for e in ends)
+    assert first is None or first["subtype"] == "error_max_budget_usd"
+    assert json.loads((project / progress.CONFIG_FILE).read_text())["max_session_budget_usd"] == 0.05
+
+
 def _can_unshare_network() -> bool:
     if not shutil.which("unshare") or os.geteuid() != 0:
         return False

@@ -1,0 +1,147 @@
+"""The event log: appended whole, read back whole or not at all, folded into the only totals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import events
+from events import EventLog, Totals, make_event
+
+
+def receipt(cost: float = 0.0, tokens: int = 0, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "sonnet",
+        "input_tokens": tokens,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+        "output_tokens": 0,
+        "cost_usd": cost,
+        "turns": 1,
+        "tool_calls": 1,
+        "duration_s": 1.0,
+        "verdict": None,
+        "retry_reason": None,
+        "partial": False,
+        **extra,
+    }
+
+
+def ended(n: int, role: str, standing: str, feature: str | None = "F1", cost: float = 1.0, tokens: int = 10) -> dict[str, Any]:
+    return {"session": n, "role": role, "feature": feature, "standing": standing, "reason": "", "receipt": receipt(cost, tokens)}
+
+
+def test_an_event_has_its_kind_fields_and_nothing_unknown_is_written(tmp_path: Path) -> None:
+    log = EventLog(tmp_path, "r1", clock=lambda: 100.0)
+    event = log.emit("feature_blocked", feature="F2", rejections=2)
+    assert event == {"v": 1, "ts": 100.0, "run": "r1", "kind": "feature_blocked", "feature": "F2", "rejections": 2}
+    assert events.read(events.log_path(tmp_path)) == [event]
+    with pytest.raises(ValueError, match="unknown event kind"):
+        log.emit("something_else")
+    with pytest.raises(ValueError, match="lacks rejections"):
+        log.emit("feature_blocked", feature="F2")
+    assert len(events.read(events.log_path(tmp_path))) == 1
+
+
+def test_listeners_get_each_event_after_it_is_on_disk(tmp_path: Path) -> None:
+    log = EventLog(tmp_path, "r1")
+    seen: list[int] = []
+    log.subscribe(lambda e: seen.append(len(events.read(log.path))))
+    log.emit("undo", session=1, reason="x")
+    log.emit("undo", session=2, reason="y")
+    assert seen == [1, 2]
+
+
+def test_a_torn_last_line_is_skipped_and_the_next_event_starts_a_new_line(tmp_path: Path) -> None:
+    path = events.log_path(tmp_path)
+    first = make_event("undo", "r", 1.0, {"session": 1, "reason": "a"})
+    events.append(path, first)
+    with path.open("ab") as handle:  # a kill in the middle of the next write
+        handle.write(b'{"v":1,"ts":2.0,"run":"r","kind":"undo","sess')
+    assert events.read(path) == [first]
+    second = make_event("undo", "r", 3.0, {"session": 2, "reason": "b"})
+    events.append(path, second)
+    assert events.read(path) == [first, second]
+
+
+def test_foreign_lines_are_skipped(tmp_path: Path) -> None:
+    path = events.log_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    good = make_event("undo", "r", 1.0, {"session": 1, "reason": "a"})
+    path.write_bytes(b"not json\n[1,2]\n" + json.dumps({"kind": "nope"}).encode() + b"\n\xff\xfe\n" + json.dumps(good).encode() + b"\n")
+    assert events.read(path) == [good]
+
+
+@settings(max_examples=60, deadline=None)
+@given(cut=st.integers(min_value=0, max_value=10_000))
+def test_any_cut_of_the_log_reads_as_a_prefix_of_its_events(tmp_path_factory: pytest.TempPathFactory, cut: int) -> None:
+    folder = tmp_path_factory.mktemp("cut")
+    path = events.log_path(folder)
+    written = [make_event("undo", "r", float(n), {"session": n, "reason": "é" * n}) for n in range(12)]
+    for event in written:
+        events.append(path, event)
+    data = path.read_bytes()
+    path.write_bytes(data[: cut % (len(data) + 1)])
+    read = events.read(path)
+    assert read == written[: len(read)]
+
+
+def test_the_fold_counts_a_session_once_as_it_last_ended_and_adds_up_every_spend() -> None:
+    log = [
+        make_event("run_started", "r1", 1.0, {"pid": 1, "project": "/p", "version": "x", "cost_basis": "api"}),
+        make_event("features_listed", "r1", 2.0, {"session": 1, "features": ["F1", "F2"]}),
+        make_event("session_started", "r1", 3.0, {"session": 2, "role": "IMPLEMENT", "model": "m", "feature": "F1", "branch": "feature/F1", "attempt": 1, "log_dir": "l"}),
+        make_event("session_ended", "r1", 4.0, ended(2, "IMPLEMENT", "failed")),
+        make_event("session_ended", "r1", 5.0, ended(2, "IMPLEMENT", "verified")),  # killed before the save, run again
+        make_event("session_ended", "r1", 6.0, ended(3, "REVIEW", "outage", cost=0.5)),
+        make_event("session_ended", "r1", 7.0, ended(3, "REVIEW", "verified", cost=2.0, tokens=5)),
+        make_event("merge_verified", "r1", 8.0, {"session": 3, "feature": "F1", "branch": "feature/F1", "commit": "abc", "tests": "passed"}),
+        make_event("feature_blocked", "r1", 9.0, {"feature": "F2", "rejections": 2}),
+        make_event("denial", "r1", 9.5, {"session": 3, "role": "REVIEW", "tool": "Bash", "input": {}, "rule": "x"}),
+    ]
+    totals = Totals.of(log)
+    assert totals.sessions == 2 and totals.failed == 0
+    assert totals.sessions_by_role == {"IMPLEMENT": 1, "REVIEW": 1}
+    assert totals.cost_usd == pytest.approx(4.5)
+    assert totals.spend.tokens["input_tokens"] == 35
+    assert totals.not_counted == {"outage": 1}
+    assert totals.by_feature["F1"].cost_usd == pytest.approx(4.5)
+    assert totals.by_feature["F1"].sessions == 2
+    assert totals.sessions_of_feature("F1", "IMPLEMENT") == 1
+    assert set(totals.passing) == {"F1"} and set(totals.blocked) == {"F2"}
+    assert totals.evidence["F1"] == {"commit": "abc", "tests": "passed"}
+    assert totals.denials_by_role == {"REVIEW": 1}
+    assert totals.in_flight is None  # session 2 ended
+    assert [e["session"] for e in totals.recent(2)] == [3, 3]
+
+
+def test_a_failed_session_that_counts_again_later_moves_between_the_counts() -> None:
+    totals = Totals()
+    totals.apply(make_event("session_ended", "r", 1.0, ended(4, "FIX", "verified")))
+    totals.apply(make_event("session_ended", "r", 2.0, ended(4, "FIX", "failed")))
+    assert (totals.sessions, totals.failed, totals.by_role["FIX"].failed) == (1, 1, 1)
+
+
+def test_the_fold_of_one_run_leaves_out_the_others() -> None:
+    log = [
+        make_event("session_ended", "r1", 1.0, ended(1, "INITIALIZER", "verified", cost=1.0)),
+        make_event("session_ended", "r2", 2.0, ended(2, "IMPLEMENT", "verified", cost=2.0)),
+    ]
+    assert Totals.of(log, run="r2").cost_usd == 2.0 and Totals.of(log).cost_usd == 3.0
+
+
+def test_a_session_in_flight_and_a_wait_until_the_next_session_starts() -> None:
+    totals = Totals()
+    start = {"session": 5, "role": "REVIEW", "model": "opus", "feature": "F3", "branch": "feature/F3", "attempt": 1, "log_dir": "l"}
+    totals.apply(make_event("session_started", "r", 1.0, start))
+    assert totals.in_flight is not None and totals.in_flight["session"] == 5
+    totals.apply(make_event("session_ended", "r", 2.0, ended(5, "REVIEW", "usage_limit")))
+    totals.apply(make_event("limit_wait", "r", 3.0, {"session": 5, "why": "usage_limit", "until": 99.0}))
+    assert totals.in_flight is None and totals.waiting is not None
+    totals.apply(make_event("session_started", "r", 4.0, start))
+    assert totals.waiting is None
