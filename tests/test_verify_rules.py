@@ -424,7 +424,14 @@ def test_review_pass_whose_tests_fail_on_main_is_undone(tmp_path: Path) -> None:
     world.add_review("PASS")
     world.mark_passing("F001", "F002")
     outcome = world.verify()
-    assert outcome == Outcome(T.REVIEW, True, verdict="REQUEST_CHANGES", review_id=2, passing=frozenset({"F002"}))
+    assert outcome == Outcome(
+        T.REVIEW,
+        True,
+        verdict="REQUEST_CHANGES",
+        review_id=2,
+        passing=frozenset({"F002"}),
+        undone="tests failed on main after the merge; the merge was undone and the PASS counts as REQUEST_CHANGES",
+    )
     assert world.head("main") == world.pre.main
     handoff = progress.load_handoff(world.project)
     earlier, review = handoff.review_list()
