@@ -31,6 +31,7 @@ from claude_agent_sdk import (
 import crashpoints
 import gitops
 from bash_policy import BashContext, bash_refusal
+from handoff_tools import SERVER, HandoffTools, mcp_server
 from plan import SessionPlan
 from security import FILE_TOOLS_MATCHER, PERMISSION_MODE, file_tool_decision, git_rules
 
@@ -112,6 +113,12 @@ def policy_refusal(request: SessionRequest, tool: str, tool_input: dict[str, Any
     return bash_refusal(str(tool_input.get("command", "")), context)
 
 
+def tools_of(request: SessionRequest) -> HandoffTools:
+    """The session's hand-off tools (served in this process to the CLI, or called by the robot)."""
+    plan = request.plan
+    return HandoffTools(request.cwd, plan.role, plan.number, plan.work, plan.open_review, plan.brief)
+
+
 _VETTED = {
     "hookSpecificOutput": {
         "hookEventName": "PreToolUse",
@@ -166,6 +173,7 @@ def build_options(
         max_budget_usd=plan.max_budget_usd,
         env=dict(env or {}),
         stderr=stderr,
+        mcp_servers={SERVER: mcp_server(tools_of(request))},
         hooks={
             "PreToolUse": [
                 HookMatcher(
@@ -182,6 +190,9 @@ def describe_tool_call(block: ToolUseBlock, project: Path) -> str:
     """One line for a tool call, paths relative to the project (the console cuts it to width)."""
     data = block.input
     detail = data.get("command") or data.get("file_path") or data.get("pattern") or ""
+    if block.name.startswith("mcp__"):  # a hand-off tool: its name and its main argument
+        detail = " ".join(str(data[k]) for k in ("verdict", "outcome", "feature_id") if k in data)
+        return f"{block.name.removeprefix('mcp__').replace('__', '.')}{': ' + detail if detail else ''}"
     detail = " ".join(str(detail).split()).replace(f"{project}/", "").replace(str(project), ".")
     return f"{block.name}: {detail}"
 

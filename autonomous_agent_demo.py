@@ -44,7 +44,7 @@ from errors import (
 from layout import LOG_DIR
 from live import LiveConsole, Verbosity
 from machine import SessionState, resume
-from plan import plan_session, write_plan
+from plan import brief_for, plan_session, write_plan
 from prompts import EXAMPLE_SPEC, template_path
 from sandbox import Preflight, preflight
 from scripted_model.scenario import DEMO, Scenario
@@ -196,7 +196,7 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     console.print(f"Next session: {role.value}{note}")
     if role is SessionType.DONE:
         return
-    plan = plan_session(state, config, project)
+    plan = plan_session(state, config, project, brief=brief_for(state, config, project) if project.exists() else "")
     out = Path(tempfile.mkdtemp(prefix="agent-dry-run-"))
     settings_path = write_plan(plan, out)
     prompt_path = out / "system_prompt.md"

@@ -21,7 +21,11 @@ SCOPE_FILE = "CLAUDE.md"
 CLAUDE_DIR = ".claude"
 """The folder Claude Code creates in its working directory."""
 
+HISTORY_FILES: tuple[str, ...] = ("progress_history.jsonl", "reviews_history.jsonl", "fixes_history.jsonl")
+"""Older hand-off entries, moved out of the files agents write (handoff_history.py)."""
+
 SCHEDULER_FILES: tuple[str, ...] = (
+    *HISTORY_FILES,
     STATE_FILE,
     CONFIG_FILE,
     LOCK_FILE,

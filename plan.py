@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import brief as briefs
 from config import AgentConfig, SessionType, get_model_for_session
 from layout import SCOPE_FILE, SETTINGS_FILE
 from machine import SessionState, WorkItem
@@ -34,7 +35,10 @@ class SessionPlan:
     scope: str
     """The CLAUDE.md text: the role's scope in words."""
     kickoff: str
-    """The first user message."""
+    """The first user message (with the session brief)."""
+    brief: str
+    """What the session needs to know, bounded in size (brief.py)."""
+    open_review: int | None
     settings: dict[str, Any]
     """The validated Claude Code settings of the role."""
     max_turns: int
@@ -58,9 +62,10 @@ class SessionPlan:
 
 
 def plan_session(
-    state: SessionState, config: AgentConfig, project: Path, *, spent_usd: float = 0.0
+    state: SessionState, config: AgentConfig, project: Path, *, spent_usd: float = 0.0, brief: str = ""
 ) -> SessionPlan:
-    """The plan of the session about to run in `state` in `project` (reads only the shipped templates)."""
+    """The plan of the session about to run in `state` in `project` (reads only the shipped templates;
+    the brief is rendered by the caller, `brief_for`)."""
     role, work = state.lane.role, state.lane.work
     settings = settings_for(role, config.test_command)
     if config.sandbox:
@@ -76,7 +81,9 @@ def plan_session(
         work=work,
         instructions=render(role, role_variables(project.name, config, state)),
         scope=scope_rules(role, work),
-        kickoff=kickoff(role, state.next_number),
+        kickoff=kickoff(role, state.next_number, brief),
+        brief=brief,
+        open_review=state.lane.open_review,
         settings=settings,
         max_turns=config.max_turns,
         timeout_s=config.session_timeout_s,
@@ -84,6 +91,11 @@ def plan_session(
         max_budget_usd=cap if capped_by_session else left,
         capped_by_session=capped_by_session,
     )
+
+
+def brief_for(state: SessionState, config: AgentConfig, project: Path) -> str:
+    """The brief of the session about to run in `state`, read from the project's hand-off files."""
+    return briefs.render(briefs.gather(project, state, state.next_number, config.test_command))
 
 
 def write_plan(plan: SessionPlan, folder: Path) -> Path:

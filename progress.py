@@ -17,7 +17,7 @@ import filelock
 import crashpoints
 from errors import AlreadyRunning, StateError
 from layout import CONFIG_FILE, HANDOFF_FILES, LOCK_FILE, LOG_DIR, SCOPE_FILE, SETTINGS_FILE, STATE_FILE
-from schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, schema_error
+from schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, LIST_ITEMS, schema_error
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -104,12 +104,66 @@ class Handoff:
 
 
 def load_handoff(project: Path) -> Handoff:
-    """Load and validate the hand-off files; a missing file is None, a broken one an error."""
+    """Load and validate the hand-off files; a missing file is None, a broken one an error.
+
+    The parsed files are shared, not copied: callers read them and never change them."""
     loaded: dict[str, Any] = {}
     for name in HANDOFF_FILES:
         path = project / name
-        loaded[name] = read_json(path, HANDOFF_SCHEMAS[name]) if path.exists() else None
+        loaded[name] = _validated(path, name) if path.exists() else None
     return Handoff(loaded["feature_list.json"], loaded["progress.json"], loaded["reviews.json"])
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    key: tuple[int, int, int]
+    data: Any
+
+
+_LOADED: dict[str, _Loaded] = {}
+"""The last validated content of each hand-off file, by path, with the stat it was read at."""
+
+
+def _validated(path: Path, name: str) -> Any:
+    """A hand-off file, parsed and validated once per version: an unchanged file (same inode,
+    size and modification time) is not read again, and of a changed one only the list entries
+    that differ from the last validated version are checked against their schema."""
+    stat = path.stat()
+    key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    known = _LOADED.get(str(path))
+    if known is not None and known.key == key:
+        return known.data
+    data = read_json(path)
+    error = incremental_schema_error(data, name, known.data if known else None)
+    if error is not None:
+        raise StateError(f"{path} does not match its schema {error}")
+    _LOADED[str(path)] = _Loaded(key, data)
+    return data
+
+
+def incremental_schema_error(data: Any, name: str, before: Any) -> str | None:
+    """The schema error of a hand-off file, checking only list entries not already valid in
+    `before` (the last validated version of the file at the same positions)."""
+    schema = HANDOFF_SCHEMAS[name]
+    lists = LIST_ITEMS[name]
+    if not isinstance(data, dict) or not all(isinstance(data.get(key), list) for key in lists if key in data):
+        return schema_error(data, schema)
+    shell = {**schema, "properties": {k: ({kw: x for kw, x in v.items() if kw != "items"} if k in lists else v) for k, v in schema["properties"].items()}}
+    error = schema_error(data, shell)
+    if error is not None:
+        return error
+    for key, items in lists.items():
+        earlier = before.get(key) if isinstance(before, dict) else None
+        old: list[Any] = earlier if isinstance(earlier, list) else []
+        for n, entry in enumerate(data.get(key, [])):
+            if n < len(old) and old[n] == entry:
+                continue
+            error = schema_error(entry, items)
+            if error is not None:
+                where, _, message = error.removeprefix("at ").partition(": ")
+                inner = "" if where == "(top level)" else f"/{where}"
+                return f"at {key}/{n}{inner}: {message}"
+    return None
 
 
 def ensure_handoff_files(project: Path, project_name: str) -> None:
@@ -145,9 +199,24 @@ def write_status(
     atomic_write_json(path, data)
 
 
+KEPT_PER_SESSION: tuple[str, ...] = ("progress.json", "reviews.json")
+"""The hand-off files each session folder keeps copies of (bounded by the history window);
+feature_list.json, which grows with the project, is kept only in the restore point, and a
+session's changes to it in its `changes.json`."""
+
+
+def restore_point(project: Path, which: str) -> Path:
+    """The one folder of full copies of the hand-off files: `pre` (before the session in flight)
+    or `post` (after the last verified session)."""
+    return project / LOG_DIR / "restore" / which
+
+
 def newest_copy(project: Path, name: str) -> Path | None:
-    """The newest copy of a hand-off file the scheduler kept after a session (`post/`: verified,
-    or restored after a failed session), or None."""
+    """The newest copy of a hand-off file the scheduler kept after a session (verified, or
+    restored after a failed session), or None."""
+    rolling = restore_point(project, "post") / name
+    if rolling.is_file():
+        return rolling
     folders = sorted(p for p in (project / LOG_DIR).glob("session_*") if "." not in p.name and (p / "post" / name).is_file())
     return folders[-1] / "post" / name if folders else None
 
@@ -167,12 +236,17 @@ def correct_passes(project: Path, passing: frozenset[str]) -> list[str]:
     return [str(entry.get("id")) for entry in wrong]
 
 
-def snapshot(project: Path, dest: Path) -> None:
-    """Copy each existing hand-off file into `dest` (a session's log folder)."""
+def snapshot(project: Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) -> None:
+    """Copy each existing hand-off file of `names` into `dest` (each copy written whole, then
+    renamed into place); a file that does not exist is removed from `dest`."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in HANDOFF_FILES:
+    for name in names:
         if (project / name).exists():
-            shutil.copy2(project / name, dest / name)
+            tmp = dest / f".{name}.copy.tmp"
+            shutil.copy2(project / name, tmp)
+            os.replace(tmp, dest / name)
+        else:
+            (dest / name).unlink(missing_ok=True)
 
 
 def restore(project: Path, src: Path) -> None:

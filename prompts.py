@@ -73,12 +73,13 @@ def render(
     return substitute(template, {**shared, **variables}, path.name)
 
 
-def kickoff(role: SessionType, session_id: int) -> str:
-    """The session's first user message; the role's instructions travel in the system prompt."""
-    return (
+def kickoff(role: SessionType, session_id: int, brief: str = "") -> str:
+    """The session's first user message: its brief; the role's instructions travel in the system prompt."""
+    opening = (
         f"Session {session_id}. {ROLE_LINE.format(role.value)[2:]}: follow your role "
-        "instructions from the system prompt. Start by reading the files they name."
+        "instructions from the system prompt."
     )
+    return f"{opening} Your brief (also the `brief` hand-off tool):\n\n{brief}" if brief else opening
 
 
 def role_variables(

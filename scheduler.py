@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -17,6 +16,7 @@ import git
 import crashpoints
 import events
 import gitops
+import handoff_history
 import processes
 import progress
 import statefile
@@ -37,7 +37,7 @@ from events import EventLog, Totals, new_run_id
 from humane import duration, money, number
 from layout import HANDOFF_FILES, LOG_DIR, STATE_FILE
 from machine import Blocked, Event, GaveUp, Outcome, Rejected, Retry, SessionState, resume, transition
-from plan import SessionPlan, plan_session, write_plan
+from plan import SessionPlan, brief_for, plan_session, write_plan
 from policy import policy
 from report import RunReport, RunStatus
 from security import denial_rule
@@ -322,7 +322,8 @@ class Scheduler:
                     "from a backup, or restore .agent_state.json from the newest .agent_logs/*/state.json"
                 )
             aside = earlier[-1]
-        progress.restore(self.project, aside / "pre")
+        copies = Path(interrupted.get("copies") or aside / "pre")
+        progress.restore(self.project, copies)
         crashpoints.reached("recover_restored")
         work, tip = state.lane.work, interrupted.get("branch_tip")
         branch = work.branch if work else None
@@ -338,9 +339,7 @@ class Scheduler:
             f"{head} {interrupted['number']} ({state.lane.role.value}) again: it was {cause}; "
             "hand-off files restored"
         )
-        return PreSession(
-            interrupted["main"], tip, progress.load_handoff(self.project), aside / "pre", interrupted["heads"]
-        )
+        return PreSession(interrupted["main"], tip, progress.load_handoff(self.project), copies, interrupted["heads"])
 
     def _note_stash(self, before: int) -> int:
         """Say in one line where uncommitted work went when the scheduler set it aside."""
@@ -372,8 +371,8 @@ class Scheduler:
             self._restore_handoff(state)
         except StateError as exc:
             raise StateError(
-                f"{exc}. The newest good copies of the hand-off files are in "
-                f"{LOG_DIR}/session_*/post/; restore the file from there"
+                f"{exc}. The newest good copies of the hand-off files are in {LOG_DIR}/restore/post/ "
+                f"(and of progress.json and reviews.json in {LOG_DIR}/session_*/post/); restore the file from there"
             ) from None
 
     def _restore_handoff(self, state: SessionState) -> None:
@@ -413,18 +412,19 @@ class Scheduler:
             gitops.checkout(repo, gitops.MAIN)
 
     def _one_session(self, repo: git.Repo, state: SessionState, pre: PreSession | None) -> Ran:
-        plan = plan_session(state, self.config, self.project, spent_usd=self.totals.cost_usd)
-        log_dir = log_dir_for(self.project, plan.number, plan.role)
+        log_dir = log_dir_for(self.project, state.next_number, state.lane.role)
         self._prepare_git(repo, state)
         crashpoints.reached("git_prepared")
         self._stashes = self._note_stash(self._stashes)
         self._check_handoff(state)
+        if pre is None:  # a rerun starts from its first try's files, as they were
+            handoff_history.trim(self.project)
         self._write_status(state)
-        if pre is None:
-            pre = capture(self.project, repo, state, log_dir / "pre")
-        else:
-            progress.snapshot(self.project, log_dir / "pre")
-            pre = dataclasses.replace(pre, copies=log_dir / "pre")
+        brief = brief_for(state, self.config, self.project)
+        plan = plan_session(state, self.config, self.project, spent_usd=self.totals.cost_usd, brief=brief)
+        if pre is None:  # the restore point: full copies, replaced each session (not kept per session)
+            pre = capture(self.project, repo, state, progress.restore_point(self.project, "pre"))
+        progress.snapshot(self.project, log_dir / "pre", progress.KEPT_PER_SESSION)
         self.save(state, self._in_progress(plan.number, log_dir, pre))
         crashpoints.reached("in_progress_saved")
         request = SessionRequest(plan, self.project, write_plan(plan, self.project), log_dir)
@@ -463,12 +463,26 @@ class Scheduler:
             return Ran(result, None, cut, in_progress)
         outcome = verify_session(self.project, repo, state, pre, self.config, self.echo)
         crashpoints.reached("verified")
-        progress.snapshot(self.project, log_dir / "post")
+        progress.snapshot(self.project, progress.restore_point(self.project, "post"))
+        progress.snapshot(self.project, log_dir / "post", progress.KEPT_PER_SESSION)
+        self._write_changes(log_dir, pre)
         crashpoints.reached("post_copied")
         judgement = judged(result, outcome)
         self._record(repo, plan, outcome)
         self._ended(plan, result, judgement, outcome.verdict)
         return Ran(result, outcome, judgement, in_progress)
+
+    def _write_changes(self, log_dir: Path, pre: PreSession) -> None:
+        """What the session changed in feature_list.json (it is not copied per session: it grows
+        with the project), beside the copies of the other two hand-off files."""
+        try:
+            after = progress.load_handoff(self.project)
+        except StateError:  # verification restored the pre-session files already
+            return
+        changed = sorted(after.passing() ^ pre.handoff.passing())
+        listed = pre.handoff.feature_list is None and after.feature_list is not None
+        data = {"passes": {f: f in after.passing() for f in changed}, "feature_list_written": listed}
+        (log_dir / "changes.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
     def _record(self, repo: git.Repo, plan: SessionPlan, outcome: Outcome) -> None:
         """The events of what verification established: a feature list, a verdict, a merge, an undo."""
@@ -589,4 +603,5 @@ class Scheduler:
             "main": pre.main,
             "branch_tip": pre.branch_tip,
             "heads": pre.heads,
+            "copies": str(pre.copies),
         }

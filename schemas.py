@@ -184,6 +184,7 @@ AGENT_STATE: dict[str, Any] = {
                         "heads": {"type": "object", "additionalProperties": {"type": "string"}},
                         "why": {"enum": ["interrupted", "usage_limit", "outage", "budget", "auth"]},
                         "wait_until": {"type": "number"},
+                        "copies": {"type": "string", "minLength": 1},
                     },
                 },
             ]
@@ -228,6 +229,13 @@ AGENT_CONFIG: dict[str, Any] = {
         },
     },
 }
+
+
+LIST_ITEMS: dict[str, dict[str, dict[str, Any]]] = {
+    name: {key: prop["items"] for key, prop in schema["properties"].items() if prop.get("type") == "array" and "items" in prop}
+    for name, schema in HANDOFF_SCHEMAS.items()
+}
+"""Per hand-off file, its lists of entries and each list's entry schema (validated one by one)."""
 
 
 def schema_error(data: Any, schema: dict[str, Any]) -> str | None:

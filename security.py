@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from config import SessionType
 from errors import SettingsError
+from handoff_tools import permission_rules
 from layout import AGENT_MAY_NOT_WRITE, FOLDERS, HANDOFF_FILES, SCHEDULER_FILES, SETTINGS_FILE
 from machine import WorkItem
 from policy import policy
@@ -33,7 +34,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
             "additionalProperties": False,
             "required": ["allow", "deny", "defaultMode"],
             "properties": {
-                "allow": {"type": "array", "items": {"type": "string", "pattern": rf"^{_TOOL}(\(.+\))?$"}},
+                "allow": {"type": "array", "items": {"type": "string", "pattern": rf"^({_TOOL}(\(.+\))?|mcp__handoff__[a-z_]+)$"}},
                 "deny": {"type": "array", "items": {"type": "string", "pattern": rf"^{_TOOL}(\(.+\))?$"}},
                 "defaultMode": {"enum": ["default", "acceptEdits", "dontAsk", "plan"]},
             },
@@ -148,6 +149,7 @@ def settings_for(role: SessionType, test_command: str | None = None) -> dict[str
     else:
         allow += _file_rules(rights.handoff_writes)
         refused_files = set()
+    allow += permission_rules(role)
     deny = _bash_rules(COMMON_DENY) + [f"{tool}(./{p})" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
     deny += [f"{tool}(./{p}/**)" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
     deny += _file_rules(refused_files) + _bash_rules(rights.refused)

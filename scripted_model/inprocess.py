@@ -11,7 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from agent import SessionRequest, SessionResult, policy_refusal
+from agent import SessionRequest, SessionResult, policy_refusal, tools_of
+from handoff_tools import PREFIX
 from scripted_model.protocol import ToolCall
 from scripted_model.robot import Ctx, next_step
 from scripted_model.scenario import Scenario
@@ -32,6 +33,7 @@ class InProcessRobotRunner:
         self.requests.append(request)
         started = time.monotonic()
         ctx = Ctx(request.plan.number, self.scenario)
+        tools = tools_of(request)
         results: list[str] = []
         denials: list[dict[str, object]] = []
         refusals: dict[str, str] = {}
@@ -42,7 +44,10 @@ class InProcessRobotRunner:
                 break
             turns += 1
             for call in step:
-                output, denied = self._execute(request, call)
+                if call.name.startswith(PREFIX):  # a refused call is an error answer, not a denial
+                    output, denied = tools.call(call.name, call.input)[0], False
+                else:
+                    output, denied = self._execute(request, call)
                 if denied:
                     tool_use_id = f"call-{len(results)}"
                     denials.append({"tool_name": call.name, "tool_input": call.input, "tool_use_id": tool_use_id})

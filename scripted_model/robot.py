@@ -5,9 +5,10 @@ Each role is a generator that yields a batch of tool calls and receives their re
 robot keeps no state of its own: the same history always gives the same next step,
 whether the calls travel through the real Claude Code CLI or run in-process.
 
-Like a real agent it first asks where it is (`pwd`), reads the hand-off files with
-the Read tool (the CLI refuses to overwrite a file that was not read), and writes
-with absolute paths. It runs git commands on their own, never chained with other commands:
+Like a real agent it first asks where it is (`pwd`) and reads its brief (the `brief`
+hand-off tool: the session's feature, open review and earlier reviews, bounded in size),
+writes code with absolute paths, and records its session entry, reviews, fixes and passing
+features with the hand-off tools, never by rewriting the hand-off files. It runs git commands on their own, never chained with other commands:
 in the OS sandbox only a call made of allowed git commands alone runs outside it (the
 sandbox keeps `.git` read-only), as its scope text tells every agent.
 """
@@ -21,13 +22,13 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+from handoff_tools import PREFIX
 from scripted_model import demo_app
 from scripted_model.protocol import ToolCall
 from scripted_model.scenario import Scenario
 
 Script = Generator[list[ToolCall], list[str], str]
 Steps = Generator[list[ToolCall], list[str], Any]
-HANDOFF = ("progress.json", "reviews.json", "feature_list.json")
 _NUMBERED = re.compile(r"^\s*\d+(?:\t|→)", re.MULTILINE)
 
 
@@ -39,15 +40,21 @@ class Ctx:
 
 @dataclass
 class Files:
-    """Where the robot works and the hand-off files as it read them."""
+    """Where the robot works and what its brief says."""
 
     cwd: str
-    progress: dict[str, Any]
-    reviews: dict[str, Any]
-    features: dict[str, Any]
+    facts: dict[str, Any]
 
     def path(self, rel: str) -> str:
         return f"{self.cwd}/{rel}"
+
+    @property
+    def feature(self) -> Any:
+        return self.facts.get("feature")
+
+    @property
+    def branch(self) -> Any:
+        return self.facts.get("branch")
 
 
 def bash(command: str) -> ToolCall:
@@ -68,6 +75,23 @@ def edit(path: str, old: str, new: str) -> ToolCall:
 
 def write_json(path: str, data: Any) -> ToolCall:
     return write(path, json.dumps(data, indent=2) + "\n")
+
+
+def handoff(name: str, **args: Any) -> ToolCall:
+    """A call of one of the scheduler's hand-off tools."""
+    return ToolCall(PREFIX + name, args)
+
+
+def brief_facts(text: str) -> dict[str, Any]:
+    """The JSON facts at the end of a brief."""
+    start, end = text.rfind("```json"), text.rfind("```")
+    if start < 0 or end <= start:
+        return {}
+    try:
+        facts = json.loads(text[start + len("```json") : end])
+    except json.JSONDecodeError:
+        return {}
+    return facts if isinstance(facts, dict) else {}
 
 
 def file_text(result: str) -> str:
@@ -96,12 +120,9 @@ def last_line(text: str) -> str:
 
 
 def orient(first: list[ToolCall] | None = None) -> Steps:
-    """`pwd` (plus any first commands), then Read the hand-off files; returns (Files, results)."""
-    results = yield [bash("pwd"), *(first or [])]
-    cwd = last_line(results[0])
-    texts = yield [read(f"{cwd}/{name}") for name in HANDOFF]
-    parsed = [parse_json(t) for t in texts]
-    return Files(cwd, parsed[0], parsed[1] or {"reviews": [], "fixes": []}, parsed[2]), results[1:]
+    """`pwd` and the brief (plus any first commands); returns (Files, results)."""
+    results = yield [bash("pwd"), handoff("brief"), *(first or [])]
+    return Files(last_line(results[0]), brief_facts(results[1])), results[2:]
 
 
 def put(files: Files, contents: dict[str, str]) -> Steps:
@@ -115,19 +136,15 @@ def put(files: Files, contents: dict[str, str]) -> Steps:
     return paths
 
 
-def session_entry(
-    ctx: Ctx, files: Files, role: str, outcome: str, touched: list[str], start: str, end: str, **extra: Any
-) -> ToolCall:
-    entry = {
-        "session_id": ctx.session,
-        "agent_type": role,
-        "features_touched": touched,
-        "outcome": outcome,
-        "commit_range": {"from": start[:40], "to": end[:40]},
+def session_entry(outcome: str, touched: list[str], start: str, end: str, **extra: Any) -> ToolCall:
+    return handoff(
+        "append_session",
+        outcome=outcome,
+        features_touched=touched,
+        commit_range={"from": start[:40], "to": end[:40]},
+        notes=f"{outcome.lower().replace('_', ' ')}",
         **extra,
-    }
-    progress = {**files.progress, "sessions": [*files.progress.get("sessions", []), entry]}
-    return write_json(files.path("progress.json"), progress)
+    )
 
 
 def faults(ctx: Ctx, files: Files) -> Steps:
@@ -137,8 +154,9 @@ def faults(ctx: Ctx, files: Files) -> Steps:
             yield [bash(fault.command or "git push origin main")]
         elif fault.kind == "forbidden_write":
             yield [write(files.path(fault.file or "CLAUDE.md"), "# overwritten by the agent\n")]
-        elif fault.kind == "invalid_json":
+        elif fault.kind == "invalid_json":  # read first: the CLI overwrites only a file it has read
             name = fault.file or "reviews.json"
+            yield [read(files.path(name))]
             yield [write(files.path(name), '{"reviews": [ this is not json\n')]
 
 
@@ -177,17 +195,16 @@ def initializer(ctx: Ctx) -> Script:
     yield [bash(f"chmod +x init.sh && {RUN_TESTS}")]
     end = last_line((yield [commit(paths, "chore: project skeleton and init.sh")])[0])
     yield from faults(ctx, files)
-    yield [session_entry(ctx, files, "INITIALIZER", "INITIALIZED", [], start, end)]
+    yield [session_entry("INITIALIZED", [], start, end)]
     return f"Wrote {len(chosen)} features, init.sh and the skeleton ({len(spec)} bytes of spec read)."
 
 
 def implement(ctx: Ctx) -> Script:
     files, _ = yield from orient()
-    feature_id, branch = files.progress["current_feature"], files.progress["current_branch"]
+    feature_id, branch = files.feature, files.branch
     item = demo_app.feature(feature_id)
-    earlier = [r for r in files.reviews["reviews"] if r.get("feature_id") == feature_id]
     contents = dict(item.files)
-    if feature_id in ctx.scenario.buggy and not earlier and item.buggy:
+    if feature_id in ctx.scenario.buggy and not files.facts.get("earlier_reviews") and item.buggy:
         contents.update(item.buggy)
     (listing,) = yield [bash(f"git checkout -q main && git branch --list {branch}")]
     create = "" if branch in listing else "-b "
@@ -206,23 +223,16 @@ def implement(ctx: Ctx) -> Script:
         script = "git checkout -q main && echo '# stray' >> README.md && git add README.md && git commit -q -m 'stray commit on main'"
         yield [write("stray.sh", script + "\n"), bash("bash stray.sh; rm -f stray.sh")]
     yield from faults(ctx, files)
-    yield [session_entry(ctx, files, "IMPLEMENT", "READY_FOR_REVIEW", [feature_id], start, end)]
+    yield [session_entry("READY_FOR_REVIEW", [feature_id], start, end)]
     return f"{feature_id} is ready for review on {branch}."
 
 
 def review(ctx: Ctx) -> Script:
     files, _ = yield from orient()
-    feature_id, branch = files.progress["current_feature"], files.progress["current_branch"]
+    feature_id, branch = files.feature, files.branch
     _, tests = yield [bash(f"git checkout -q {branch}"), bash(RUN_TESTS)]
     key = feature_id or branch
-    reviews = files.reviews["reviews"]
-    earlier = [
-        r
-        for r in reviews
-        if r.get("kind") == "feature"
-        and (r.get("feature_id") == feature_id if feature_id else r.get("branch") == branch)
-    ]
-    verdict = ctx.scenario.verdict(key, len(earlier))
+    verdict = ctx.scenario.verdict(key, int(files.facts.get("earlier_reviews") or 0))
     issues: dict[str, list[str]] = {"critical": [], "major": [], "minor": []}
     if not tests_passed(tests) and not ctx.scenario.has_fault(ctx.session, "ignore_tests"):
         verdict = "REJECT" if verdict == "REJECT" else "REQUEST_CHANGES"
@@ -247,40 +257,19 @@ def review(ctx: Ctx) -> Script:
             issues["critical"].append(f"the test suite fails on main after the merge: {retest.strip()[-200:]}")
     else:
         yield [bash("git checkout -q main")]
-    review_id = max((r["review_id"] for r in reviews), default=0) + 1
-    entry = {
-        "review_id": review_id,
-        "feature_id": feature_id,
-        "kind": "feature",
-        "branch": branch,
-        "verdict": verdict,
-        "issues": issues,
-    }
-    yield [write_json(files.path("reviews.json"), {**files.reviews, "reviews": [*reviews, entry]})]
+    (recorded,) = yield [handoff("record_review", verdict=verdict, issues=issues)]
+    review_id = int(parse_json(recorded).get("review_id") or 0)
     if verdict == "PASS" and feature_id:
-        passed = [{**f, "passes": True} if f["id"] == feature_id else f for f in files.features["features"]]
-        yield [write_json(files.path("feature_list.json"), {**files.features, "features": passed})]
+        yield [handoff("mark_passing")]
     yield from faults(ctx, files)
-    yield [
-        session_entry(
-            ctx,
-            files,
-            "REVIEW",
-            "REVIEWED",
-            [feature_id] if feature_id else [],
-            "",
-            end,
-            verdict=verdict,
-            review_id=review_id,
-        )
-    ]
+    yield [session_entry("REVIEWED", [feature_id] if feature_id else [], "", end, verdict=verdict, review_id=review_id)]
     return f"{verdict}: review {review_id} of {key}."
 
 
 def fix(ctx: Ctx) -> Script:
     files, _ = yield from orient()
-    feature_id, branch = files.progress["current_feature"], files.progress["current_branch"]
-    open_review = files.reviews["reviews"][-1]
+    feature_id, branch = files.feature, files.branch
+    open_review = files.facts["open_review"]
     (result,) = yield [bash(f"git checkout -q {branch} && git rev-parse HEAD")]
     start = last_line(result)
     contents = dict(demo_app.feature(feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
@@ -302,40 +291,25 @@ def fix(ctx: Ctx) -> Script:
             ]
         )[0]
     )
-    fixes = files.reviews.get("fixes", [])
     issues = [i for level in ("critical", "major", "minor") for i in open_review["issues"][level]]
-    entry = {
-        "fix_id": max((f["fix_id"] for f in fixes), default=0) + 1,
-        "review_id": open_review["review_id"],
-        "issues_fixed": issues,
-    }
-    yield [write_json(files.path("reviews.json"), {**files.reviews, "fixes": [*fixes, entry]})]
+    yield [handoff("record_fix", issues_fixed=issues)]
     yield from faults(ctx, files)
-    yield [session_entry(ctx, files, "FIX", "FIXED", [feature_id] if feature_id else [], start, end)]
+    yield [session_entry("FIXED", [feature_id] if feature_id else [], start, end)]
     return f"Fixed review {open_review['review_id']} on {branch}."
 
 
 def architecture(ctx: Ctx) -> Script:
     files, _ = yield from orient()
     _, _, tests = yield [bash("git log --oneline -20"), bash("git checkout -q main"), bash(RUN_TESTS)]
-    reviews = files.reviews["reviews"]
-    earlier = [r for r in reviews if r.get("kind") == "architecture"]
-    verdict = ctx.scenario.architecture_verdict(len(earlier))
+    verdict = ctx.scenario.architecture_verdict(int(files.facts.get("earlier_reviews") or 0))
     issues: dict[str, list[str]] = {"critical": [], "major": [], "minor": []}
     if verdict == "REQUEST_CHANGES" or not tests_passed(tests):
         verdict = "REQUEST_CHANGES"
         issues["major"].append("document how commands and the store fit together (docs/architecture.md)")
-    review_id = max((r["review_id"] for r in reviews), default=0) + 1
-    entry = {
-        "review_id": review_id,
-        "feature_id": None,
-        "kind": "architecture",
-        "verdict": verdict,
-        "issues": issues,
-    }
-    yield [write_json(files.path("reviews.json"), {**files.reviews, "reviews": [*reviews, entry]})]
+    (recorded,) = yield [handoff("record_review", verdict=verdict, issues=issues)]
+    review_id = int(parse_json(recorded).get("review_id") or 0)
     yield from faults(ctx, files)
-    yield [session_entry(ctx, files, "ARCHITECTURE", "ARCHITECTURE_REVIEWED", [], "", "", verdict=verdict)]
+    yield [session_entry("ARCHITECTURE_REVIEWED", [], "", "", verdict=verdict)]
     return f"Architecture review {review_id}: {verdict}."
 
 

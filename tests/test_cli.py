@@ -198,11 +198,11 @@ def test_a_deleted_handoff_file_without_any_copy_is_an_error_not_a_fresh_start(s
     invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "3")
     project = resolve_project("app")
     (project / "reviews.json").unlink()
-    for copy in project.glob(".agent_logs/session_*/post/reviews.json"):
+    for copy in [*project.glob(".agent_logs/session_*/post/reviews.json"), *project.glob(".agent_logs/restore/*/reviews.json")]:
         copy.unlink()
     result = invoke("--project-dir", "app")
     assert result.exit_code == 1
-    assert "reviews.json is missing" in result.output and "session_*/post/" in result.output
+    assert "reviews.json is missing" in result.output and ".agent_logs/restore/post/" in result.output
 
 
 def test_dry_run_names_an_interrupted_session(spec_file: Path) -> None:

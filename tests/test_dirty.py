@@ -60,7 +60,7 @@ def test_a_missing_handoff_file_comes_back_from_its_newest_copy(tmp_path: Path) 
     kept = json.loads((project / "reviews.json").read_text())
     (project / "reviews.json").unlink()
     report, _, lines = run(project, LIFECYCLE, max_iterations=1)
-    assert any("WARNING: reviews.json was missing; restored from .agent_logs/session_0003_REVIEW/post/reviews.json" in line for line in lines), lines
+    assert any("WARNING: reviews.json was missing; restored from .agent_logs/restore/post/reviews.json" in line for line in lines), lines
     assert json.loads((project / "reviews.json").read_text())["reviews"][: len(kept["reviews"])] == kept["reviews"]
     assert report.status == "limit"
 

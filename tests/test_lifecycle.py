@@ -94,8 +94,10 @@ def test_full_lifecycle(tmp_path: Path) -> None:
         "PASS",
     ]
     assert handoff.fix_list()[0]["review_id"] == 1
-    for log in (project / ".agent_logs").glob("session_*"):
-        assert {p.name for p in (log / "post").iterdir()} == set(HANDOFF_FILES)
+    for log in (project / ".agent_logs").glob("session_*"):  # feature_list.json: its changes only
+        assert {p.name for p in (log / "post").iterdir()} == {"progress.json", "reviews.json"}
+        assert set(json.loads((log / "changes.json").read_text())) == {"passes", "feature_list_written"}
+    assert {p.name for p in (project / ".agent_logs" / "restore" / "post").iterdir()} == set(HANDOFF_FILES)
     # Every session got its role's prompt, model and settings.
     roles = [r.plan.role.value for r in runner.requests]
     assert roles == EXPECTED

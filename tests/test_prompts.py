@@ -83,6 +83,6 @@ def test_the_test_command_is_named_once(test_command: str | None) -> None:
 def test_review_writes_its_verdict_once_after_the_merge_held() -> None:
     text = render(SessionType.REVIEW, role_variables("app", AgentConfig(), STATES[SessionType.REVIEW]))
     merge, retest = text.index("git merge --no-ff"), text.index("run the test suite again on `main`")
-    append = text.index("append ONE review")
+    append = text.index("record ONE review")
     assert merge < retest < append
     assert "change your verdict" not in text

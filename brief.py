@@ -1,0 +1,156 @@
+"""The session brief: what one session needs to know, in a size that does not grow with the project.
+
+`render` is pure: the work item's entry (description, steps), the open review's issues, the
+earlier reviews of the feature, the last few sessions' notes, the neighbouring features' titles,
+the project's counts and test command, each cut to fit, the whole under `BUDGET` bytes. It ends
+with the same facts as one JSON object, for tools and scripts. `gather` reads them from the
+hand-off files (the only I/O here).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from handoff_history import read_history
+from machine import SessionState
+
+BUDGET = 6_000
+"""Bytes a brief may take, whatever the number of features or sessions."""
+FIELD = 500
+"""Characters of one description, note or issue."""
+STEPS, ISSUES, SESSIONS, NEIGHBOURS, EARLIER = 12, 8, 3, 2, 3
+
+
+def clip(text: Any, limit: int = FIELD) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the brief says, as plain values."""
+
+    role: str
+    session: int
+    feature: dict[str, Any] | None = None
+    branch: str | None = None
+    neighbours: list[tuple[str, str]] = field(default_factory=list)
+    open_review: dict[str, Any] | None = None
+    earlier_reviews: list[dict[str, Any]] = field(default_factory=list)
+    earlier_review_count: int = 0
+    recent_sessions: list[dict[str, Any]] = field(default_factory=list)
+    features_total: int = 0
+    features_passing: int = 0
+    test_command: str | None = None
+
+
+def _issues(review: dict[str, Any]) -> dict[str, list[str]]:
+    issues = review.get("issues") or {}
+    return {level: [clip(i) for i in (issues.get(level) or [])[:ISSUES]] for level in ("critical", "major", "minor")}
+
+
+def render(facts: Facts) -> str:
+    """The brief as Markdown with its facts as JSON at the end, under BUDGET bytes."""
+    lines = [f"# Session {facts.session} brief ({facts.role})", ""]
+    lines.append(f"Project: {facts.features_passing} of {facts.features_total} features pass.")
+    if facts.test_command:
+        lines.append(f"Test command: `{facts.test_command}`")
+    feature = facts.feature
+    if feature is not None:
+        lines += ["", f"## Your feature: {feature['id']} (branch `{facts.branch}`)", clip(feature.get("description")), "", "Steps (the acceptance criteria):"]
+        lines += [f"{n}. {clip(step, 200)}" for n, step in enumerate((feature.get("steps") or [])[:STEPS], 1)]
+    elif facts.branch:
+        lines += ["", f"## Your branch: `{facts.branch}`"]
+    if facts.neighbours:
+        lines += ["", "Neighbouring features (context only, build none of them): " + "; ".join(f"{i} {clip(t, 80)}" for i, t in facts.neighbours)]
+    if facts.open_review is not None:
+        review = facts.open_review
+        lines += ["", f"## Open review {review.get('review_id')} ({review.get('verdict')}): fix these"]
+        for level, items in _issues(review).items():
+            lines += [f"- {level}: {item}" for item in items]
+        for finding in (review.get("scheduler_findings") or [])[:ISSUES]:
+            lines.append(f"- major (found by the scheduler): {clip(finding)}")
+    if facts.earlier_reviews:
+        lines += ["", f"## Earlier reviews of this work ({facts.earlier_review_count} in all, newest last)"]
+        lines += [f"- review {r.get('review_id')}: {r.get('verdict')}: {clip('; '.join(i for items in _issues(r).values() for i in items), 300)}" for r in facts.earlier_reviews]
+    if facts.recent_sessions:
+        lines += ["", "## The last sessions"]
+        lines += [
+            f"- session {s.get('session_id')} {s.get('agent_type')} {s.get('outcome')}: {clip(s.get('notes') or '', 300)}"
+            for s in facts.recent_sessions
+        ]
+    data = {
+        "session": facts.session,
+        "role": facts.role,
+        "feature": feature.get("id") if feature else None,
+        "branch": facts.branch,
+        "open_review": {"review_id": facts.open_review.get("review_id"), "issues": _issues(facts.open_review)} if facts.open_review else None,
+        "earlier_reviews": facts.earlier_review_count,
+        "test_command": facts.test_command,
+    }
+    tail = ["", "```json", json.dumps(data), "```", ""]
+    text = "\n".join(lines + tail)
+    while len(text.encode("utf-8")) > BUDGET and len(lines) > 4:  # drop from the least needed end
+        lines.pop(-1)
+        text = "\n".join([*lines, "- (cut to fit the brief)", *tail])
+    return text
+
+
+def gather(project: Path, state: SessionState, number: int, test_command: str | None) -> Facts:
+    """The facts of the session about to run in `state`, from the hand-off files."""
+    role, lane = state.lane.role.value, state.lane
+    features = _list(project / "feature_list.json", "features")
+    reviews = _list(project / "reviews.json", "reviews")
+    sessions = _list(project / "progress.json", "sessions")
+    work = lane.work
+    feature_id = work.feature_id if work else None
+    index = {f.get("id"): n for n, f in enumerate(features)}
+    feature = features[index[feature_id]] if feature_id in index else None
+    neighbours: list[tuple[str, str]] = []
+    if feature_id in index:
+        at = index[feature_id]
+        near = features[max(at - NEIGHBOURS, 0) : at] + features[at + 1 : at + 1 + NEIGHBOURS]
+        neighbours = [(str(f.get("id")), str(f.get("description", ""))) for f in near]
+    branch = work.branch if work else None
+    def ours(review: dict[str, Any]) -> bool:
+        if role == "ARCHITECTURE":
+            return review.get("kind") == "architecture"
+        if feature_id:
+            return review.get("feature_id") == feature_id
+        return bool(branch) and review.get("kind") == "feature" and review.get("branch") == branch
+
+    mine = [r for r in reviews if ours(r)]
+    count = len(mine) + sum(1 for r in read_history(project, "reviews") if ours(r))  # older ones may have moved
+    open_review = None
+    if lane.open_review is not None:
+        found = [r for r in reviews if r.get("review_id") == lane.open_review]
+        found = found or [r for r in read_history(project, "reviews") if r.get("review_id") == lane.open_review]
+        open_review = found[-1] if found else None
+    return Facts(
+        role=role,
+        session=number,
+        feature=feature,
+        branch=branch,
+        neighbours=neighbours,
+        open_review=open_review if role == "FIX" else None,
+        earlier_reviews=mine[-EARLIER:],
+        earlier_review_count=count,
+        recent_sessions=sessions[-SESSIONS:],
+        features_total=len(features),
+        features_passing=sum(1 for f in features if f.get("passes") is True),
+        test_command=test_command,
+    )
+
+
+def _list(path: Path, key: str) -> list[dict[str, Any]]:
+    """The entries of one list in a hand-off file; [] when the file is missing or unreadable
+    (verification, not the brief, judges broken files)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    entries = data.get(key) if isinstance(data, dict) else None
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
