@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from handoff_history import read_history
+from errors import StateError
+from handoff_history import archived_review_counts, read_history
 from machine import SessionState
+from progress import Handoff, load_handoff
 
 BUDGET = 6_000
 """Bytes a brief may take, whatever the number of features or sessions."""
@@ -57,7 +59,7 @@ def render(facts: Facts) -> str:
     lines = [f"# Session {facts.session} brief ({facts.role})", ""]
     lines.append(f"Project: {facts.features_passing} of {facts.features_total} features pass.")
     if facts.test_command:
-        lines.append(f"Test command: `{facts.test_command}`")
+        lines.append(f"Test command: `{clip(facts.test_command, 200)}`")
     feature = facts.feature
     if feature is not None:
         lines += ["", f"## Your feature: {feature['id']} (branch `{facts.branch}`)", clip(feature.get("description")), "", "Steps (the acceptance criteria):"]
@@ -82,36 +84,41 @@ def render(facts: Facts) -> str:
             f"- session {s.get('session_id')} {s.get('agent_type')} {s.get('outcome')}: {clip(s.get('notes') or '', 300)}"
             for s in facts.recent_sessions
         ]
-    data = {
+    data: dict[str, Any] = {
         "session": facts.session,
         "role": facts.role,
         "feature": feature.get("id") if feature else None,
         "branch": facts.branch,
         "open_review": {"review_id": facts.open_review.get("review_id"), "issues": _issues(facts.open_review)} if facts.open_review else None,
         "earlier_reviews": facts.earlier_review_count,
-        "test_command": facts.test_command,
+        "test_command": clip(facts.test_command, 200) if facts.test_command else None,
     }
-    tail = ["", "```json", json.dumps(data), "```", ""]
-    text = "\n".join(lines + tail)
+
+    def whole(body: list[str]) -> str:
+        return "\n".join([*body, "", "```json", json.dumps(data, ensure_ascii=False), "```", ""])
+
+    text = whole(lines)
     while len(text.encode("utf-8")) > BUDGET and len(lines) > 4:  # drop from the least needed end
         lines.pop(-1)
-        text = "\n".join([*lines, "- (cut to fit the brief)", *tail])
+        text = whole([*lines, "- (cut to fit the brief)"])
+    if len(text.encode("utf-8")) > BUDGET and data["open_review"]:  # the issues are in the lines kept above
+        data["open_review"] = {"review_id": data["open_review"]["review_id"], "issues": "cut to fit the brief: the review is in reviews.json (or reviews_history.jsonl) under its review_id"}
+        text = whole([*lines, "- (cut to fit the brief)"])
     return text
 
 
 def gather(project: Path, state: SessionState, number: int, test_command: str | None) -> Facts:
     """The facts of the session about to run in `state`, from the hand-off files."""
     role, lane = state.lane.role.value, state.lane
-    features = _list(project / "feature_list.json", "features")
-    reviews = _list(project / "reviews.json", "reviews")
-    sessions = _list(project / "progress.json", "sessions")
+    handoff = _handoff(project)
+    features, reviews = handoff.features(), handoff.review_list()
+    sessions = list((handoff.progress or {}).get("sessions", []))
     work = lane.work
     feature_id = work.feature_id if work else None
-    index = {f.get("id"): n for n, f in enumerate(features)}
-    feature = features[index[feature_id]] if feature_id in index else None
+    at = next((n for n, f in enumerate(features) if f.get("id") == feature_id), None) if feature_id else None
+    feature = features[at] if at is not None else None
     neighbours: list[tuple[str, str]] = []
-    if feature_id in index:
-        at = index[feature_id]
+    if at is not None:
         near = features[max(at - NEIGHBOURS, 0) : at] + features[at + 1 : at + 1 + NEIGHBOURS]
         neighbours = [(str(f.get("id")), str(f.get("description", ""))) for f in near]
     branch = work.branch if work else None
@@ -123,7 +130,8 @@ def gather(project: Path, state: SessionState, number: int, test_command: str | 
         return bool(branch) and review.get("kind") == "feature" and review.get("branch") == branch
 
     mine = [r for r in reviews if ours(r)]
-    count = len(mine) + sum(1 for r in read_history(project, "reviews") if ours(r))  # older ones may have moved
+    archived = archived_review_counts(project)  # older ones moved to the history
+    count = len(mine) + archived.get("architecture" if role == "ARCHITECTURE" else str(feature_id or branch or ""), 0)
     open_review = None
     if lane.open_review is not None:
         found = [r for r in reviews if r.get("review_id") == lane.open_review]
@@ -140,17 +148,15 @@ def gather(project: Path, state: SessionState, number: int, test_command: str | 
         earlier_review_count=count,
         recent_sessions=sessions[-SESSIONS:],
         features_total=len(features),
-        features_passing=sum(1 for f in features if f.get("passes") is True),
+        features_passing=len(handoff.passing()),
         test_command=test_command,
     )
 
 
-def _list(path: Path, key: str) -> list[dict[str, Any]]:
-    """The entries of one list in a hand-off file; [] when the file is missing or unreadable
-    (verification, not the brief, judges broken files)."""
+def _handoff(project: Path) -> Handoff:
+    """The hand-off files as validated (read once per version); empty where one is broken:
+    verification, not the brief, judges broken files."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    entries = data.get(key) if isinstance(data, dict) else None
-    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+        return load_handoff(project)
+    except StateError:
+        return Handoff(None, None, None)

@@ -20,7 +20,7 @@ from progress import atomic_write_json, read_json
 
 WINDOW = 20
 """Entries of each list a hand-off file keeps (it is trimmed back to this once it holds twice as many)."""
-HISTORY = dict(zip(("sessions", "reviews", "fixes"), HISTORY_FILES, strict=True))
+HISTORY = dict(zip(("sessions", "reviews", "fixes"), HISTORY_FILES[:3], strict=True))
 IDS = {"sessions": "session_id", "reviews": "review_id", "fixes": "fix_id"}
 FILES = {"sessions": "progress.json", "reviews": "reviews.json", "fixes": "reviews.json"}
 
@@ -41,6 +41,41 @@ def _last_line(path: Path) -> bytes:
     except FileNotFoundError:
         return b""
     return lines[-1] if lines else b""
+
+
+COUNTS = HISTORY_FILES[3]
+"""Beside the reviews' history: how many archived reviews each feature (and `architecture`) has."""
+
+
+def archived_review_counts(project: Path) -> dict[str, int]:
+    """How many reviews of each feature id (`architecture` for architecture reviews) were moved
+    to the history; read from a small index, not from the history itself."""
+    return _index(project)[1]
+
+
+_INDEX: dict[str, tuple[tuple[int, int, int], tuple[int, dict[str, int]]]] = {}
+"""The index as last read, by path and stat (it changes only when reviews move)."""
+
+
+def _index(project: Path) -> tuple[int, dict[str, int]]:
+    """(the largest review id counted, the counts)."""
+    path = project / COUNTS
+    try:
+        stat = path.stat()
+        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        known = _INDEX.get(str(path))
+        if known is not None and known[0] == key:
+            return known[1][0], dict(known[1][1])
+        data = json.loads(path.read_text(encoding="utf-8"))
+        index = int(data["counted_to"]), {str(k): int(v) for k, v in data["counts"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return 0, {}
+    _INDEX[str(path)] = (key, index)
+    return index[0], dict(index[1])
+
+
+def _count_key(review: dict[str, Any]) -> str:
+    return "architecture" if review.get("kind") == "architecture" else str(review.get("feature_id") or review.get("branch") or "")
 
 
 def largest_archived_id(project: Path, key: str) -> int:
@@ -71,6 +106,13 @@ def trim(project: Path, window: int = WINDOW) -> dict[str, int]:
             done = largest_archived_id(project, key)
             fresh = [e for e in old if isinstance(e, dict) and int(e.get(IDS[key], 0)) > done]
             _append(history_path(project, key), fresh)
+            if key == "reviews":  # each review counted once, however often a kill repeats this
+                counted_to, counts = _index(project)
+                new = [r for r in old if isinstance(r, dict) and int(r.get("review_id", 0)) > counted_to]
+                for review in new:
+                    counts[_count_key(review)] = counts.get(_count_key(review), 0) + 1
+                if new:
+                    atomic_write_json(project / COUNTS, {"counted_to": max(int(r["review_id"]) for r in new), "counts": counts})
             moved[key], changed = len(old), True
         if changed:
             atomic_write_json(path, data)

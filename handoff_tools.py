@@ -22,8 +22,7 @@ from typing import Any
 from config import SessionType
 from machine import WorkItem
 from policy import RolePolicy, policy
-from progress import atomic_write_json, read_json
-from schemas import HANDOFF_SCHEMAS, schema_error
+from progress import atomic_write_json, incremental_schema_error, last_validated, read_json, remember
 
 SERVER = "handoff"
 PREFIX = f"mcp__{SERVER}__"
@@ -231,10 +230,12 @@ class HandoffTools:
         return data
 
     def _save(self, name: str, data: dict[str, Any]) -> None:
-        error = schema_error(data, HANDOFF_SCHEMAS[name])
+        path = self.project / name
+        error = incremental_schema_error(data, name, last_validated(path))
         if error is not None:
             raise Refused(f"refused: {name} would not match its schema {error}")
-        atomic_write_json(self.project / name, data)
+        atomic_write_json(path, data)
+        remember(path, data)
 
     def _archived_max(self, key: str) -> int:
         """The largest id already moved to the history file (0: none), so ids keep increasing."""

@@ -21,7 +21,12 @@ SCOPE_FILE = "CLAUDE.md"
 CLAUDE_DIR = ".claude"
 """The folder Claude Code creates in its working directory."""
 
-HISTORY_FILES: tuple[str, ...] = ("progress_history.jsonl", "reviews_history.jsonl", "fixes_history.jsonl")
+HISTORY_FILES: tuple[str, ...] = (
+    "progress_history.jsonl",
+    "reviews_history.jsonl",
+    "fixes_history.jsonl",
+    "reviews_history_counts.json",
+)
 """Older hand-off entries, moved out of the files agents write (handoff_history.py)."""
 
 SCHEDULER_FILES: tuple[str, ...] = (

@@ -17,7 +17,7 @@ from config import AgentConfig, SessionType, get_model_for_session
 from layout import SCOPE_FILE, SETTINGS_FILE
 from machine import SessionState, WorkItem
 from progress import atomic_write_json, atomic_write_text
-from prompts import kickoff, render, role_variables
+from prompts import READS, kickoff, render, role_variables
 from sandbox import sandbox_settings
 from security import git_rules, scope_rules, settings_for, validate_settings
 
@@ -38,6 +38,8 @@ class SessionPlan:
     """The first user message (with the session brief)."""
     brief: str
     """What the session needs to know, bounded in size (brief.py)."""
+    reads: tuple[str, ...]
+    """The project files its prompt tells the agent to read (prompts.READS)."""
     open_review: int | None
     settings: dict[str, Any]
     """The validated Claude Code settings of the role."""
@@ -83,6 +85,7 @@ def plan_session(
         scope=scope_rules(role, work),
         kickoff=kickoff(role, state.next_number, brief),
         brief=brief,
+        reads=READS.get(role, ()),
         open_review=state.lane.open_review,
         settings=settings,
         max_turns=config.max_turns,

@@ -17,13 +17,28 @@ import filelock
 import crashpoints
 from errors import AlreadyRunning, StateError
 from layout import CONFIG_FILE, HANDOFF_FILES, LOCK_FILE, LOG_DIR, SCOPE_FILE, SETTINGS_FILE, STATE_FILE
-from schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, LIST_ITEMS, schema_error
+from schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, LIST_ITEMS, SHELLS, schema_error
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
     """Write JSON through a temp file in the same folder and `os.replace`."""
-    text = json.dumps(data, indent=2, sort_keys=False) + "\n"
-    atomic_write_text(path, text)
+    atomic_write_text(path, to_text(data))
+
+
+def to_text(data: Any) -> str:
+    """JSON as people read it and as fast as the C encoder writes it: an object's fields one per
+    line, and a list of objects (features, sessions, reviews) one entry per line."""
+    if not isinstance(data, dict):
+        return json.dumps(data, indent=2) + "\n"
+    fields = []
+    for key, value in data.items():
+        name = json.dumps(key)
+        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+            items = ",\n".join(f"    {json.dumps(item, ensure_ascii=False)}" for item in value)
+            fields.append(f"  {name}: [\n{items}\n  ]")
+        else:
+            fields.append(f"  {name}: {json.dumps(value, ensure_ascii=False)}")
+    return "{\n" + ",\n".join(fields) + "\n}\n" if fields else "{}\n"
 
 
 def remove_half_written(folder: Path) -> list[str]:
@@ -94,13 +109,25 @@ class Handoff:
         return list((self.feature_list or {}).get("features", []))
 
     def passing(self) -> frozenset[str]:
-        return frozenset(f["id"] for f in self.features() if f.get("passes") is True)
+        listed = self.feature_list
+        for known, passing in _PASSING:  # one version of the list is asked many times a session
+            if known is listed:
+                return passing
+        passing = frozenset(f["id"] for f in self.features() if f.get("passes") is True)
+        if listed is not None:
+            _PASSING.insert(0, (listed, passing))
+            del _PASSING[4:]
+        return passing
 
     def review_list(self) -> list[dict[str, Any]]:
         return list((self.reviews or {}).get("reviews", []))
 
     def fix_list(self) -> list[dict[str, Any]]:
         return list((self.reviews or {}).get("fixes", []))
+
+
+_PASSING: list[tuple[Any, frozenset[str]]] = []
+"""The passing features of the last few feature-list versions (the versions are never changed)."""
 
 
 def load_handoff(project: Path) -> Handoff:
@@ -141,15 +168,26 @@ def _validated(path: Path, name: str) -> Any:
     return data
 
 
+def remember(path: Path, data: Any) -> None:
+    """`data`, just validated and written to `path` in this process, is that file's current
+    version (a hand-off tool's write: the scheduler does not parse it again)."""
+    stat = path.stat()
+    _LOADED[str(path)] = _Loaded((stat.st_ino, stat.st_size, stat.st_mtime_ns), data)
+
+
+def last_validated(path: Path) -> Any:
+    """The last validated content of a hand-off file (None: not read yet); not to be changed."""
+    known = _LOADED.get(str(path))
+    return known.data if known else None
+
+
 def incremental_schema_error(data: Any, name: str, before: Any) -> str | None:
     """The schema error of a hand-off file, checking only list entries not already valid in
     `before` (the last validated version of the file at the same positions)."""
-    schema = HANDOFF_SCHEMAS[name]
     lists = LIST_ITEMS[name]
     if not isinstance(data, dict) or not all(isinstance(data.get(key), list) for key in lists if key in data):
-        return schema_error(data, schema)
-    shell = {**schema, "properties": {k: ({kw: x for kw, x in v.items() if kw != "items"} if k in lists else v) for k, v in schema["properties"].items()}}
-    error = schema_error(data, shell)
+        return schema_error(data, HANDOFF_SCHEMAS[name])
+    error = schema_error(data, SHELLS[name])
     if error is not None:
         return error
     for key, items in lists.items():
@@ -189,7 +227,7 @@ def write_status(
 ) -> None:
     """Write the status fields of progress.json for the session about to run."""
     path = project / "progress.json"
-    data = read_json(path, HANDOFF_SCHEMAS["progress.json"])
+    data = dict(_validated(path, "progress.json"))  # a shallow copy: the entries are not changed
     data.update(
         current_phase=phase,
         current_feature=feature,
@@ -224,6 +262,8 @@ def newest_copy(project: Path, name: str) -> Path | None:
 def correct_passes(project: Path, passing: frozenset[str]) -> list[str]:
     """Set `passes` back to what the scheduler verified; the feature ids it corrected."""
     path = project / "feature_list.json"
+    if load_handoff(project).passing() == passing:  # the common case, from the validated copy
+        return []
     data = read_json(path)
     features = data.get("features") if isinstance(data, dict) else None
     if not isinstance(features, list):

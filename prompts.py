@@ -73,6 +73,17 @@ def render(
     return substitute(template, {**shared, **variables}, path.name)
 
 
+READS: dict[SessionType, tuple[str, ...]] = {
+    SessionType.INITIALIZER: ("app_spec.txt",),
+    SessionType.IMPLEMENT: ("app_spec.txt",),
+    SessionType.REVIEW: (),
+    SessionType.FIX: (),
+    SessionType.ARCHITECTURE: ("app_spec.txt",),
+}
+"""The project files each role's prompt tells the agent to read, besides its brief, git's
+output and the code (none of them grows with the number of features or sessions)."""
+
+
 def kickoff(role: SessionType, session_id: int, brief: str = "") -> str:
     """The session's first user message: its brief; the role's instructions travel in the system prompt."""
     opening = (

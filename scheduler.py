@@ -44,6 +44,8 @@ from security import denial_rule
 from verify import PreSession, capture, verify_session
 
 VERSION = "0.2.0"
+STATE_COPIES = 3
+"""Session folders that keep a copy of the state after them (older ones are compacted away)."""
 SANDBOX_RETRIES = 2
 """Reruns, per invocation, of a session whose sandbox failed to start (not counted as attempts)."""
 SANDBOX_STOP = (
@@ -208,6 +210,8 @@ class Scheduler:
         if not state.backlog.features:  # a new project: the files agents append to start empty
             progress.ensure_handoff_files(self.project, self.project.name)
         if interrupted is None:  # a cut session's files are restored from its own copies instead
+            if state.backlog.features:
+                handoff_history.trim(self.project)  # first: the entries it moves were checked when appended
             self._check_handoff(state)
         sandbox_faults = outages = 0
         outage_s = 0.0
@@ -548,10 +552,17 @@ class Scheduler:
         crashpoints.reached("state_saved")
         log_dir = log_dir_for(self.project, step.state.session_count, state.lane.role)
         shutil.copy2(self.project / STATE_FILE, log_dir / "state.json")  # a restore point
+        self._compact(step.state.session_count - STATE_COPIES)
         crashpoints.reached("restore_point_copied")
         self._write_status(step.state)
         crashpoints.reached("status_written")
         return step.state
+
+    def _compact(self, number: int) -> None:
+        """Keep the state's restore points of the last sessions only: the state lists every
+        feature, so one copy per session would make the logs grow with the project."""
+        for old in (self.project / LOG_DIR).glob(f"session_{number:04d}_*/state.json"):
+            old.unlink(missing_ok=True)
 
     def _act(self, repo: git.Repo, event: Event, new: SessionState) -> None:
         """What the scheduler does about one event of the transition."""

@@ -238,12 +238,43 @@ LIST_ITEMS: dict[str, dict[str, dict[str, Any]]] = {
 """Per hand-off file, its lists of entries and each list's entry schema (validated one by one)."""
 
 
+def shell(schema: dict[str, Any], lists: Any) -> dict[str, Any]:
+    """`schema` without the entry schemas of the named list properties (checked elsewhere, or
+    known valid)."""
+    props = schema["properties"]
+    return {**schema, "properties": {k: ({kw: x for kw, x in v.items() if kw != "items"} if k in lists else v) for k, v in props.items()}}
+
+
+SHELLS: dict[str, dict[str, Any]] = {name: shell(schema, LIST_ITEMS[name]) for name, schema in HANDOFF_SCHEMAS.items()}
+AGENT_STATE_SAVED = {
+    **AGENT_STATE,
+    "properties": {
+        **AGENT_STATE["properties"],
+        "backlog": {
+            **shell(AGENT_STATE["properties"]["backlog"], ("features", "passing", "blocked")),
+            "properties": {
+                **shell(AGENT_STATE["properties"]["backlog"], ("features", "passing", "blocked"))["properties"],
+                "rejections": {"type": "object"},
+            },
+        },
+    },
+}
+"""The state as the scheduler saves it: its feature ids came from the validated feature list,
+so they are not checked one by one again on every save (the whole schema applies on load)."""
+_VALIDATORS: dict[int, Any] = {}
+
+
 def schema_error(data: Any, schema: dict[str, Any]) -> str | None:
     """Where and how `data` breaks `schema` (the most relevant error), or None when it matches.
 
     The one place JSON Schema validation happens; callers raise their own error type.
     """
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
+    validator = _VALIDATORS.get(id(schema))
+    if validator is None:  # schemas are module constants: one validator each, built once
+        validator = _VALIDATORS[id(schema)] = jsonschema.Draft202012Validator(schema)
+    if validator.is_valid(data):
+        return None
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path) or "(top level)"

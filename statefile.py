@@ -14,7 +14,7 @@ from errors import StateError
 from layout import LOG_DIR, STATE_FILE
 from machine import Backlog, Lane, SessionState, WorkItem
 from progress import atomic_write_json, read_json, validate
-from schemas import AGENT_STATE
+from schemas import AGENT_STATE, AGENT_STATE_SAVED
 
 RESTORE_HINT = (
     f"Restore it from the newest copy, {LOG_DIR}/session_*/state.json (each session leaves one), "
@@ -49,7 +49,7 @@ def load(project: Path) -> Saved | None:
 def save(project: Path, state: SessionState, in_progress: dict[str, Any] | None) -> None:
     """The schedule state and the session in flight (the totals are the event log's: events.py)."""
     data = {**to_json(state), "in_progress": in_progress}
-    validate(data, AGENT_STATE, STATE_FILE)
+    validate(data, AGENT_STATE_SAVED, STATE_FILE)
     atomic_write_json(project / STATE_FILE, data)
 
 

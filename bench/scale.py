@@ -15,7 +15,7 @@ runner that does, instantly, the least a real agent does for its role, and print
    work of the next), the runner's own time excluded; the first session's start-up and
    the last one's wind-down count together as one more sample;
 2. the bytes an agent must read: its prompt (system prompt + kick-off) plus the files its
-   role's prompt tells it to read (`ROLE_READS`), as they are when the session starts;
+   role's prompt tells it to read (`SessionPlan.reads`), as they are when the session starts;
 3. the bytes each session adds under `.agent_logs/`.
 
 Then the growth ratios the goals are stated in, each with PASS/FAIL.
@@ -51,8 +51,9 @@ import gitops  # noqa: E402
 import machine  # noqa: E402
 import scheduler  # noqa: E402
 import statefile  # noqa: E402
-from agent import SessionRequest, SessionResult  # noqa: E402
+from agent import SessionRequest, SessionResult, tools_of  # noqa: E402
 from config import AgentConfig, SessionType  # noqa: E402
+from handoff_tools import HandoffTools  # noqa: E402
 from layout import LOG_DIR  # noqa: E402
 
 SIZES = (10, 100, 1_000, 10_000)
@@ -64,17 +65,6 @@ BUILD_VERSION = "1"
 """Bump when the generated project changes (the cache key includes it)."""
 KB = 1000
 
-ROLE_READS: dict[SessionType, tuple[str, ...]] = {
-    # What each role's template (prompts/*.md, "Read first") tells the agent to read, as
-    # files in the project. Git output (`git log`, `git diff`) and "the code you will touch"
-    # are not counted. Hard-coded here until the plan declares what a session reads; then
-    # replace this dict with the plan's own list.
-    SessionType.INITIALIZER: ("app_spec.txt", "progress.json", "reviews.json"),
-    SessionType.IMPLEMENT: ("progress.json", "feature_list.json", "reviews.json", "app_spec.txt"),
-    SessionType.REVIEW: ("progress.json", "feature_list.json", "reviews.json"),
-    SessionType.FIX: ("reviews.json", "progress.json", "feature_list.json"),
-    SessionType.ARCHITECTURE: ("app_spec.txt", "feature_list.json", "progress.json", "reviews.json"),
-}
 
 GOALS = (
     # (label, metric, larger size, smaller size, largest ratio allowed)
@@ -297,6 +287,8 @@ class Call:
     ended: float
     prompt_bytes: int
     file_bytes: int
+    log_bytes: int = 0
+    """Bytes under the log folder when the session started."""
 
 
 class TrivialRunner:
@@ -311,10 +303,12 @@ class TrivialRunner:
         self.calls: list[Call] = []
 
     def run(self, request: SessionRequest) -> SessionResult:
+        logs = folder_bytes(Path(request.cwd) / LOG_DIR)
         started = time.perf_counter()
         plan, cwd = request.plan, Path(request.cwd)
         prompt = len(plan.system_prompt.encode("utf-8")) + len(plan.kickoff.encode("utf-8"))
-        files = sum((cwd / name).stat().st_size for name in ROLE_READS[plan.role] if (cwd / name).is_file())
+        files = sum((cwd / name).stat().st_size for name in plan.reads if (cwd / name).is_file())
+        tools = tools_of(request)  # the hand-off tools the session is served, as an agent calls them
         if plan.work is None or plan.work.feature_id is None:
             raise RuntimeError(f"the bench's runner has no script for a {plan.role.value} session without a feature")
         fid, branch = plan.work.feature_id, plan.work.branch
@@ -326,32 +320,19 @@ class TrivialRunner:
             (cwd / module).write_text(f'"""{fid}."""\n\n\ndef run() -> str:\n    return "{fid}"\n', encoding="utf-8")
             git(cwd, "add", module)
             git(cwd, "commit", "-q", "--no-verify", "-m", f"feat({fid}): the feature")
-            self._session_entry(cwd, plan.number, "IMPLEMENT", fid, start, git(cwd, "rev-parse", "HEAD"))
+            self._session_entry(tools, fid, start, git(cwd, "rev-parse", "HEAD"))
         elif plan.role is SessionType.REVIEW:
             git(cwd, "checkout", "-q", "main")
             git(cwd, "merge", "-q", "--no-ff", "--no-verify", branch, "-m", f"Merge {branch}")
-            reviews = read_json(cwd / "reviews.json")
-            review_id = max((r["review_id"] for r in reviews["reviews"]), default=0) + 1
-            review = {
-                "review_id": review_id,
-                "feature_id": fid,
-                "kind": "feature",
-                "verdict": "PASS",
-                "issues": {"critical": [], "major": [], "minor": []},
-            }
-            reviews["reviews"].append(review)
-            write_json(cwd / "reviews.json", reviews)
-            features = read_json(cwd / "feature_list.json")
-            for entry in features["features"]:
-                if entry["id"] == fid:
-                    entry["passes"] = True
-            write_json(cwd / "feature_list.json", features)
+            answer, failed = tools.call("record_review", {"verdict": "PASS", "issues": {"critical": [], "major": [], "minor": []}})
+            review_id = json.loads(answer)["review_id"] if not failed else 0
+            tools.call("mark_passing", {})
             end = git(cwd, "rev-parse", "HEAD")
-            self._session_entry(cwd, plan.number, "REVIEW", fid, "", end, verdict="PASS", review_id=review_id)
+            self._session_entry(tools, fid, "", end, verdict="PASS", review_id=review_id)
         else:
             raise RuntimeError(f"the bench's runner has no script for {plan.role.value}")
         ended = time.perf_counter()
-        self.calls.append(Call(plan.role, started, ended, prompt, files))
+        self.calls.append(Call(plan.role, started, ended, prompt, files, logs))
         return SessionResult(
             subtype="success",
             is_error=False,
@@ -362,34 +343,50 @@ class TrivialRunner:
         )
 
     @staticmethod
-    def _session_entry(cwd: Path, number: int, role: str, fid: str, start: str, end: str, **extra: Any) -> None:
-        progress = read_json(cwd / "progress.json")
-        progress["sessions"].append(
+    def _session_entry(tools: HandoffTools, fid: str, start: str, end: str, **extra: Any) -> None:
+        answer, failed = tools.call(
+            "append_session",
             {
-                "session_id": number,
-                "agent_type": role,
+                "outcome": OUTCOMES[tools.role.value],
                 "features_touched": [fid],
-                "outcome": OUTCOMES[role],
                 "commit_range": {"from": start, "to": end},
                 "notes": "scale bench: the least a real agent does",
                 **extra,
-            }
+            },
         )
-        write_json(cwd / "progress.json", progress)
+        if failed:
+            raise RuntimeError(f"append_session refused: {answer}")
 
 
 # -- measuring ---------------------------------------------------------------------------------
 
 
 def folder_bytes(folder: Path) -> int:
+    """Bytes under the log folder, but for its restore point (one copy of the hand-off files,
+    replaced each session: it does not grow with the number of sessions)."""
     total = 0
-    for dirpath, _, names in os.walk(folder):
+    for dirpath, dirs, names in os.walk(folder):
+        if Path(dirpath) == folder and "restore" in dirs:
+            dirs.remove("restore")
         for name in names:
             try:
                 total += os.lstat(os.path.join(dirpath, name)).st_size
             except OSError:
                 continue
     return total
+
+
+WARM_UP = 5
+"""Sessions whose log bytes are not counted: the first ones also write the restore point (one
+copy of the hand-off files, replaced each session) and the first state copies that later
+sessions compact away."""
+
+
+def steady_log_growth(calls: list[Call], before: int, after: int) -> float:
+    """Bytes the logs grow by per session once the run is past its first sessions."""
+    if len(calls) <= WARM_UP:
+        return (after - before) / max(len(calls), 1)
+    return (after - calls[WARM_UP].log_bytes) / (len(calls) - WARM_UP)
 
 
 def p90(values: list[float]) -> float:
@@ -493,7 +490,7 @@ def measure(pristine: Path, work: Path, n: int, sessions: int, build_s: float, c
         overhead_ms=[s * 1000 for s in overhead] or [math.nan],
         read_implement=statistics.median(by_role[SessionType.IMPLEMENT] or [math.nan]),
         read_review=statistics.median(by_role[SessionType.REVIEW] or [math.nan]),
-        log_per_session=(logs_after - logs_before) / max(len(calls), 1),
+        log_per_session=steady_log_growth(calls, logs_before, logs_after),
         build_s=build_s,
         cached=cached,
         measure_s=0.0,
@@ -605,7 +602,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "Overhead: wall time between one agent session's end and the next one's start (the runner's own "
         "time excluded); the run's start-up and wind-down count as one sample. Read: prompt + the files "
-        "ROLE_READS names, at the session's start. KB = 1,000 bytes. Build *: from the cache (the time "
+        "plan declares (prompts.READS), at the session's start. KB = 1,000 bytes. Build *: from the cache (the time "
         "its build took); measure: copying the project, the sessions and the checks."
     )
     bad = [r for r in rows if r.problems]

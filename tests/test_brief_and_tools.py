@@ -1,0 +1,210 @@
+"""The bounded brief, the hand-off tools, the history files and validation once per version."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import state_for
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import brief
+import handoff_history
+import progress
+from config import SessionType
+from handoff_tools import PREFIX, HandoffTools, permission_rules, tool_names
+from machine import architecture_fixes, feature
+from schemas import HANDOFF_SCHEMAS, schema_error
+
+T = SessionType
+
+
+def features(n: int, text: str = "a feature") -> dict[str, Any]:
+    return {"features": [{"id": f"F{k:05d}", "category": "c", "description": f"{text} {k}", "steps": ["s1", "s2"], "passes": False} for k in range(1, n + 1)]}
+
+
+def project_with(tmp_path: Path, n: int = 3, sessions: int = 0, reviews: list[dict[str, Any]] | None = None) -> Path:
+    (tmp_path / "feature_list.json").write_text(json.dumps(features(n)))
+    entries = [{"session_id": k, "agent_type": "IMPLEMENT", "features_touched": [], "outcome": "READY_FOR_REVIEW", "notes": f"note {k}"} for k in range(1, sessions + 1)]
+    status = {"project_name": "p", "current_phase": "IMPLEMENT", "current_feature": None, "current_branch": None, "features_completed": 0}
+    (tmp_path / "progress.json").write_text(json.dumps({**status, "sessions": entries}))
+    (tmp_path / "reviews.json").write_text(json.dumps({"reviews": reviews or [], "fixes": []}))
+    return tmp_path
+
+
+def review(review_id: int, feature_id: str | None, verdict: str = "REQUEST_CHANGES", kind: str = "feature") -> dict[str, Any]:
+    return {"review_id": review_id, "feature_id": feature_id, "kind": kind, "verdict": verdict, "issues": {"critical": [], "major": [f"issue of {review_id}"], "minor": []}}
+
+
+# -- the brief --------------------------------------------------------------------------------------
+
+
+def test_the_brief_has_the_feature_its_steps_neighbours_reviews_and_last_sessions(tmp_path: Path) -> None:
+    project = project_with(tmp_path, n=5, sessions=7, reviews=[review(1, "F00003")])
+    state = state_for(T.IMPLEMENT, "F00003")
+    text = brief.render(brief.gather(project, state, 8, "make test"))
+    assert "## Your feature: F00003 (branch `feature/F00003`)" in text and "1. s1" in text
+    assert "F00001 a feature 1" in text and "F00005 a feature 5" in text and "F00003 a feature 3;" not in text
+    assert "review 1: REQUEST_CHANGES: issue of 1" in text and "session 7 IMPLEMENT" in text and "session 4 " not in text
+    assert "Test command: `make test`" in text
+    facts = json.loads(text.rsplit("```json", 1)[1].split("```")[0])
+    assert facts == {"session": 8, "role": "IMPLEMENT", "feature": "F00003", "branch": "feature/F00003", "open_review": None, "earlier_reviews": 1, "test_command": "make test"}
+
+
+def test_a_fix_brief_names_the_open_review_even_from_the_history(tmp_path: Path) -> None:
+    project = project_with(tmp_path, reviews=[review(k, "F00001") for k in range(1, 50)])
+    handoff_history.trim(project)  # review 7 moves to the history
+    state = state_for(T.FIX, "F00001", open_review=7)
+    facts = brief.gather(project, state, 60, None)
+    assert facts.open_review is not None and facts.open_review["review_id"] == 7
+    assert facts.earlier_review_count == 49
+    assert "## Open review 7 (REQUEST_CHANGES): fix these" in brief.render(facts)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    size=st.sampled_from([1, 10, 10_000]),
+    text=st.text(min_size=0, max_size=5_000),
+    steps=st.integers(0, 300),
+)
+def test_the_brief_stays_under_its_budget_whatever_the_project_holds(size: int, text: str, steps: int) -> None:
+    entry = {"id": "F1", "description": text * 3, "steps": [text] * steps}
+    open_review = {"review_id": 9, "verdict": "REJECT", "issues": {"critical": [text] * 50, "major": [text] * 50, "minor": []}, "scheduler_findings": [text] * 20}
+    facts = brief.Facts(
+        role="FIX",
+        session=size * 10,
+        feature=entry,
+        branch="feature/F1",
+        neighbours=[(f"F{k}", text) for k in range(4)],
+        open_review=open_review,
+        earlier_reviews=[open_review] * 3,
+        earlier_review_count=size,
+        recent_sessions=[{"session_id": k, "agent_type": "FIX", "outcome": "FIXED", "notes": text} for k in range(3)],
+        features_total=size,
+        features_passing=size // 2,
+        test_command=text[:200],
+    )
+    rendered = brief.render(facts)
+    assert len(rendered.encode("utf-8")) <= brief.BUDGET
+    assert json.loads(rendered.rsplit("```json", 1)[1].split("```")[0])["open_review"]["review_id"] == 9
+
+
+# -- the hand-off tools ---------------------------------------------------------------------------
+
+
+def test_each_role_gets_the_tools_its_rights_give_it() -> None:
+    assert tool_names(T.IMPLEMENT) == ("brief", "show_feature", "append_session")
+    assert tool_names(T.REVIEW) == ("brief", "show_feature", "append_session", "record_review", "mark_passing")
+    assert tool_names(T.FIX) == ("brief", "show_feature", "append_session", "record_fix")
+    assert tool_names(T.ARCHITECTURE) == ("brief", "show_feature", "append_session", "record_review")
+    assert permission_rules(T.FIX)[-1] == f"{PREFIX}record_fix"
+
+
+def tools(project: Path, role: SessionType, number: int = 5, work: Any = None, open_review: int | None = None) -> HandoffTools:
+    return HandoffTools(project, role, number, work, open_review, "the brief")
+
+
+def test_append_session_fills_in_the_session_and_takes_one_entry(tmp_path: Path) -> None:
+    project = project_with(tmp_path)
+    t = tools(project, T.IMPLEMENT, work=feature("F00002"))
+    assert t.call(f"{PREFIX}brief", {}) == ("the brief", False)
+    assert t.call("append_session", {"outcome": "READY_FOR_REVIEW", "notes": "done"}) == ("appended the entry of session 5 to progress.json", False)
+    entry = json.loads((project / "progress.json").read_text())["sessions"][-1]
+    assert entry == {"session_id": 5, "agent_type": "IMPLEMENT", "features_touched": ["F00002"], "outcome": "READY_FOR_REVIEW", "commit_range": None, "notes": "done"}
+    assert t.call("append_session", {"outcome": "x"}) == ("session 5 already has its entry in progress.json", True)
+    assert t.call("record_review", {"verdict": "PASS", "issues": {}})[1] is True  # not IMPLEMENT's tool
+    answer, failed = t.call("append_session", {"outcome": "x", "features_touched": ["not an id"]})
+    assert failed  # the session already has its entry; a fresh tool checks the schema instead
+    fresh = tools(project, T.IMPLEMENT, number=6)
+    answer, failed = fresh.call("append_session", {"outcome": "x", "features_touched": ["not an id"]})
+    assert failed and "would not match its schema" in answer and "does not match '^F[0-9]+$'" in answer
+
+
+def test_a_review_is_numbered_after_the_history_and_passing_needs_a_pass_first(tmp_path: Path) -> None:
+    project = project_with(tmp_path, reviews=[review(k, "F00009") for k in range(1, 45)])
+    handoff_history.trim(project)
+    t = tools(project, T.REVIEW, work=feature("F00002"))
+    assert t.call("mark_passing", {}) == ("record your PASS review first (record_review with verdict PASS), then mark the feature passing", True)
+    answer, failed = t.call("record_review", {"verdict": "PASS", "issues": {"minor": ["m"]}})
+    assert not failed and json.loads(answer) == {"review_id": 45, "verdict": "PASS"}
+    added = json.loads((project / "reviews.json").read_text())["reviews"][-1]
+    assert (added["feature_id"], added["kind"], added["branch"], added["issues"]) == ("F00002", "feature", "feature/F00002", {"critical": [], "major": [], "minor": ["m"]})
+    assert t.call("mark_passing", {}) == ("F00002 is marked passing", False)
+    assert [f["id"] for f in json.loads((project / "feature_list.json").read_text())["features"] if f["passes"]] == ["F00002"]
+    bad = tools(project, T.REVIEW, number=6, work=feature("F00003")).call("record_review", {"verdict": "MAYBE", "issues": {}})
+    assert bad[1] and "would not match its schema" in bad[0]
+
+
+def test_an_architecture_review_and_a_fix_of_it(tmp_path: Path) -> None:
+    project = project_with(tmp_path)
+    answer, _ = tools(project, T.ARCHITECTURE).call("record_review", {"verdict": "REQUEST_CHANGES", "issues": {"major": ["split it"]}})
+    review_id = json.loads(answer)["review_id"]
+    assert json.loads((project / "reviews.json").read_text())["reviews"][-1]["kind"] == "architecture"
+    assert tools(project, T.FIX, 7, architecture_fixes(review_id)).call("record_fix", {"issues_fixed": ["split"]})[1] is True  # no open review
+    fix = tools(project, T.FIX, 7, architecture_fixes(review_id), open_review=review_id)
+    assert json.loads(fix.call("record_fix", {"issues_fixed": ["split it"]})[0]) == {"fix_id": 1, "review_id": review_id}
+    assert fix.call("mark_passing", {})[1] is True
+    assert fix.call("show_feature", {"feature_id": "F00002"})[0].startswith('{\n  "id": "F00002"')
+    assert fix.call("show_feature", {"feature_id": "F404"}) == ("no feature 'F404' in feature_list.json", True)
+
+
+# -- the history files --------------------------------------------------------------------------------
+
+
+def test_old_entries_move_to_the_history_once_even_when_a_kill_repeats_the_move(tmp_path: Path) -> None:
+    project = project_with(tmp_path, sessions=45, reviews=[review(k, "F00001" if k % 2 else "F00002") for k in range(1, 41)])
+    moved = handoff_history.trim(project)
+    assert moved == {"sessions": 25, "reviews": 20}
+    kept = json.loads((project / "progress.json").read_text())["sessions"]
+    assert [e["session_id"] for e in kept] == list(range(26, 46))
+    assert [e["session_id"] for e in handoff_history.read_history(project, "sessions")] == list(range(1, 26))
+    assert handoff_history.archived_review_counts(project) == {"F00001": 10, "F00002": 10}
+    # a kill after the history was appended but before progress.json was rewritten: the move repeats
+    (project / "progress.json").write_text(json.dumps({**json.loads((project / "progress.json").read_text()), "sessions": [*handoff_history.read_history(project, "sessions")[-5:], *kept, *kept[:0]]}))
+    data = json.loads((project / "progress.json").read_text())
+    data["sessions"] = [{"session_id": k, "agent_type": "IMPLEMENT", "features_touched": [], "outcome": "x"} for k in range(21, 61)]
+    (project / "progress.json").write_text(json.dumps(data))
+    handoff_history.trim(project)
+    ids = [e["session_id"] for e in handoff_history.read_history(project, "sessions")]
+    assert ids == list(range(1, 41)) and len(ids) == len(set(ids))
+    assert handoff_history.largest_archived_id(project, "sessions") == 40
+    handoff_history.trim(project)  # nothing more to move
+    assert handoff_history.archived_review_counts(project) == {"F00001": 10, "F00002": 10}
+
+
+# -- validation once per version ------------------------------------------------------------------
+
+
+entry_values = st.fixed_dictionaries(
+    {
+        "id": st.sampled_from(["F1", "F02", "x", 3]),
+        "category": st.sampled_from(["c", ""]),
+        "description": st.sampled_from(["d", ""]),
+        "steps": st.lists(st.sampled_from(["s", 1]), max_size=2),
+        "passes": st.sampled_from([True, False, "no"]),
+    }
+)
+documents = st.one_of(st.fixed_dictionaries({"features": st.lists(entry_values, max_size=4)}), st.just({}), st.just({"features": "x"}), st.just([]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(documents, documents)
+def test_checking_only_what_changed_agrees_with_checking_everything(now: Any, before: Any) -> None:
+    whole = schema_error(now, HANDOFF_SCHEMAS["feature_list.json"]) is None
+    assert (progress.incremental_schema_error(now, "feature_list.json", None) is None) == whole
+    if schema_error(before, HANDOFF_SCHEMAS["feature_list.json"]) is None:  # `before` is always a validated version
+        assert (progress.incremental_schema_error(now, "feature_list.json", before) is None) == whole
+
+
+def test_an_unchanged_file_is_not_read_again_and_a_changed_one_is(tmp_path: Path) -> None:
+    project = project_with(tmp_path, n=4)
+    first = progress.load_handoff(project)
+    assert progress.load_handoff(project).feature_list is first.feature_list  # the same version: not re-read
+    data = features(4)
+    data["features"][2]["passes"] = "yes"
+    (project / "feature_list.json").write_text(json.dumps(data))
+    with pytest.raises(progress.StateError, match=r"at features/2/passes: 'yes' is not of type 'boolean'"):
+        progress.load_handoff(project)
