@@ -193,9 +193,10 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
         console.print("The session below is what it would run next if it stopped now.")
     rerun = saved.in_progress if saved else None
     note = f" (a rerun of session {rerun['number']}, which was cut short)" if rerun else ""
-    console.print(f"Next session: {role.value}{note}")
     if role is SessionType.DONE:
+        console.print("Nothing to run: every feature passes or is blocked (`status` or `report` shows the project).")
         return
+    console.print(f"Next session: {role.value}{note}")
     plan = plan_session(state, config, project, brief=brief_for(state, config, project) if project.exists() else "")
     out = Path(tempfile.mkdtemp(prefix="agent-dry-run-"))
     settings_path = write_plan(plan, out)
@@ -458,7 +459,7 @@ def run_cli(
     if report.status == "done":
         return EXIT_DONE
     if report.status == "limit":
-        _error(f"stopped: {report.message}", style="bold yellow")
+        _error(report.message, style="bold yellow")
         return EXIT_LIMIT
     _error(f"error: run halted: {report.message}. Fix the cause and run the same command again")
     return EXIT_ERROR
@@ -523,6 +524,12 @@ def load_scenario(path: Path | None) -> Scenario:
         raise ConfigError(f"{exc}; see docs/scripted_model.md for the format") from None
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def existing_project(project_dir: str) -> Path:
     project = resolve_project(project_dir)
     if not project.is_dir():
@@ -577,6 +584,7 @@ def report_command(project_dir: str, output: Path | None, fmt: str) -> None:
             return
         try:
             progress.atomic_write_text(target, text)
+            target.chmod(0o666 & ~_umask())  # a page to share: readable as any file the user writes
         except OSError as exc:
             raise ConfigError(f"cannot write {target}: {exc.strerror}; choose another --output") from None
         click.echo(f"Report written to {target}")

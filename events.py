@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -90,8 +91,11 @@ class EventLog:
     def emit(self, kind: str, **fields: Any) -> Event:
         event = make_event(kind, self.run, self._clock(), fields)
         append(self.path, event)
-        for listener in self._listeners:
-            listener(event)
+        for listener in self._listeners:  # the event is on disk: a failing listener never stops the run
+            try:
+                listener(event)
+            except Exception as exc:
+                sys.stderr.write(f"WARNING: a listener of the event log failed on {kind}: {exc!r}\n")
         return event
 
 

@@ -10,6 +10,7 @@ retries; `--verbose` prints them uncut.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -53,7 +54,7 @@ def status_line(totals: Totals, now: float) -> str:
         plural(totals.sessions, "session"),
     ]
     if started is not None:
-        parts.append(f"{duration(now - float(started['ts']))} elapsed")
+        parts.append(f"{duration(now - float(started['ts']))} in this run")
     tokens = f"{number(totals.spend.total_tokens)} tokens"
     cost = money(totals.cost_usd)
     parts += [cost, tokens] if basis == "api" else [tokens, f"{cost} est."]
@@ -131,13 +132,18 @@ class LiveConsole:
             place = f" (feature {features.index(feature) + 1} of {len(features)})" if feature in features else ""
             where = f" · {feature}{place}"
         branch = f" · {event['branch']}" if event.get("branch") else ""
+        if not feature and str(event.get("branch") or "").startswith("arch/"):
+            branch += f" (the fixes of architecture review {str(event['branch']).removeprefix('arch/')})"
         attempt = f" · attempt {event['attempt']}" if int(event.get("attempt") or 1) > 1 else ""
         clock = time.strftime("%H:%M:%S", time.localtime(float(event["ts"])))
         return f"=== Session {event['session']}: {event['role']} ({event['model']}){where}{branch}{attempt} · {clock} ==="
 
     def _print(self, line: str, style: str | None = None) -> None:
         with self._lock:
-            self.console.print(line, markup=False, highlight=False, style=style, soft_wrap=True)
+            # rich answers a closed pipe (`| head`) with SystemExit after silencing the console:
+            # the run goes on, and the copy in the log folder keeps every line
+            with contextlib.suppress(SystemExit):
+                self.console.print(line, markup=False, highlight=False, style=style, soft_wrap=True)
             self._keep(line)
 
     def _keep(self, line: str) -> None:

@@ -43,6 +43,7 @@ class Notifier:
 
     def __init__(self, command: str, project: Path, warn: Callable[[str], None], *, timeout_s: float = TIMEOUT_S) -> None:
         self.command = command
+        self.project = project
         self.log = project / LOG_DIR / "notify.log"
         self._warn = warn
         self._timeout_s = timeout_s
@@ -52,7 +53,7 @@ class Notifier:
     def __call__(self, event: Event) -> None:
         if not wanted(event):
             return
-        data = json.dumps(event).encode("utf-8")[:MAX_EVENT_BYTES] + b"\n"
+        data = json.dumps({**event, "project": str(self.project)}).encode("utf-8")[:MAX_EVENT_BYTES] + b"\n"
         try:
             self.log.parent.mkdir(parents=True, exist_ok=True)
             with self.log.open("ab") as out:

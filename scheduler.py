@@ -34,7 +34,7 @@ from classify import (
 from config import TERMINAL, AgentConfig, SessionType
 from errors import GitError, NotLoggedIn, SchedulerError, StateError, UnknownModel
 from events import EventLog, Totals, new_run_id
-from humane import duration, money, number
+from humane import duration, money, number, plural
 from layout import HANDOFF_FILES, LOG_DIR, STATE_FILE
 from machine import Blocked, Event, GaveUp, Outcome, Rejected, Retry, SessionState, resume, transition
 from plan import SessionPlan, brief_for, plan_session, write_plan
@@ -264,7 +264,11 @@ class Scheduler:
                 self.echo(f"  {why}; running the session again in {delay:.0f} s (outage {outages})")
         if state.lane.role is SessionType.HALTED:
             return self._report("halted", state, state.halt_reason)
-        return self._report("done", state, "every feature passes or is blocked")
+        backlog = state.backlog
+        done = f"all {plural(len(backlog.features), 'feature')} pass" if not backlog.blocked else (
+            f"{len(backlog.passing)} of {plural(len(backlog.features), 'feature')} pass, {len(backlog.blocked)} blocked"
+        )
+        return self._report("done", state, done)
 
     def _wait(self, interrupted: dict[str, Any]) -> str | None:
         """Wait until a cut session may run again (a usage limit's reset, an outage's back-off);
@@ -289,7 +293,7 @@ class Scheduler:
     def _limit_before(self, max_iterations: int | None) -> str | None:
         """Why no further session may start in this run, if a limit says so."""
         if max_iterations is not None and self.count >= max_iterations:
-            return f"stopped after {self.count} session(s) (--max-iterations); run the same command again to resume"
+            return f"stopped after {plural(self.count, 'session')} (--max-iterations); run the same command again to resume"
         budget, cap, spent = self.config.max_budget_usd, self.config.max_session_budget_usd, self.totals.cost_usd
         if budget is not None and spent >= budget:
             self._budget_reached()

@@ -44,6 +44,8 @@ TARGETS: dict[str, Target] = {
         ("verify.py", "invariants.py"), ("tests/test_verify_rules.py", "tests/test_progress.py"), 0.90
     ),
     "bash_policy": Target(("bash_policy.py",), ("tests/test_bash_policy.py", "tests/test_policy.py"), 0.85),
+    "events": Target(("events.py",), ("tests/test_events.py",), 0.85),
+    "handoff": Target(("handoff_tools.py", "handoff_history.py"), ("tests/test_brief_and_tools.py",), 0.85),
 }
 
 EQUIVALENT: dict[str, str] = {

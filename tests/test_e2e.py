@@ -400,10 +400,10 @@ def test_handoff_files_validate_after_every_session(which: str, request: pytest.
         # copies are the restored pre-session files, which trivially do)
         problems = check_invariants(handoff_at(folder / "pre"), handoff_at(post), SessionType(role))
         assert problems == [], f"{folder.name}: {problems}"
-    # the files the run ends with are valid and are the last session's post copies
+    # the files the run ends with are valid and are the restore point's post copies
     for name in layout.HANDOFF_FILES:
         final = progress.read_json(the_run.project / name, HANDOFF_SCHEMAS[name])
-        last_post = load_json(dirs[-1] / "post" / name)
+        last_post = load_json(progress.restore_point(the_run.project, "post") / name)
         if name == "progress.json":  # the scheduler writes the DONE status after the last copy
             status = ("current_phase", "current_feature", "current_branch", "features_completed")
             final = {k: v for k, v in final.items() if k not in status}
@@ -616,8 +616,9 @@ def test_invalid_json_fails_verification_restores_and_retries(fault_run: Run) ->
 
     failed = session_dir(project, 3)
     # the agent's broken file was replaced by the pre-session copies (post == pre)
-    for name in layout.HANDOFF_FILES:
+    for name in progress.KEPT_PER_SESSION:
         assert (failed / "post" / name).read_bytes() == (failed / "pre" / name).read_bytes(), name
+    assert load_json(failed / "changes.json")["passes"] == {}  # its PASS was undone with the merge
     # and the merge the failed REVIEW had made was undone: F001 is merged exactly once
     assert "undo: main reset to" in fault_run.proc.stdout
     merges = [subject for _, parents, subject in first_parent_history(project) if len(parents) == 2]

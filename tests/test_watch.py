@@ -132,7 +132,7 @@ def test_the_status_line_and_the_cost_note_follow_the_events() -> None:
     totals.apply(make_event("features_listed", "r", 101.0, {"session": 1, "features": ["F1", "F2"]}))
     totals.apply(make_event("session_ended", "r", 102.0, {"session": 1, "role": "INITIALIZER", "feature": None, "standing": "verified", "reason": "", "receipt": {"cost_usd": 1.5, "input_tokens": 12345}}))
     totals.apply(make_event("merge_verified", "r", 103.0, {"session": 3, "feature": "F1", "branch": "b", "commit": "c", "tests": "passed"}))
-    assert status_line(totals, 225.0) == "features 1/2 passing · 0 blocked · 1 session · 2 min 05 s elapsed · 12,345 tokens · $1.50 est."
+    assert status_line(totals, 225.0) == "features 1/2 passing · 0 blocked · 1 session · 2 min 05 s in this run · 12,345 tokens · $1.50 est."
 
 
 def test_a_quiet_agent_gets_a_heartbeat_line(tmp_path: Path) -> None:
@@ -299,6 +299,7 @@ def test_a_notify_command_gets_each_event_as_json_on_its_input(tmp_path: Path) -
         child.wait(10)
     lines = [json.loads(line) for line in received.read_text().splitlines()]
     assert [(e["kind"], e.get("feature") or e.get("status")) for e in lines] == [("feature_blocked", "F001"), ("run_ended", "done")]
+    assert {e["project"] for e in lines} == {str(project)}  # one command can serve several projects
 
 
 def test_a_failing_or_slow_notify_command_never_holds_the_run_up(tmp_path: Path) -> None:
@@ -334,3 +335,33 @@ def test_the_offline_demo_with_a_spec_says_it_builds_its_own_app(tmp_path: Path,
 def test_quiet_and_verbose_exclude_each_other() -> None:
     result = CliRunner().invoke(main, ["--project-dir", "x", "--quiet", "--verbose"])
     assert result.exit_code == 2 and "exclude each other" in result.output
+
+
+def test_a_closed_output_pipe_does_not_stop_the_run(tmp_path: Path) -> None:
+    """`... | head`: the console goes quiet, the run and its log copy go on, and run_ended is written."""
+    import os
+    import subprocess
+    import sys
+
+    project = new_project(tmp_path)
+    script = (
+        "import sys; from pathlib import Path; from rich.console import Console\n"
+        "from live import LiveConsole; from events import EventLog; from scheduler import Scheduler\n"
+        "from test_lifecycle import CFG; from test_watch import Priced\n"
+        "view = LiveConsole(Console(soft_wrap=True)); log = EventLog(Path(sys.argv[1]), 'r')\n"
+        "log.subscribe(view.on_event)\n"
+        "report = Scheduler(Path(sys.argv[1]), CFG, Priced(), echo=view.echo, events=log).run()\n"
+        "view.close(); sys.stderr.write('status=' + report.status + '\\n')\n"
+    )
+    tests = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, str(Path(tests).parent), os.environ.get("PYTHONPATH", "")])}
+    producer = subprocess.Popen([sys.executable, "-c", script, str(project)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert producer.stdout is not None
+    producer.stdout.readline()
+    producer.stdout.close()  # the reader goes away after one line
+    _, err = producer.communicate(timeout=120)
+    assert producer.returncode == 0 and b"status=done" in err, err.decode()[-2000:]
+    kinds = [e["kind"] for e in events.read(events.log_path(project))]
+    assert kinds[-1] == "run_ended"
+    (copy,) = (project / ".agent_logs" / "console").iterdir()
+    assert "=== Session 5: REVIEW" in copy.read_text()
