@@ -162,9 +162,6 @@ class Spend:
     def total_tokens(self) -> int:
         return sum(self.tokens.values())
 
-    def to_json(self) -> dict[str, Any]:
-        return {"sessions": self.sessions, "failed": self.failed, "cost_usd": round(self.cost_usd, 6), "tokens": dict(self.tokens)}
-
 
 @dataclass
 class Totals:

@@ -145,3 +145,78 @@ def test_a_session_in_flight_and_a_wait_until_the_next_session_starts() -> None:
     assert totals.in_flight is None and totals.waiting is not None
     totals.apply(make_event("session_started", "r", 4.0, start))
     assert totals.waiting is None
+
+
+def test_a_run_id_says_when_and_which_process() -> None:
+    import os
+
+    assert events.new_run_id(0.0) == f"19700101T000000-{os.getpid()}"
+    assert events.new_run_id().endswith(f"-{os.getpid()}")
+
+
+def test_an_event_is_one_compact_line_and_nan_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "events.jsonl"
+    events.append(path, make_event("undo", "r", 1.23456, {"session": 1, "reason": "a b"}))
+    events.append(path, make_event("undo", "r", 2.0, {"session": 2, "reason": "c"}))
+    assert path.read_bytes() == (
+        b'{"v":1,"ts":1.235,"run":"r","kind":"undo","session":1,"reason":"a b"}\n'
+        b'{"v":1,"ts":2.0,"run":"r","kind":"undo","session":2,"reason":"c"}\n'
+    )
+    assert path.stat().st_mode & 0o777 == 0o644 & ~_umask()
+    with pytest.raises(ValueError):
+        events.append(path, make_event("undo", "r", 3.0, {"session": 3, "reason": float("nan")}))
+    with pytest.raises(ValueError, match="lacks feature, rejections"):
+        make_event("feature_blocked", "r", 1.0, {})
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_a_failing_listener_is_reported_and_the_others_still_hear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = EventLog(tmp_path, "r1", clock=lambda: 5.0)
+    heard: list[dict[str, Any]] = []
+
+    def broken(event: dict[str, Any]) -> None:
+        raise RuntimeError("boom")
+
+    log.subscribe(broken)
+    log.subscribe(heard.append)
+    event = log.emit("undo", session=1, reason="x")
+    assert heard == [event] and "a listener of the event log failed on undo: RuntimeError('boom')" in capsys.readouterr().err
+
+
+def test_every_fact_of_the_fold() -> None:
+    start = {"session": 2, "role": "IMPLEMENT", "model": "m", "feature": "F1", "branch": "b", "attempt": 1, "log_dir": "l"}
+    log = [
+        make_event("run_started", "r", 10.0, {"pid": 1, "project": "/p", "version": "x", "cost_basis": "api"}),
+        make_event("features_listed", "r", 11.0, {"session": 1, "features": ["F1", "F2", "F3"]}),
+        make_event("denial", "r", 12.0, {"session": 2, "role": "IMPLEMENT", "tool": "Bash", "input": {}, "rule": "x"}),
+        make_event("denial", "r", 12.5, {"session": 2, "role": "IMPLEMENT", "tool": "Bash", "input": {}, "rule": "x"}),
+        make_event("denial", "r", 12.7, {"session": 3, "role": "REVIEW", "tool": "Write", "input": {}, "rule": "y"}),
+        make_event("session_started", "r", 13.0, start),
+        make_event("session_ended", "r", 14.0, {**ended(2, "IMPLEMENT", "outage"), "receipt": {"cost_usd": None, "input_tokens": None}}),
+        make_event("session_ended", "r", 15.0, ended(3, "REVIEW", "outage", cost=0.5)),
+        make_event("session_ended", "r", 16.0, ended(4, "FIX", "failed", cost=0.5)),
+        make_event("session_ended", "r", 16.5, ended(5, "FIX", "failed", cost=0.5)),
+        make_event("session_ended", "r", 17.0, ended(6, "REVIEW", "verified", cost=0.5)),
+        make_event("merge_verified", "r", 17.5, {"session": 6, "feature": "F1", "branch": "b", "commit": "c", "tests": "passed"}),
+        make_event("feature_blocked", "r", 18.0, {"feature": "F2", "rejections": 2}),
+        make_event("limit_wait", "r", 18.5, {"session": 7, "why": "usage_limit", "until": 99.0}),
+        {"v": 1, "ts": 19.0, "run": "r", "kind": "from_a_newer_version"},
+        make_event("run_ended", "r", 20.0, {"status": "limit", "message": "m", "sessions": 5}),
+    ]
+    totals = Totals.of(log)
+    assert (totals.first_ts, totals.last_ts) == (10.0, 20.0)
+    assert totals.features == ("F1", "F2", "F3") and totals.passing == {"F1": 17.5} and totals.blocked == {"F2": 18.0}
+    assert totals.denials_by_role == {"IMPLEMENT": 2, "REVIEW": 1}
+    assert totals.not_counted == {"outage": 2}
+    assert (totals.failed, totals.by_role["FIX"].failed, totals.by_role["FIX"].sessions) == (2, 2, 2)
+    assert totals.cost_usd == pytest.approx(2.0) and totals.spend.tokens["input_tokens"] == 40
+    assert totals.run_ended is not None and totals.run_ended["status"] == "limit" and totals.waiting is None
+    assert [e["session"] for e in totals.recent(2)] == [5, 6] and len(totals.recent()) == 5
+    assert totals.sessions_of_feature("F1", "FIX") == 2 and totals.sessions_of_feature("F1", "IMPLEMENT") == 0
