@@ -244,9 +244,9 @@ class HandoffTools:
         return largest_archived_id(self.project, key)
 
 
-def mcp_server(tools: HandoffTools) -> Any:
-    """The SDK's in-process MCP server serving `tools` (started with the session's CLI)."""
-    from claude_agent_sdk import create_sdk_mcp_server, tool
+def sdk_tools(tools: HandoffTools) -> list[Any]:
+    """The role's hand-off tools as the SDK's tool objects, each answering through `tools.call`."""
+    from claude_agent_sdk import tool
 
     def make(spec: ToolSpec) -> Any:
         @tool(spec.name, spec.description, spec.schema)
@@ -256,4 +256,11 @@ def mcp_server(tools: HandoffTools) -> Any:
 
         return handler
 
-    return create_sdk_mcp_server(SERVER, tools=[make(spec) for spec in SPECS if spec.name in tools.names])
+    return [make(spec) for spec in SPECS if spec.name in tools.names]
+
+
+def mcp_server(tools: HandoffTools) -> Any:
+    """The SDK's in-process MCP server serving `tools` (started with the session's CLI)."""
+    from claude_agent_sdk import create_sdk_mcp_server
+
+    return create_sdk_mcp_server(SERVER, tools=sdk_tools(tools))

@@ -208,3 +208,61 @@ def test_an_unchanged_file_is_not_read_again_and_a_changed_one_is(tmp_path: Path
     (project / "feature_list.json").write_text(json.dumps(data))
     with pytest.raises(progress.StateError, match=r"at features/2/passes: 'yes' is not of type 'boolean'"):
         progress.load_handoff(project)
+
+
+def test_the_sdk_serves_exactly_the_role_s_tools_and_answers_through_them(tmp_path: Path) -> None:
+    import anyio
+
+    from handoff_tools import SERVER, mcp_server, sdk_tools
+
+    project = project_with(tmp_path)
+    t = tools(project, T.FIX, work=feature("F00001"), open_review=None)
+    served = sdk_tools(t)
+    assert [tool.name for tool in served] == list(tool_names(T.FIX))
+    fix = next(tool for tool in served if tool.name == "record_fix")
+    answer = anyio.run(fix.handler, {"issues_fixed": ["x"]})
+    assert answer == {"content": [{"type": "text", "text": "there is no open review to record a fix for"}], "is_error": True}
+    brief_tool = next(tool for tool in served if tool.name == "brief")
+    assert anyio.run(brief_tool.handler, {}) == {"content": [{"type": "text", "text": "the brief"}], "is_error": False}
+    config = mcp_server(t)
+    assert config["type"] == "sdk" and config["name"] == SERVER
+
+
+def test_a_review_session_entry_keeps_its_verdict_and_review(tmp_path: Path) -> None:
+    project = project_with(tmp_path)
+    t = tools(project, T.REVIEW, number=9, work=feature("F00001"))
+    t.call("append_session", {"outcome": "REVIEWED", "verdict": "PASS", "review_id": 3, "commit_range": {"from": "a", "to": "b"}})
+    entry = json.loads((project / "progress.json").read_text())["sessions"][-1]
+    assert (entry["verdict"], entry["review_id"], entry["commit_range"], entry["features_touched"]) == ("PASS", 3, {"from": "a", "to": "b"}, ["F00001"])
+    arch = tools(project, T.ARCHITECTURE, number=10)
+    arch.call("append_session", {"outcome": "ARCHITECTURE_REVIEWED"})
+    assert json.loads((project / "progress.json").read_text())["sessions"][-1]["features_touched"] == []
+
+
+def test_a_list_is_trimmed_only_once_it_holds_twice_its_window(tmp_path: Path) -> None:
+    project = project_with(tmp_path, sessions=5)
+    assert handoff_history.trim(project, window=3) == {}
+    project = project_with(tmp_path, sessions=6)
+    assert handoff_history.trim(project, window=3) == {"sessions": 3}
+
+
+def test_the_review_counts_key_architecture_reviews_and_branches_and_survive_a_repeated_move(tmp_path: Path) -> None:
+    reviews = [review(1, None, kind="architecture"), {**review(2, None), "branch": "arch/1"}, review(3, "F00001")] * 1
+    reviews = [{**r, "review_id": n + 1} for n, r in enumerate(reviews * 2)]
+    project = project_with(tmp_path, reviews=reviews)
+    before = (project / "reviews.json").read_text()
+    handoff_history.trim(project, window=3)
+    counts = {"architecture": 1, "arch/1": 1, "F00001": 1}
+    assert handoff_history.archived_review_counts(project) == counts
+    (project / "reviews.json").write_text(before)  # a kill before reviews.json was rewritten: the move runs again
+    handoff_history.trim(project, window=3)
+    assert handoff_history.archived_review_counts(project) == counts
+    assert [r["review_id"] for r in handoff_history.read_history(project, "reviews")] == [1, 2, 3]
+
+
+def test_the_newest_archived_id_is_read_from_the_end_of_a_large_history(tmp_path: Path) -> None:
+    path = handoff_history.history_path(tmp_path, "sessions")
+    path.write_text("".join(json.dumps({"session_id": n, "notes": "x" * 100}) + "\n" for n in range(1, 2001)) + "\n\n")
+    assert path.stat().st_size > 65_536
+    assert handoff_history.largest_archived_id(tmp_path, "sessions") == 2000
+    assert handoff_history.largest_archived_id(tmp_path, "fixes") == 0
