@@ -31,6 +31,7 @@ import events
 import progress
 import statefile
 import status
+from clock import Clock, SystemClock
 from config import DEFAULT_ALLOWED_DOMAINS, DEFAULT_MODELS, ROLES, AgentConfig, SessionType
 from errors import (
     EXIT_DONE,
@@ -51,7 +52,6 @@ from scripted_model.scenario import DEMO, Scenario
 
 if TYPE_CHECKING:
     from runners import RunnerFactory
-    from scheduler import Clock
 
 VERSION = "0.2.0"
 HERE = Path(__file__).resolve().parent
@@ -129,20 +129,6 @@ def make_project_dir(project: Path) -> None:
         raise ConfigError(f"project dir {project} is not writable; fix its permissions or choose another")
 
 
-class _SystemClock:
-    """scheduler.SystemClock, without importing the scheduler before a run starts."""
-
-    def now(self) -> float:
-        import time
-
-        return time.time()
-
-    def sleep(self, seconds: float) -> None:
-        import time
-
-        time.sleep(max(seconds, 0.0))
-
-
 def _open_runner(*args: Any) -> Any:
     from runners import open_runner
 
@@ -156,7 +142,7 @@ class Seams:
 
     runner_factory: RunnerFactory = _open_runner
     preflight: Callable[[], Preflight] = preflight
-    clock: Clock = field(default_factory=_SystemClock)
+    clock: Clock = field(default_factory=SystemClock)
 
 
 def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentConfig:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from config import SessionType
+from handoff_history import largest_archived_id
 from machine import WorkItem
 from policy import RolePolicy, policy
 from progress import atomic_write_json, incremental_schema_error, last_validated, read_json, remember
@@ -239,8 +240,6 @@ class HandoffTools:
 
     def _archived_max(self, key: str) -> int:
         """The largest id already moved to the history file (0: none), so ids keep increasing."""
-        from handoff_history import largest_archived_id
-
         return largest_archived_id(self.project, key)
 
 

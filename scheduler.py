@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import git
 
@@ -31,6 +31,7 @@ from classify import (
     partial_receipt,
     receipt,
 )
+from clock import Clock, SystemClock
 from config import TERMINAL, AgentConfig, SessionType
 from errors import GitError, NotLoggedIn, SchedulerError, StateError, UnknownModel
 from events import EventLog, Totals, new_run_id
@@ -52,22 +53,6 @@ SANDBOX_STOP = (
     "Claude Code's OS sandbox kept failing to start (see `--check`; a heavily loaded machine can "
     "delay its socat bridges); run the same command again"
 )
-
-
-class Clock(Protocol):
-    """Time as the scheduler waits on it (tests pass one that does not really sleep)."""
-
-    def now(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    def now(self) -> float:
-        return time.time()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(max(seconds, 0.0))
 
 
 @dataclass(frozen=True)

@@ -85,8 +85,8 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
             "started_at": _iso(float(started["ts"])),
             "ended": None if totals.run_ended is None else {"status": totals.run_ended["status"], "message": totals.run_ended["message"]},
         },
-        "current_feature": (flight or {}).get("feature") if flight else (lane.work.feature_id if lane and lane.work else None),
-        "current_branch": (flight or {}).get("branch") if flight else (lane.work.branch if lane and lane.work else None),
+        "current_feature": flight.get("feature") if flight else (lane.work.feature_id if lane and lane.work else None),
+        "current_branch": flight.get("branch") if flight else (lane.work.branch if lane and lane.work else None),
         "in_flight": None if flight is None else {
             "session": flight["session"],
             "role": flight["role"],

@@ -858,11 +858,11 @@ def test_the_session_cap_ends_a_session_at_its_cap_and_it_is_verified_as_it_stan
     proc = run(offline_command(project, scenario, "--max-session-budget-usd", "0.05"), env)
     assert proc.returncode == 1, explain(proc)
     assert "run halted" in proc.stderr
-    first = result_of(project, 1) if (log_root(project) / "session_0001_INITIALIZER").exists() else None
+    first = result_of(project, 1)
     ends = [e for e in events.read(events.log_path(project)) if e["kind"] == "session_ended"]
     assert [e["standing"] for e in ends] == ["failed"] * 3
     assert all(0.05 <= e["receipt"]["cost_usd"] < 1.0 for e in ends)
-    assert first is None or first["subtype"] == "error_max_budget_usd"
+    assert first["subtype"] == "error_max_budget_usd"
     assert json.loads((project / progress.CONFIG_FILE).read_text())["max_session_budget_usd"] == 0.05
 
 
