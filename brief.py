@@ -115,7 +115,7 @@ def gather(project: Path, state: SessionState, number: int, test_command: str | 
     sessions = list((handoff.progress or {}).get("sessions", []))
     work = lane.work
     feature_id = work.feature_id if work else None
-    at = next((n for n, f in enumerate(features) if f.get("id") == feature_id), None) if feature_id else None
+    at = _position(features, feature_id, state.backlog.features) if feature_id else None
     feature = features[at] if at is not None else None
     neighbours: list[tuple[str, str]] = []
     if at is not None:
@@ -151,6 +151,18 @@ def gather(project: Path, state: SessionState, number: int, test_command: str | 
         features_passing=len(handoff.passing()),
         test_command=test_command,
     )
+
+
+def _position(features: list[dict[str, Any]], feature_id: str, order: tuple[str, ...]) -> int | None:
+    """Where a feature is in the list: first where the state's order puts it (the list keeps
+    that order: only `passes` changes after the INITIALIZER), else wherever it is."""
+    try:
+        n = order.index(feature_id)
+    except ValueError:
+        n = -1
+    if 0 <= n < len(features) and features[n].get("id") == feature_id:
+        return n
+    return next((n for n, f in enumerate(features) if f.get("id") == feature_id), None)
 
 
 def _handoff(project: Path) -> Handoff:

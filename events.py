@@ -77,20 +77,24 @@ def make_event(kind: str, run: str, ts: float, fields: dict[str, Any]) -> Event:
 
 class EventLog:
     """Appends this invocation's events and hands each one to the listeners (the console, the
-    notifier, the running totals). Side effect: one appended line per event, fsynced."""
+    notifier, the running totals). Side effect: one appended line per event, put on disk
+    (fsync) by `sync`: the scheduler syncs before each save of its state file, so a power cut
+    never leaves a state that is ahead of the log."""
 
     def __init__(self, project: Path, run: str, *, clock: Callable[[], float] = time.time) -> None:
         self.path = log_path(project)
         self.run = run
         self._clock = clock
         self._listeners: list[Listener] = []
+        self._unsynced = False
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
     def emit(self, kind: str, **fields: Any) -> Event:
         event = make_event(kind, self.run, self._clock(), fields)
-        append(self.path, event)
+        append(self.path, event, durable=False)
+        self._unsynced = True
         for listener in self._listeners:  # the event is on disk: a failing listener never stops the run
             try:
                 listener(event)
@@ -98,9 +102,21 @@ class EventLog:
                 sys.stderr.write(f"WARNING: a listener of the event log failed on {kind}: {exc!r}\n")
         return event
 
+    def sync(self) -> None:
+        """Put the events appended so far on disk (one fsync, none when there is nothing new)."""
+        if not self._unsynced:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._unsynced = False
 
-def append(path: Path, event: Event) -> None:
-    """Append one line; a torn line left by a killed writer is closed first."""
+
+def append(path: Path, event: Event, *, durable: bool = True) -> None:
+    """Append one line; a torn line left by a killed writer is closed first. A killed process
+    loses nothing written; `durable` (fsync) keeps the line through a power cut too."""
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(event, separators=(",", ":"), allow_nan=False) + "\n"
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
@@ -113,7 +129,8 @@ def append(path: Path, event: Event) -> None:
         os.write(fd, data[:half])
         crashpoints.reached("event_half_written")
         os.write(fd, data[half:])
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import git
 
 import crashpoints
+import filestat
 from errors import GitError
 from layout import NEVER_IN_GIT, ignore_pattern
 
@@ -116,10 +117,36 @@ def commits_after_setup(repo: git.Repo) -> int:
 
 def head(repo: git.Repo, branch: str) -> str | None:
     """The commit a branch points at, or None when it does not exist."""
+    return ref_sha(repo, f"refs/heads/{branch}")
+
+
+def ref_sha(repo: git.Repo, ref: str) -> str | None:
+    """The commit a full ref name points at, or None when it does not exist or is unreadable.
+
+    Read from the ref files (loose, then packed-refs) without starting git, as `git rev-parse
+    --verify` would answer; git itself answers where refs are not files (reftable)."""
+    if not _refs_are_files(repo):
+        try:
+            return str(repo.git.rev_parse("--verify", "--quiet", ref))
+        except git.GitCommandError:
+            return None
     try:
-        return str(repo.git.rev_parse("--verify", "--quiet", f"refs/heads/{branch}"))
-    except git.GitCommandError:
+        return str(git.SymbolicReference.dereference_recursive(repo, ref))
+    except (ValueError, AssertionError, IndexError, OSError):  # missing, empty or garbled
         return None
+
+
+_REF_STORAGE: dict[str, bool] = {}
+"""Per repository: whether its refs are loose files and packed-refs (git's default)."""
+
+
+def _refs_are_files(repo: git.Repo) -> bool:
+    key = str(repo.git_dir)
+    known = _REF_STORAGE.get(key)
+    if known is None:
+        storage = repo.config_reader("repository").get_value("extensions", "refstorage", "files")
+        known = _REF_STORAGE[key] = str(storage).lower() == "files"
+    return known
 
 
 def is_ancestor(repo: git.Repo, ancestor: str, descendant: str) -> bool:
@@ -131,10 +158,26 @@ def is_ancestor(repo: git.Repo, ancestor: str, descendant: str) -> bool:
 
 
 def current_branch(repo: git.Repo) -> str | None:
+    """The checked-out branch, None when HEAD is detached (read from HEAD, as `git symbolic-ref
+    --short HEAD` answers)."""
+    if not _refs_are_files(repo):
+        try:
+            return str(repo.git.symbolic_ref("--quiet", "--short", "HEAD"))
+        except git.GitCommandError:
+            return None
     try:
-        return str(repo.git.symbolic_ref("--quiet", "--short", "HEAD"))
-    except git.GitCommandError:
+        target = Path(repo.git_dir, "HEAD").read_text(encoding="utf-8").strip()
+    except OSError:
         return None
+    if not target.startswith("ref: "):
+        return None
+    return target.removeprefix("ref: ").strip().removeprefix("refs/heads/")
+
+
+def dirty(repo: git.Repo) -> bool:
+    """Uncommitted work: staged or unstaged changes, or untracked files that are not ignored
+    (one `git status`, where `Repo.is_dirty(untracked_files=True)` starts three processes)."""
+    return bool(repo.git.status("--porcelain", "--untracked-files=normal").strip())
 
 
 def set_branch(repo: git.Repo, branch: str, sha: str) -> None:
@@ -164,9 +207,9 @@ def create_branch(repo: git.Repo, branch: str, at: str) -> None:
         repo.git.branch(branch, at)
 
 
-def abort_unfinished(repo: git.Repo) -> None:
-    """Abort a merge, rebase or cherry-pick an agent left half done."""
-    git_dir = Path(repo.git_dir)
+def abort_unfinished(repo: git.Repo) -> bool:
+    """Abort a merge, rebase or cherry-pick an agent left half done; whether there was one."""
+    git_dir, aborted = Path(repo.git_dir), False
     for marker, command in (
         ("MERGE_HEAD", ("merge", "--abort")),
         ("rebase-merge", ("rebase", "--abort")),
@@ -175,12 +218,16 @@ def abort_unfinished(repo: git.Repo) -> None:
     ):
         if (git_dir / marker).exists():
             repo.git.execute(["git", *command])
+            aborted = True
+    return aborted
 
 
-def stash_leftovers(repo: git.Repo, message: str) -> bool:
-    """Stash uncommitted work (untracked files too) so nothing an agent left is lost."""
-    abort_unfinished(repo)
-    if not repo.is_dirty(untracked_files=True):
+def stash_leftovers(repo: git.Repo, message: str, *, is_dirty: bool | None = None) -> bool:
+    """Stash uncommitted work (untracked files too) so nothing an agent left is lost.
+    `is_dirty`: what `dirty` answered just before, when the caller asked it."""
+    if abort_unfinished(repo) or is_dirty is None:
+        is_dirty = dirty(repo)
+    if not is_dirty:
         return False
     # The scheduler's own files are in .git/info/exclude, so --include-untracked leaves them
     # where they are (naming them as pathspecs would make git refuse ignored paths). A spec not
@@ -193,10 +240,30 @@ def stash_leftovers(repo: git.Repo, message: str) -> bool:
 
 
 def stashes(project: Path) -> list[str]:
-    """`git stash list`, newest first (empty without a repository)."""
+    """`git stash list`, newest first (empty without a repository); git is asked only when the
+    stash's reflog changed since the last answer."""
     if not (project / ".git").exists():
         return []
-    return [line for line in git.Repo(project).git.stash("list").splitlines() if line.strip()]
+    key = filestat.signature(project / ".git" / "logs" / "refs" / "stash")
+    if key is None and not (project / ".git" / "refs" / "stash").exists() and "refs/stash" not in _packed_refs(project):
+        return []
+    known = _STASHES.get(str(project))
+    if key is not None and known is not None and known[0] == key:
+        return list(known[1])
+    entries = [line for line in git.Repo(project).git.stash("list").splitlines() if line.strip()]
+    _STASHES[str(project)] = (key, tuple(entries))
+    return entries
+
+
+_STASHES: dict[str, tuple[filestat.Signature | None, tuple[str, ...]]] = {}
+"""Per project: the stash reflog's stat and the `git stash list` it gave."""
+
+
+def _packed_refs(project: Path) -> str:
+    try:
+        return (project / ".git" / "packed-refs").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def clear_stale_lock(repo: git.Repo) -> bool:
@@ -212,9 +279,17 @@ def clear_stale_lock(repo: git.Repo) -> bool:
 
 
 def branches(repo: git.Repo) -> dict[str, str]:
-    """Every local branch and the commit it points at."""
-    out = repo.git.for_each_ref("--format=%(refname:short) %(objectname)", "refs/heads/")
-    return dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
+    """Every local branch and the commit it points at (from the ref files where refs are files)."""
+    if not _refs_are_files(repo):
+        out = repo.git.for_each_ref("--format=%(refname:short) %(objectname)", "refs/heads/")
+        return dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
+    found: dict[str, str] = {}
+    heads: list[git.Head] = list(git.Head.list_items(repo))
+    for ref in heads:
+        sha = ref_sha(repo, str(ref.path))
+        if sha is not None:
+            found[ref.name] = sha
+    return found
 
 
 def branch_view(project: Path) -> tuple[str | None, frozenset[str]]:
@@ -236,9 +311,10 @@ def parents(repo: git.Repo, sha: str) -> list[str]:
 
 def checkout(repo: git.Repo, branch: str) -> None:
     """Check out `branch`, stashing whatever an earlier session left uncommitted."""
-    if current_branch(repo) == branch and not repo.is_dirty(untracked_files=True):
+    is_dirty = dirty(repo)
+    if current_branch(repo) == branch and not is_dirty:
         return
-    stash_leftovers(repo, f"scheduler: leftovers before checking out {branch}")
+    stash_leftovers(repo, f"scheduler: leftovers before checking out {branch}", is_dirty=is_dirty)
     repo.git.checkout(branch)
 
 

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import filestat
 from layout import HISTORY_FILES
 from progress import atomic_write_json, read_json
 
@@ -53,7 +54,7 @@ def archived_review_counts(project: Path) -> dict[str, int]:
     return _index(project)[1]
 
 
-_INDEX: dict[str, tuple[tuple[int, int, int], tuple[int, dict[str, int]]]] = {}
+_INDEX: dict[str, tuple[filestat.Signature, tuple[int, dict[str, int]]]] = {}
 """The index as last read, by path and stat (it changes only when reviews move)."""
 
 
@@ -61,8 +62,7 @@ def _index(project: Path) -> tuple[int, dict[str, int]]:
     """(the largest review id counted, the counts)."""
     path = project / COUNTS
     try:
-        stat = path.stat()
-        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        key = filestat.of(path.stat())
         known = _INDEX.get(str(path))
         if known is not None and known[0] == key:
             return known[1][0], dict(known[1][1])

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from config import SessionType
+from errors import StateError
 from handoff_history import largest_archived_id
 from machine import WorkItem
 from policy import RolePolicy, policy
-from progress import atomic_write_json, incremental_schema_error, last_validated, read_json, remember
+from progress import atomic_write_json, incremental_schema_error, last_validated, remember, validated
 
 SERVER = "handoff"
 PREFIX = f"mcp__{SERVER}__"
@@ -213,22 +214,26 @@ class HandoffTools:
         if not self._passed_review:
             raise Refused("record your PASS review first (record_review with verdict PASS), then mark the feature passing")
         data = self._load("feature_list.json")
-        for entry in data.get("features", []):
+        features = data.get("features", [])
+        for n, entry in enumerate(features):
             if entry.get("id") == feature:
-                entry["passes"] = True
+                features[n] = {**entry, "passes": True}  # a new entry: the others are shared with the last version
                 self._save("feature_list.json", data)
                 return f"{feature} is marked passing"
         raise Refused(f"no feature {feature} in feature_list.json")
 
     # -- files ---------------------------------------------------------------------------------
     def _load(self, name: str) -> dict[str, Any]:
+        """The file as last validated (read again only when it changed), as a copy whose lists
+        can grow; their entries are shared with the validated version and never changed."""
         path = self.project / name
         if not path.exists():
             return {"reviews": [], "fixes": []} if name == "reviews.json" else {}
-        data = read_json(path)
-        if not isinstance(data, dict):
-            raise Refused(f"{name} is not a JSON object; the scheduler restores it after the session")
-        return data
+        try:
+            data = validated(path, name)
+        except StateError as exc:
+            raise Refused(f"{exc}; fix the file (or leave it: the scheduler restores it after the session)") from None
+        return {key: list(value) if isinstance(value, list) else value for key, value in data.items()}
 
     def _save(self, name: str, data: dict[str, Any]) -> None:
         path = self.project / name

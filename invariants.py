@@ -6,6 +6,7 @@ Pure: compares the parsed files before and after a session and lists every viola
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import Any
 
 from config import SessionType
@@ -27,7 +28,8 @@ def _only_passes_changed(before: list[dict[str, Any]], after: list[dict[str, Any
     first, so only the changed ones are looked into)."""
     if len(before) != len(after):
         return False
-    return all(a == b or _without_passes([a]) == _without_passes([b]) for a, b in zip(before, after, strict=True))
+    maybe = itertools.compress(range(len(after)), map(operator.is_not, before, after))  # in C: lists are long
+    return all(before[n] == after[n] or _without_passes([before[n]]) == _without_passes([after[n]]) for n in maybe)
 
 
 def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list[str]:
@@ -36,7 +38,7 @@ def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list
     problems: list[str] = []
     unchanged = before.feature_list is not None and before.feature_list is after.feature_list
     """The same validated version of the file (progress.load_handoff reads each version once)."""
-    ids = [] if unchanged else [f["id"] for f in after.features()]
+    ids = [] if unchanged else list(map(operator.itemgetter("id"), after.features()))
     if len(ids) != len(set(ids)):
         problems.append("feature_list.json has duplicate feature IDs")
     if before.feature_list is not None:

@@ -11,6 +11,7 @@ The state is split for later parallel lanes: a `Backlog` (the feature set, share
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -82,11 +83,11 @@ class Backlog:
 
     def settled(self) -> bool:
         """Every feature passes or is blocked (and a feature list exists)."""
-        return bool(self.features) and all(f in self.passing or f in self.blocked for f in self.features)
+        return bool(self.features) and (self.passing | self.blocked).issuperset(self.features)
 
     def next_open(self) -> str | None:
         """The first feature in list order that neither passes nor is blocked."""
-        return next((f for f in self.features if f not in self.passing and f not in self.blocked), None)
+        return next(itertools.filterfalse((self.passing | self.blocked).__contains__, self.features), None)
 
     def rejection_count(self, feature_id: str) -> int:
         return dict(self.rejections).get(feature_id, 0)

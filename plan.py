@@ -109,6 +109,6 @@ def write_plan(plan: SessionPlan, folder: Path) -> Path:
     if plan.sandboxed:
         Path(plan.settings["env"]["TMPDIR"]).mkdir(mode=0o700, exist_ok=True)
     settings = folder / SETTINGS_FILE
-    atomic_write_json(settings, plan.settings)
-    atomic_write_text(folder / SCOPE_FILE, plan.scope)
+    atomic_write_json(settings, plan.settings, durable=False)
+    atomic_write_text(folder / SCOPE_FILE, plan.scope, durable=False)
     return settings

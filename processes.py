@@ -38,15 +38,18 @@ def _started_at(pid: int) -> float:
 def left_in(folder: Path, since: float) -> list[int]:
     """The processes started at or after `since` (epoch seconds) whose working directory is
     `folder` or inside it (never this process nor its parents)."""
-    root, mine, found = folder.resolve(), _ancestors(), []
-    if not PROC.is_dir():
+    root, mine, found = str(folder.resolve()), _ancestors(), []
+    try:
+        pids = [int(name) for name in os.listdir(PROC) if name.isdigit()]
+    except OSError:
         return []
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit() or int(entry.name) in mine:
+    for pid in pids:
+        if pid in mine:
             continue
         try:
-            if Path(os.readlink(entry / "cwd")).is_relative_to(root) and _started_at(int(entry.name)) >= since - 1:
-                found.append(int(entry.name))
+            cwd = os.readlink(f"{PROC}/{pid}/cwd")
+            if (cwd == root or cwd.startswith(root.rstrip("/") + "/")) and _started_at(pid) >= since - 1:
+                found.append(pid)
         except (OSError, ValueError, IndexError, StopIteration):
             continue
     return sorted(found)

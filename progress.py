@@ -2,27 +2,33 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import filelock
 
 import crashpoints
+import filestat
 from errors import AlreadyRunning, StateError
+from filestat import Signature
 from layout import CONFIG_FILE, HANDOFF_FILES, LOCK_FILE, LOG_DIR, SCOPE_FILE, SETTINGS_FILE, STATE_FILE
 from schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, LIST_ITEMS, SHELLS, schema_error
 
+T = TypeVar("T")
 
-def atomic_write_json(path: Path, data: Any) -> None:
+
+def atomic_write_json(path: Path, data: Any, *, durable: bool = True) -> None:
     """Write JSON through a temp file in the same folder and `os.replace`."""
-    atomic_write_text(path, to_text(data))
+    atomic_write_text(path, to_text(data), durable=durable)
 
 
 def to_text(data: Any) -> str:
@@ -33,12 +39,18 @@ def to_text(data: Any) -> str:
     fields = []
     for key, value in data.items():
         name = json.dumps(key)
-        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        if isinstance(value, Encoded):
+            fields.append(f"  {name}: {value}")
+        elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
             items = ",\n".join(f"    {json.dumps(item, ensure_ascii=False)}" for item in value)
             fields.append(f"  {name}: [\n{items}\n  ]")
         else:
             fields.append(f"  {name}: {json.dumps(value, ensure_ascii=False)}")
     return "{\n" + ",\n".join(fields) + "\n}\n" if fields else "{}\n"
+
+
+class Encoded(str):
+    """A value `to_text` writes as it is: JSON its caller encoded (and keeps) already."""
 
 
 def remove_half_written(folder: Path) -> list[str]:
@@ -50,18 +62,23 @@ def remove_half_written(folder: Path) -> list[str]:
     return [p.name for p in stale]
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Readers see the old file or the new one, never a part, even if this process is killed.
+    `durable`: on disk before the rename (fsync), so a power cut keeps it too; files the
+    scheduler writes anew before each session (the status fields, the session's settings) skip
+    it, as the state file that says which session runs is always durable."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         crashpoints.reached("atomic_write_tmp")
         os.replace(tmp, path)
     except BaseException:
@@ -109,15 +126,7 @@ class Handoff:
         return list((self.feature_list or {}).get("features", []))
 
     def passing(self) -> frozenset[str]:
-        listed = self.feature_list
-        for known, passing in _PASSING:  # one version of the list is asked many times a session
-            if known is listed:
-                return passing
-        passing = frozenset(f["id"] for f in self.features() if f.get("passes") is True)
-        if listed is not None:
-            _PASSING.insert(0, (listed, passing))
-            del _PASSING[4:]
-        return passing
+        return _of_version(self.feature_list, "passing", lambda: _passing(self.features()))
 
     def review_list(self) -> list[dict[str, Any]]:
         return list((self.reviews or {}).get("reviews", []))
@@ -126,8 +135,26 @@ class Handoff:
         return list((self.reviews or {}).get("fixes", []))
 
 
-_PASSING: list[tuple[Any, frozenset[str]]] = []
-"""The passing features of the last few feature-list versions (the versions are never changed)."""
+def _passing(features: list[dict[str, Any]]) -> frozenset[str]:
+    """The ids of the features whose `passes` is true (in C loops: the list can be long)."""
+    flags = map(operator.is_, map(operator.methodcaller("get", "passes"), features), itertools.repeat(True))
+    return frozenset(itertools.compress(map(operator.itemgetter("id"), features), flags))
+
+
+_DERIVED: list[tuple[Any, str, Any]] = []
+"""What was derived from the last few feature-list versions (a version is never changed, and
+one version is asked many times a session): (version, what, value)."""
+
+
+def _of_version(version: Any, what: str, derive: Callable[[], T]) -> T:
+    for known, name, value in _DERIVED:
+        if known is version and name == what:
+            return cast(T, value)
+    value = derive()
+    if version is not None:
+        _DERIVED.insert(0, (version, what, value))
+        del _DERIVED[8:]
+    return value
 
 
 def load_handoff(project: Path) -> Handoff:
@@ -137,13 +164,13 @@ def load_handoff(project: Path) -> Handoff:
     loaded: dict[str, Any] = {}
     for name in HANDOFF_FILES:
         path = project / name
-        loaded[name] = _validated(path, name) if path.exists() else None
+        loaded[name] = validated(path, name) if path.exists() else None
     return Handoff(loaded["feature_list.json"], loaded["progress.json"], loaded["reviews.json"])
 
 
 @dataclass(frozen=True)
 class _Loaded:
-    key: tuple[int, int, int]
+    key: Signature
     data: Any
 
 
@@ -151,12 +178,12 @@ _LOADED: dict[str, _Loaded] = {}
 """The last validated content of each hand-off file, by path, with the stat it was read at."""
 
 
-def _validated(path: Path, name: str) -> Any:
+def validated(path: Path, name: str) -> Any:
     """A hand-off file, parsed and validated once per version: an unchanged file (same inode,
     size and modification time) is not read again, and of a changed one only the list entries
-    that differ from the last validated version are checked against their schema."""
-    stat = path.stat()
-    key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    that differ from the last validated version are checked against their schema. Callers
+    share the parsed version: they never change it."""
+    key = filestat.of(path.stat())
     known = _LOADED.get(str(path))
     if known is not None and known.key == key:
         return known.data
@@ -171,8 +198,7 @@ def _validated(path: Path, name: str) -> Any:
 def remember(path: Path, data: Any) -> None:
     """`data`, just validated and written to `path` in this process, is that file's current
     version (a hand-off tool's write: the scheduler does not parse it again)."""
-    stat = path.stat()
-    _LOADED[str(path)] = _Loaded((stat.st_ino, stat.st_size, stat.st_mtime_ns), data)
+    _LOADED[str(path)] = _Loaded(filestat.of(path.stat()), data)
 
 
 def last_validated(path: Path) -> Any:
@@ -227,14 +253,13 @@ def write_status(
 ) -> None:
     """Write the status fields of progress.json for the session about to run."""
     path = project / "progress.json"
-    data = dict(_validated(path, "progress.json"))  # a shallow copy: the entries are not changed
-    data.update(
-        current_phase=phase,
-        current_feature=feature,
-        current_branch=branch,
-        features_completed=features_completed,
-    )
-    atomic_write_json(path, data)
+    status = {"current_phase": phase, "current_feature": feature, "current_branch": branch, "features_completed": features_completed}
+    known = validated(path, "progress.json")
+    if all(known.get(key) == value for key, value in status.items()):
+        return
+    data = {**known, **status}  # a shallow copy: the entries are not changed
+    atomic_write_json(path, data, durable=False)
+    remember(path, data)
 
 
 KEPT_PER_SESSION: tuple[str, ...] = ("progress.json", "reviews.json")
@@ -278,15 +303,54 @@ def correct_passes(project: Path, passing: frozenset[str]) -> list[str]:
 
 def snapshot(project: Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) -> None:
     """Copy each existing hand-off file of `names` into `dest` (each copy written whole, then
-    renamed into place); a file that does not exist is removed from `dest`."""
+    renamed into place); a file that does not exist is removed from `dest`.
+
+    A file unchanged since this process last copied it (same `filestat.signature`) is not
+    copied again: `dest` keeps that copy, or gets a hard link to it. Copies are never written
+    in place, so a link shares a version that no one changes."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in names:
-        if (project / name).exists():
-            tmp = dest / f".{name}.copy.tmp"
-            shutil.copy2(project / name, tmp)
-            os.replace(tmp, dest / name)
-        else:
-            (dest / name).unlink(missing_ok=True)
+        source, target = project / name, dest / name
+        sig = filestat.signature(source)
+        if sig is None:
+            target.unlink(missing_ok=True)
+            _COPIES.pop(str(target), None)
+            continue
+        if _COPIES.get(str(target)) == (sig, _copy_id(target)):
+            continue
+        tmp = dest / f".{name}.copy.tmp"
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(_earlier_copy(sig, name), tmp)
+        except (OSError, LookupError):
+            shutil.copy2(source, tmp)
+        os.replace(tmp, target)
+        _COPIES.pop(str(target), None)
+        _COPIES[str(target)] = (sig, _copy_id(target))
+        while len(_COPIES) > _COPIES_KEPT:
+            del _COPIES[next(iter(_COPIES))]
+
+
+_COPIES: dict[str, tuple[Signature, tuple[int, int, int] | None]] = {}
+"""The copies `snapshot` made last, oldest first: the signature of the file each one copied,
+and the copy's own (inode, size, modification time), which a hard link does not change."""
+_COPIES_KEPT = 32
+
+
+def _copy_id(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _earlier_copy(sig: Signature, name: str) -> Path:
+    """A copy, still as it was made, of the version of `name` with signature `sig`."""
+    for path, (copied, own) in reversed(_COPIES.items()):
+        if copied == sig and Path(path).name == name and _copy_id(Path(path)) == own:
+            return Path(path)
+    raise LookupError(name)
 
 
 def restore(project: Path, src: Path) -> None:

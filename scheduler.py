@@ -122,6 +122,7 @@ class Scheduler:
         return resume(state), saved.in_progress
 
     def save(self, state: SessionState, in_progress: dict[str, Any] | None = None) -> None:
+        self.events.sync()  # first: the saved state is never ahead of the event log on disk
         statefile.save(self.project, state, in_progress)
 
     def _write_status(self, state: SessionState) -> None:
@@ -161,6 +162,7 @@ class Scheduler:
                 raise
             finally:
                 self.events.emit("run_ended", status=status, message=message, sessions=self.count)
+                self.events.sync()
         except git.GitCommandError as exc:
             raise self._git_error(exc) from None
 

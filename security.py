@@ -7,6 +7,7 @@ ignores an invalid settings file, so an unvalidated one would mean no policy at 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
@@ -183,9 +184,19 @@ def git_rules(settings: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...
 
 
 def validate_settings(settings: dict[str, Any]) -> None:
+    """Raise SettingsError unless `settings` match their schema (settings already found valid in
+    this process, as each session of a role has the same ones, are not checked again)."""
+    text = json.dumps(settings, sort_keys=True)
+    if text in _VALID_SETTINGS:
+        return
     error = schema_error(settings, SETTINGS_SCHEMA)
     if error is not None:
         raise SettingsError(f"generated {SETTINGS_FILE} is invalid {error}")
+    _VALID_SETTINGS.add(text)
+
+
+_VALID_SETTINGS: set[str] = set()
+"""The settings (as canonical JSON) validated in this process."""
 
 
 def _names(names: tuple[str, ...]) -> str:

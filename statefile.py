@@ -5,6 +5,8 @@ ended is in the event log, events.py; a `stats` object of older versions is igno
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ from config import SessionType
 from errors import StateError
 from layout import LOG_DIR, STATE_FILE
 from machine import Backlog, Lane, SessionState, WorkItem
-from progress import atomic_write_json, read_json, validate
+from progress import Encoded, atomic_write_json, read_json, validate
 from schemas import AGENT_STATE, AGENT_STATE_SAVED
 
 RESTORE_HINT = (
@@ -47,21 +49,57 @@ def load(project: Path) -> Saved | None:
 
 
 def save(project: Path, state: SessionState, in_progress: dict[str, Any] | None) -> None:
-    """The schedule state and the session in flight (the totals are the event log's: events.py)."""
+    """The schedule state and the session in flight (the totals are the event log's: events.py).
+
+    The backlog, which lists every feature, is encoded once per version (a session saves twice
+    and most sessions do not change it)."""
     data = {**to_json(state), "in_progress": in_progress}
     validate(data, AGENT_STATE_SAVED, STATE_FILE)
-    atomic_write_json(project / STATE_FILE, data)
+    atomic_write_json(project / STATE_FILE, {**data, "backlog": _encoded_backlog(state.backlog)[1]})
+
+
+def _encoded_backlog(backlog: Backlog) -> tuple[dict[str, Any], Encoded]:
+    """The backlog's saved form and its JSON; `passing` and `blocked` in the features' order.
+
+    Each of its lists can hold every feature, and most sessions change none of them: each is
+    encoded again only when it is another object than at the last save (a transition keeps
+    the objects it does not change)."""
+    features = backlog.features
+    parts = {
+        "features": _encoded("features", (features,), lambda: list(features)),
+        "passing": _encoded("passing", (features, backlog.passing), lambda: list(_in_order(features, backlog.passing))),
+        "blocked": _encoded("blocked", (features, backlog.blocked), lambda: list(_in_order(features, backlog.blocked))),
+        "rejections": _encoded("rejections", (backlog.rejections,), lambda: dict(backlog.rejections)),
+    }
+    data = {name: part[0] for name, part in parts.items()}
+    return data, Encoded("{" + ", ".join(f"{json.dumps(name)}: {part[1]}" for name, part in parts.items()) + "}")
+
+
+_ENCODED: dict[str, tuple[tuple[object, ...], Any, str]] = {}
+"""Per part of the backlog: the objects it was made of at the last save, its saved form, its JSON."""
+
+
+def _encoded(name: str, made_of: tuple[object, ...], make: Callable[[], Any]) -> tuple[Any, str]:
+    known = _ENCODED.get(name)
+    if known is not None and len(known[0]) == len(made_of) and all(a is b for a, b in zip(known[0], made_of, strict=True)):
+        return known[1], known[2]
+    data = make()
+    text = json.dumps(data)
+    _ENCODED[name] = (made_of, data, text)
+    return data, text
+
+
+def _in_order(features: tuple[str, ...], ids: frozenset[str]) -> tuple[str, ...]:
+    """`ids` in the order of `features` (any not among them after, sorted)."""
+    ordered = tuple(filter(ids.__contains__, features)) if ids else ()
+    return ordered if len(ordered) == len(ids) else (*ordered, *sorted(ids.difference(ordered)))
 
 
 def to_json(state: SessionState) -> dict[str, Any]:
-    backlog, lane = state.backlog, state.lane
+    """The state's saved form (its backlog shared with the last save's: not to be changed)."""
+    lane = state.lane
     return {
-        "backlog": {
-            "features": list(backlog.features),
-            "passing": sorted(backlog.passing),
-            "blocked": sorted(backlog.blocked),
-            "rejections": dict(backlog.rejections),
-        },
+        "backlog": _encoded_backlog(state.backlog)[0],
         "lane": {
             "role": lane.role.value,
             "work": lane.work.to_json() if lane.work else None,

@@ -299,10 +299,21 @@ class TrivialRunner:
     the feature, a session entry. Before any of it, it notes the bytes the agent would read.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, profiler: cProfile.Profile | None = None) -> None:
         self.calls: list[Call] = []
+        self.profiler = profiler
+        """When given: off during each session, on between sessions (the scheduler's work only)."""
 
     def run(self, request: SessionRequest) -> SessionResult:
+        if self.profiler is not None:
+            self.profiler.disable()
+        try:
+            return self._run(request)
+        finally:
+            if self.profiler is not None:
+                self.profiler.enable()
+
+    def _run(self, request: SessionRequest) -> SessionResult:
         logs = folder_bytes(Path(request.cwd) / LOG_DIR)
         started = time.perf_counter()
         plan, cwd = request.plan, Path(request.cwd)
@@ -502,17 +513,20 @@ def measure(pristine: Path, work: Path, n: int, sessions: int, build_s: float, c
 
 
 def profile(pristine: Path, work: Path, sessions: int, top: int) -> str:
-    """cProfile of one run of `sessions` sessions (the runner's own calls included: skip them)."""
+    """cProfile of the scheduler's work between sessions: from the end of the first session to
+    the end of the run (the start-up and the runner's own time left out)."""
     project = fresh_copy(pristine, work)
-    runner, lines = TrivialRunner(), []
     profiler = cProfile.Profile()
-    profiler.enable()
+    runner, lines = TrivialRunner(profiler), []
     run_sessions(project, sessions, runner, lines)
     profiler.disable()
     shutil.rmtree(work, ignore_errors=True)
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("cumulative").print_stats(top)
+    for name in os.environ.get("SCALE_CALLERS", "").split(","):
+        if name:
+            stats.print_callers(name)
     return out.getvalue()
 
 

@@ -54,6 +54,16 @@ def test_the_brief_has_the_feature_its_steps_neighbours_reviews_and_last_session
     assert facts == {"session": 8, "role": "IMPLEMENT", "feature": "F00003", "branch": "feature/F00003", "open_review": None, "earlier_reviews": 1, "test_command": "make test"}
 
 
+def test_the_feature_is_found_where_the_state_puts_it_or_anywhere_else() -> None:
+    listed = features(5)["features"]
+    order = tuple(f["id"] for f in listed)
+    assert brief._position(listed, "F00004", order) == 3
+    assert brief._position(listed, "F00004", tuple(reversed(order))) == 3  # the hint is wrong: looked for
+    assert brief._position(listed, "F00004", ()) == 3
+    assert brief._position(listed, "F00009", order) is None
+    assert brief._position(listed[:2], "F00004", order) is None  # the hint is past the list's end
+
+
 def test_a_fix_brief_names_the_open_review_even_from_the_history(tmp_path: Path) -> None:
     project = project_with(tmp_path, reviews=[review(k, "F00001") for k in range(1, 50)])
     handoff_history.trim(project)  # review 7 moves to the history
@@ -136,6 +146,32 @@ def test_a_review_is_numbered_after_the_history_and_passing_needs_a_pass_first(t
     assert [f["id"] for f in json.loads((project / "feature_list.json").read_text())["features"] if f["passes"]] == ["F00002"]
     bad = tools(project, T.REVIEW, number=6, work=feature("F00003")).call("record_review", {"verdict": "MAYBE", "issues": {}})
     assert bad[1] and "would not match its schema" in bad[0]
+
+
+def test_the_tools_never_change_the_version_the_scheduler_validated(tmp_path: Path) -> None:
+    project = project_with(tmp_path, n=4)
+    before = progress.load_handoff(project)
+    t = tools(project, T.REVIEW, work=feature("F00002"))
+    assert not t.call("record_review", {"verdict": "PASS", "issues": {}})[1]
+    assert t.call("mark_passing", {}) == ("F00002 is marked passing", False)
+    assert not t.call("append_session", {"outcome": "PASS"})[1]
+    after = progress.load_handoff(project)
+    assert before.passing() == frozenset() and after.passing() == frozenset({"F00002"})
+    assert all(not f["passes"] for f in before.features()) and before.review_list() == []
+    assert (before.progress or {})["sessions"] == [] and len((after.progress or {})["sessions"]) == 1
+    # the entries that did not change are shared, not copied
+    assert [a is b for a, b in zip(before.features(), after.features(), strict=True)] == [True, False, True, True]
+    assert after.features() == json.loads((project / "feature_list.json").read_text())["features"]
+
+
+def test_a_tool_refuses_a_broken_file_and_says_how_to_mend_it(tmp_path: Path) -> None:
+    project = project_with(tmp_path)
+    (project / "progress.json").write_text("{ not json")
+    answer, failed = tools(project, T.IMPLEMENT, work=feature("F00002")).call("append_session", {"outcome": "x"})
+    assert failed and "is not valid JSON (line 1, column 3" in answer and "fix the file" in answer
+    (project / "feature_list.json").write_text(json.dumps({"features": [{"id": "bad"}]}))
+    answer, failed = tools(project, T.REVIEW, work=feature("F00002")).call("show_feature", {"feature_id": "F00002"})
+    assert failed and "does not match its schema" in answer
 
 
 def test_an_architecture_review_and_a_fix_of_it(tmp_path: Path) -> None:

@@ -220,3 +220,37 @@ def test_every_fact_of_the_fold() -> None:
     assert totals.run_ended is not None and totals.run_ended["status"] == "limit" and totals.waiting is None
     assert [e["session"] for e in totals.recent(2)] == [5, 6] and len(totals.recent()) == 5
     assert totals.sessions_of_feature("F1", "FIX") == 2 and totals.sessions_of_feature("F1", "IMPLEMENT") == 0
+
+
+def test_sync_puts_what_was_appended_on_disk_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[str] = []
+    real = events.os.fsync
+    monkeypatch.setattr(events.os, "fsync", lambda fd: (synced.append(events.os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    log = EventLog(tmp_path, "r1")
+    log.sync()
+    assert synced == []  # nothing appended yet
+    log.emit("undo", session=1, reason="x")
+    log.emit("undo", session=2, reason="y")
+    assert synced == []  # appends alone are not synced
+    log.sync()
+    log.sync()
+    assert synced == [str(log.path)]
+    events.append(log.path, make_event("undo", "r", 1.0, {"session": 3, "reason": "z"}))  # durable by default
+    assert synced == [str(log.path)] * 2
+
+
+def test_the_scheduler_syncs_the_log_before_each_save_of_its_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_lifecycle import LIFECYCLE, new_project, run
+
+    import scheduler
+
+    order: list[str] = []
+    appended, sync, save = events.append, EventLog.sync, scheduler.statefile.save
+    monkeypatch.setattr(events, "append", lambda *a, **k: (order.append("append"), appended(*a, **k))[1])
+    monkeypatch.setattr(EventLog, "sync", lambda self: (order.append("sync"), sync(self))[1])
+    monkeypatch.setattr(scheduler.statefile, "save", lambda *a, **k: (order.append("save"), save(*a, **k))[1])
+    run(new_project(tmp_path), LIFECYCLE, max_iterations=3)
+    assert order.count("save") >= 6 and order[-1] == "sync"
+    for n, step in enumerate(order):
+        if step == "save":
+            assert order[n - 1] == "sync", order[max(n - 4, 0) : n + 1]

@@ -21,7 +21,9 @@ def test_a_left_dev_server_is_stopped_and_an_older_process_is_not(tmp_path: Path
     server = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 60"], cwd=tmp_path / ".", start_new_session=True)
     (tmp_path / "sub").mkdir()
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path / "sub")
-    elsewhere = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd="/")
+    sibling = Path(f"{tmp_path}-sibling")  # a folder whose name starts with the project's
+    sibling.mkdir()
+    elsewhere = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=sibling)
     time.sleep(0.3)
     try:
         found = processes.left_in(tmp_path, since)  # the shell's `sleep` too

@@ -185,3 +185,83 @@ def test_an_existing_repository_gets_main_and_the_ignore_rules(tmp_path: Path) -
     ]
     assert git("status", "--porcelain") == ""
     assert "notes.txt" in git("stash", "show", "--include-untracked", "--name-only", "stash@{0}")
+
+
+def _copies_made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    import progress
+
+    made: list[str] = []
+    real = progress.shutil.copy2
+
+    def copy2(src: Path, dst: Path) -> object:
+        made.append(Path(src).name)
+        return real(src, dst)
+
+    monkeypatch.setattr(progress.shutil, "copy2", copy2)
+    return made
+
+
+def _edit_in_place_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) -> None:
+    """What a hostile agent could do: same length, and `touch -d` back to the old time."""
+    import os
+    import time
+
+    stat = path.stat()
+    time.sleep(0.02)  # past the kernel's coarse clock tick
+    text = path.read_bytes()
+    assert len(old) == len(new) and old in text
+    with path.open("r+b") as handle:
+        handle.write(text.replace(old, new))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+
+
+def test_snapshot_copies_a_version_once_and_links_it_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from progress import snapshot
+
+    made = _copies_made(monkeypatch)
+    project, pre, post = tmp_path / "p", tmp_path / "pre", tmp_path / "post"
+    project.mkdir()
+    atomic_write_json(project / "feature_list.json", FEATURES)
+    atomic_write_json(project / "progress.json", {"sessions": []})
+    snapshot(project, pre)
+    assert sorted(made) == ["feature_list.json", "progress.json"]
+    assert not (pre / "reviews.json").exists()
+    snapshot(project, pre)  # unchanged: nothing copied again
+    snapshot(project, post)  # the same versions: hard links to the copies in pre
+    assert len(made) == 2
+    assert (post / "feature_list.json").stat().st_ino == (pre / "feature_list.json").stat().st_ino
+    atomic_write_json(project / "progress.json", {"sessions": [], "x": 1})  # a new version
+    snapshot(project, post)
+    assert made[2:] == ["progress.json"]
+    assert json.loads((post / "progress.json").read_text())["x"] == 1
+    assert "x" not in json.loads((pre / "progress.json").read_text())  # the older copy is as it was
+    (project / "progress.json").unlink()
+    snapshot(project, post)
+    assert not (post / "progress.json").exists()
+
+
+def test_snapshot_copies_again_what_changed_behind_its_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from progress import snapshot
+
+    made = _copies_made(monkeypatch)
+    project, dest = tmp_path / "p", tmp_path / "dest"
+    project.mkdir()
+    atomic_write_json(project / "feature_list.json", FEATURES)
+    snapshot(project, dest)
+    _edit_in_place_keeping_size_and_mtime(project / "feature_list.json", b'"passes": false', b'"passes": true ')
+    snapshot(project, dest)
+    assert len(made) == 2 and b'"passes": true ' in (dest / "feature_list.json").read_bytes()
+    (dest / "feature_list.json").unlink()  # someone removed the copy
+    snapshot(project, dest)
+    assert len(made) == 3 and (dest / "feature_list.json").exists()
+    (dest / "feature_list.json").write_text("changed by hand\n")
+    snapshot(project, dest)
+    assert len(made) == 4 and (dest / "feature_list.json").read_bytes() == (project / "feature_list.json").read_bytes()
+
+
+def test_a_handoff_file_edited_in_place_with_its_old_time_is_read_again(tmp_path: Path) -> None:
+    atomic_write_json(tmp_path / "feature_list.json", FEATURES)
+    assert load_handoff(tmp_path).passing() == frozenset()
+    _edit_in_place_keeping_size_and_mtime(tmp_path / "feature_list.json", b'"passes": false', b'"passes": true ')
+    assert load_handoff(tmp_path).passing() == frozenset({"F001", "F002"})
