@@ -10,6 +10,7 @@ import git
 
 import crashpoints
 import filestat
+import refs
 from errors import GitError
 from layout import NEVER_IN_GIT, ignore_pattern
 
@@ -130,10 +131,7 @@ def ref_sha(repo: git.Repo, ref: str) -> str | None:
             return str(repo.git.rev_parse("--verify", "--quiet", ref))
         except git.GitCommandError:
             return None
-    try:
-        return str(git.SymbolicReference.dereference_recursive(repo, ref))
-    except (ValueError, AssertionError, IndexError, OSError):  # missing, empty or garbled
-        return None
+    return refs.sha(Path(repo.common_dir), ref)
 
 
 _REF_STORAGE: dict[str, bool] = {}
@@ -245,7 +243,7 @@ def stashes(project: Path) -> list[str]:
     if not (project / ".git").exists():
         return []
     key = filestat.signature(project / ".git" / "logs" / "refs" / "stash")
-    if key is None and not (project / ".git" / "refs" / "stash").exists() and "refs/stash" not in _packed_refs(project):
+    if key is None and refs.sha(project / ".git", "refs/stash") is None:
         return []
     known = _STASHES.get(str(project))
     if key is not None and known is not None and known[0] == key:
@@ -257,13 +255,6 @@ def stashes(project: Path) -> list[str]:
 
 _STASHES: dict[str, tuple[filestat.Signature | None, tuple[str, ...]]] = {}
 """Per project: the stash reflog's stat and the `git stash list` it gave."""
-
-
-def _packed_refs(project: Path) -> str:
-    try:
-        return (project / ".git" / "packed-refs").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def clear_stale_lock(repo: git.Repo) -> bool:
@@ -283,13 +274,20 @@ def branches(repo: git.Repo) -> dict[str, str]:
     if not _refs_are_files(repo):
         out = repo.git.for_each_ref("--format=%(refname:short) %(objectname)", "refs/heads/")
         return dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
-    found: dict[str, str] = {}
-    heads: list[git.Head] = list(git.Head.list_items(repo))
-    for ref in heads:
-        sha = ref_sha(repo, str(ref.path))
-        if sha is not None:
-            found[ref.name] = sha
-    return found
+    return refs.heads(Path(repo.common_dir))
+
+
+LOOSE_BRANCHES_KEPT = 64
+"""Loose branch files beyond which they are packed into `.git/packed-refs` (as `git gc` does):
+the scheduler reads every branch twice a session, and keeps one branch per feature."""
+
+
+def pack_branches_if_many(repo: git.Repo) -> bool:
+    """`git pack-refs --all` when the loose branch files are more than LOOSE_BRANCHES_KEPT."""
+    if not _refs_are_files(repo) or refs.loose_heads(Path(repo.common_dir)) <= LOOSE_BRANCHES_KEPT:
+        return False
+    repo.git.pack_refs("--all")
+    return True
 
 
 def branch_view(project: Path) -> tuple[str | None, frozenset[str]]:

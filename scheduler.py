@@ -42,7 +42,7 @@ from plan import SessionPlan, brief_for, plan_session, write_plan
 from policy import policy
 from report import RunReport, RunStatus
 from security import denial_rule
-from verify import PreSession, capture, verify_session
+from verify import PreSession, capture, heads_of, verify_session
 
 VERSION = "0.2.0"
 STATE_COPIES = 3
@@ -334,7 +334,7 @@ class Scheduler:
             f"{head} {interrupted['number']} ({state.lane.role.value}) again: it was {cause}; "
             "hand-off files restored"
         )
-        return PreSession(interrupted["main"], tip, progress.load_handoff(self.project), copies, interrupted["heads"])
+        return PreSession(interrupted["main"], tip, progress.load_handoff(self.project), copies, heads_of(interrupted, copies))
 
     def _note_stash(self, before: int) -> int:
         """Say in one line where uncommitted work went when the scheduler set it aside."""
@@ -391,6 +391,7 @@ class Scheduler:
         role, work = state.lane.role, state.lane.work
         if gitops.clear_stale_lock(repo):
             self.echo("  removed a stale .git/index.lock left by a stopped session")
+        gitops.pack_branches_if_many(repo)
         if role is SessionType.FIX and work is not None and work.architecture_review is not None:
             main = gitops.head(repo, gitops.MAIN)
             assert main is not None
@@ -604,6 +605,6 @@ class Scheduler:
             "log_dir": str(log_dir),
             "main": pre.main,
             "branch_tip": pre.branch_tip,
-            "heads": pre.heads,
+            **pre.heads_record,
             "copies": str(pre.copies),
         }

@@ -182,6 +182,7 @@ AGENT_STATE: dict[str, Any] = {
                         "main": {"type": "string", "minLength": 1},
                         "branch_tip": NULLABLE_STR,
                         "heads": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "heads_gone": {"type": "array", "items": {"type": "string"}},
                         "why": {"enum": ["interrupted", "usage_limit", "outage", "budget", "auth"]},
                         "wait_until": {"type": "number"},
                         "copies": {"type": "string", "minLength": 1},

@@ -7,6 +7,7 @@ to their pre-session commits) so the retry starts from a known state.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import git
 
 import crashpoints
 import gitops
+import refs
 from config import AgentConfig, SessionType
 from errors import StateError
 from invariants import check_invariants
@@ -37,6 +39,24 @@ class PreSession:
     heads: dict[str, str]
     """Every local branch and its commit."""
 
+    @functools.cached_property
+    def heads_record(self) -> dict[str, Any]:
+        """`heads` as the state file keeps them: the branches that differ from the copy of
+        packed-refs in `copies` (a long project has thousands of branches, nearly all packed)."""
+        base = refs.packed_heads(self.copies)
+        differ = refs.changed(base, self.heads)
+        return {
+            "heads": {b: self.heads[b] for b in sorted(differ) if b in self.heads},
+            "heads_gone": sorted(b for b in differ if b not in self.heads),
+        }
+
+
+def heads_of(record: dict[str, Any], copies: Path) -> dict[str, str]:
+    """The branches a `heads_record` in `copies` stands for."""
+    gone = set(record.get("heads_gone", []))
+    base = refs.packed_heads(copies) if "heads_gone" in record else {}  # older records: every branch
+    return {b: sha for b, sha in {**base, **record["heads"]}.items() if b not in gone}
+
 
 class ClaimRefused(Exception):
     """The session's claim did not hold; the message says why."""
@@ -44,6 +64,7 @@ class ClaimRefused(Exception):
 
 def capture(project: Path, repo: git.Repo, state: SessionState, copies: Path) -> PreSession:
     snapshot(project, copies)
+    refs.keep_packed(Path(repo.common_dir), copies)
     main = gitops.head(repo, gitops.MAIN)
     if main is None:
         raise StateError("the project's repository has no `main` branch; restore it or start a new project")
@@ -85,10 +106,8 @@ def undo(
     """
     label = f"session-{state.next_number}"
     now = gitops.branches(repo)
-    for branch in sorted(set(now) | set(pre.heads)):
+    for branch in sorted(refs.changed(pre.heads, now)):
         before, after = pre.heads.get(branch), now.get(branch)
-        if before == after:
-            continue
         if after is not None:
             gitops.keep_ref(repo, f"undone/{label}/{branch}", after)
         if before is None:
@@ -132,7 +151,7 @@ class Ran:
         """No branch but those the role's policy gives it was created, moved or deleted."""
         allowed = policy(self.role).branches_it_may_change(self.state.lane.work, verdict)
         now = gitops.branches(self.repo)
-        touched = {b for b in set(now) | set(self.pre.heads) if now.get(b) != self.pre.heads.get(b)}
+        touched = refs.changed(self.pre.heads, now)
         if gitops.MAIN in touched - allowed:
             self.main_untouched()
         if touched - allowed:

@@ -46,6 +46,7 @@ TARGETS: dict[str, Target] = {
     "bash_policy": Target(("bash_policy.py",), ("tests/test_bash_policy.py", "tests/test_policy.py"), 0.85),
     "events": Target(("events.py",), ("tests/test_events.py",), 0.85),
     "handoff": Target(("handoff_tools.py", "handoff_history.py"), ("tests/test_brief_and_tools.py",), 0.85),
+    "refs": Target(("refs.py", "filestat.py"), ("tests/test_gitops.py", "tests/test_progress.py"), 0.85),
 }
 
 EQUIVALENT: dict[str, str] = {

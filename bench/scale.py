@@ -5,7 +5,7 @@
 
 For each size N it builds a project directly (no sessions run): N features, 10N past
 session entries in progress.json with their reviews and fixes, `main` holding only the
-scheduler's setup commit, and a `.agent_state.json` whose lane is IMPLEMENT on the first
+scheduler's setup commit, a packed branch per merged feature, and a `.agent_state.json` whose lane is IMPLEMENT on the first
 open feature. Built projects are cached per size under the temp folder; each measurement
 runs on a fresh copy. It then runs `Scheduler(...).run(max_iterations=K)` with a trivial
 runner that does, instantly, the least a real agent does for its role, and prints:
@@ -61,7 +61,7 @@ SESSIONS_PER_FEATURE = 10
 """Past sessions per feature: 10,000 features come with 100,000 past sessions."""
 OPEN_FEATURES = 10
 """Features left open (passes false) so there is work to measure; at most half the list."""
-BUILD_VERSION = "1"
+BUILD_VERSION = "2"
 """Bump when the generated project changes (the cache key includes it)."""
 KB = 1000
 
@@ -213,6 +213,17 @@ def save_state(project: Path, state: machine.SessionState) -> None:
     statefile.save(project, state, **extra)
 
 
+def pack_merged_branches(project: Path, merged: list[str]) -> None:
+    """A branch per merged feature, packed into `.git/packed-refs` as `git gc` leaves them (the
+    scheduler keeps merged branches; a long project has thousands)."""
+    main = git(project, "rev-parse", "main")
+    lines = [f"{main} refs/heads/feature/{fid}" for fid in merged]
+    (project / ".git" / "packed-refs").write_text(
+        "# pack-refs with: peeled fully-peeled sorted \n" + "\n".join(sorted(lines, key=lambda line: line.split(" ")[1])) + "\n",
+        encoding="utf-8",
+    )
+
+
 def cache_key(n: int) -> str:
     """The cached project is rebuilt when the generator or the modules that shape it change."""
     digest = hashlib.sha256(BUILD_VERSION.encode())
@@ -250,6 +261,7 @@ def build(cache: Path, n: int, rebuild: bool = False) -> tuple[Path, float, bool
         },
     )
     write_json(pristine / "reviews.json", {"reviews": history.reviews, "fixes": history.fixes})
+    pack_merged_branches(pristine, sorted(passing))
     rejected = sorted({r["feature_id"] for r in history.reviews if r["verdict"] == "REJECT"})
     state = machine.SessionState(
         backlog=machine.Backlog(
@@ -523,7 +535,7 @@ def profile(pristine: Path, work: Path, sessions: int, top: int) -> str:
     shutil.rmtree(work, ignore_errors=True)
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)
-    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats(os.environ.get("SCALE_SORT", "cumulative")).print_stats(top)
     for name in os.environ.get("SCALE_CALLERS", "").split(","):
         if name:
             stats.print_callers(name)

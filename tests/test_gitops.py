@@ -7,6 +7,8 @@ from pathlib import Path
 
 import git
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gitops
 
@@ -16,19 +18,21 @@ def sh(project: Path, *args: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
+NAMES = ("main", "feature/F001", "feature/deep/F002", "gone", "empty", "garbled", "alias", "dangling", "hidden")
+
+
 def git_answers(project: Path) -> tuple[str | None, dict[str, str], dict[str, str | None]]:
     """git's own answers: the checked-out branch, every branch's commit, some refs' commits."""
     branch = sh(project, "symbolic-ref", "--quiet", "--short", "HEAD") or None
     out = sh(project, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads/")
     heads = dict(line.split(" ", 1) for line in out.splitlines() if line)
-    names = ("main", "feature/F001", "feature/deep/F002", "gone", "empty", "garbled")
+    names = NAMES
     refs = {name: sh(project, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}") or None for name in names}
     return branch, heads, refs
 
 
 def ours(repo: git.Repo) -> tuple[str | None, dict[str, str], dict[str, str | None]]:
-    names = ("main", "feature/F001", "feature/deep/F002", "gone", "empty", "garbled")
-    return gitops.current_branch(repo), gitops.branches(repo), {name: gitops.head(repo, name) for name in names}
+    return gitops.current_branch(repo), gitops.branches(repo), {name: gitops.head(repo, name) for name in NAMES}
 
 
 @pytest.fixture
@@ -63,6 +67,28 @@ def test_loose_packed_detached_and_broken_refs_read_as_git_reads_them(project: P
     answers = ours(repo)
     assert answers == git_answers(project)
     assert answers[2]["empty"] is None and answers[2]["garbled"] is None and "empty" not in answers[1]
+
+
+def test_symbolic_tagged_hidden_and_unsafe_refs_read_as_git_reads_them(project: Path) -> None:
+    import refs
+
+    repo = git.Repo(project)
+    sh(project, "tag", "-a", "v1", "-m", "annotated")  # packed with a peeled ^ line
+    sh(project, "branch", "hidden")
+    sh(project, "pack-refs", "--all")
+    assert "^" in (project / ".git/packed-refs").read_text()
+    (project / ".git/refs/heads/hidden").write_text("garbage\n")  # a broken loose ref hides the packed one
+    (project / ".git/refs/heads/alias").write_text("ref: refs/heads/feature/deep/F002\n")
+    (project / ".git/refs/heads/dangling").write_text("ref: refs/heads/nowhere\n")
+    answers = ours(repo)
+    assert answers == git_answers(project)
+    assert answers[2]["alias"] == answers[2]["feature/deep/F002"] and answers[2]["hidden"] is None
+    assert refs.sha(project / ".git", "refs/tags/v1") == sh(project, "rev-parse", "refs/tags/v1")
+    for unsafe in ("refs/heads/../../config", "refs/heads/x.lock", "refs/heads/.hidden", "HEAD", "refs/heads/a b", "refs/heads/"):
+        assert refs.sha(project / ".git", unsafe) is None, unsafe
+    sh(project, "branch", "-f", "-q", "feature/F001", "feature/deep/F002")
+    sh(project, "pack-refs", "--all")  # packed-refs rewritten: read again
+    assert ours(repo) == git_answers(project)
 
 
 def test_where_refs_are_not_files_git_is_asked(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,3 +179,61 @@ def test_checkout_sets_aside_leftovers_and_a_half_done_merge(project: Path) -> N
     gitops.checkout(repo, "main")
     assert gitops.current_branch(repo) == "main" and not (project / "stray.txt").exists()
     assert len(gitops.stashes(project)) == 1
+
+
+def test_the_saved_heads_are_what_differs_from_a_kept_packed_refs(project: Path, tmp_path: Path) -> None:
+    import refs
+    from progress import Handoff
+    from verify import PreSession, heads_of
+
+    repo = git.Repo(project)
+    sh(project, "branch", "packed-only")
+    sh(project, "pack-refs", "--all")
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    refs.keep_packed(project / ".git", copies)
+    assert (copies / "packed-refs").stat().st_ino == (project / ".git/packed-refs").stat().st_ino  # a link
+    sh(project, "branch", "-D", "packed-only")  # git writes a new packed-refs: the kept one stays as it was
+    sh(project, "branch", "-f", "feature/F001", "feature/deep/F002")  # moved: loose again
+    sh(project, "branch", "new")
+    heads = gitops.branches(repo)
+    pre = PreSession("m", None, Handoff(None, None, None), copies, heads)
+    record = pre.heads_record
+    assert record == {"heads": {"feature/F001": heads["feature/F001"], "new": heads["new"]}, "heads_gone": ["packed-only"]}
+    assert heads_of(record, copies) == heads
+    assert heads_of({"heads": {"main": "x"}}, copies) == {"main": "x"}  # a record of an older version: every branch
+    (copies / "packed-refs").unlink()
+    refs.keep_packed(tmp_path / "no-repo", copies)  # a repository without packed-refs keeps none
+    assert not (copies / "packed-refs").exists()
+    assert PreSession("m", None, Handoff(None, None, None), copies, heads).heads_record == {"heads": heads, "heads_gone": []}
+
+
+def test_many_loose_branches_are_packed_and_read_the_same(project: Path) -> None:
+    repo = git.Repo(project)
+    for n in range(gitops.LOOSE_BRANCHES_KEPT - 3):  # the fixture has three
+        sh(project, "branch", f"feature/F{n:04d}")
+    assert not gitops.pack_branches_if_many(repo)
+    sh(project, "branch", "one-more")
+    before = gitops.branches(repo)
+    assert len(before) == gitops.LOOSE_BRANCHES_KEPT + 1
+    assert gitops.pack_branches_if_many(repo)
+    assert not (project / ".git/refs/heads/one-more").exists()
+    assert gitops.branches(repo) == before == git_answers(project)[1]
+
+
+SHAS = tuple(c * 40 for c in "123")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    before=st.dictionaries(st.sampled_from("abcdefgh"), st.sampled_from(SHAS), max_size=8),
+    after=st.dictionaries(st.sampled_from("abcdefgh"), st.sampled_from(SHAS), max_size=8),
+    copies=st.booleans(),
+)
+def test_the_changed_branches_are_exactly_those_that_differ(before: dict[str, str], after: dict[str, str], copies: bool) -> None:
+    import refs
+
+    if copies:  # equal commits as other string objects, as two reads of a loose ref give
+        after = {b: "".join(list(s)) for b, s in after.items()}
+        assert all(after[b] is not s for b, s in before.items() if b in after)
+    assert refs.changed(before, after) == {b for b in before.keys() | after.keys() if before.get(b) != after.get(b)}
