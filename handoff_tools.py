@@ -24,7 +24,7 @@ from errors import StateError
 from handoff_history import largest_archived_id
 from machine import WorkItem
 from policy import RolePolicy, policy
-from progress import atomic_write_json, incremental_schema_error, last_validated, remember, validated
+from progress import Handoff, atomic_write_json, incremental_schema_error, last_validated, remember, validated
 
 SERVER = "handoff"
 PREFIX = f"mcp__{SERVER}__"
@@ -218,7 +218,8 @@ class HandoffTools:
         for n, entry in enumerate(features):
             if entry.get("id") == feature:
                 features[n] = {**entry, "passes": True}  # a new entry: the others are shared with the last version
-                self._save("feature_list.json", data)
+                passing = Handoff(validated(self.project / "feature_list.json", "feature_list.json"), None, None).passing()
+                self._save("feature_list.json", data, passing=passing | {feature})
                 return f"{feature} is marked passing"
         raise Refused(f"no feature {feature} in feature_list.json")
 
@@ -235,13 +236,13 @@ class HandoffTools:
             raise Refused(f"{exc}; fix the file (or leave it: the scheduler restores it after the session)") from None
         return {key: list(value) if isinstance(value, list) else value for key, value in data.items()}
 
-    def _save(self, name: str, data: dict[str, Any]) -> None:
+    def _save(self, name: str, data: dict[str, Any], *, passing: frozenset[str] | None = None) -> None:
         path = self.project / name
         error = incremental_schema_error(data, name, last_validated(path))
         if error is not None:
             raise Refused(f"refused: {name} would not match its schema {error}")
         atomic_write_json(path, data)
-        remember(path, data)
+        remember(path, data, passing=passing)
 
     def _archived_max(self, key: str) -> int:
         """The largest id already moved to the history file (0: none), so ids keep increasing."""

@@ -7,29 +7,15 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import Any
 
 from config import SessionType
 from policy import POLICIES, policy
-from progress import Handoff
+from progress import Handoff, only_passes_differ
 
 
 def _holders(right: str) -> str:
     """The roles that have a right, for messages ("REVIEW", "FIX", ...)."""
     return " or ".join(role.value for role, rights in POLICIES.items() if getattr(rights, right))
-
-
-def _without_passes(features: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in f.items() if k != "passes"} for f in features]
-
-
-def _only_passes_changed(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> bool:
-    """The same features, in the same order, but for their `passes` (entries compared whole
-    first, so only the changed ones are looked into)."""
-    if len(before) != len(after):
-        return False
-    maybe = itertools.compress(range(len(after)), map(operator.is_not, before, after))  # in C: lists are long
-    return all(before[n] == after[n] or _without_passes([before[n]]) == _without_passes([after[n]]) for n in maybe)
 
 
 def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list[str]:
@@ -38,11 +24,13 @@ def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list
     problems: list[str] = []
     unchanged = before.feature_list is not None and before.feature_list is after.feature_list
     """The same validated version of the file (progress.load_handoff reads each version once)."""
-    ids = [] if unchanged else list(map(operator.itemgetter("id"), after.features()))
+    same_features = before.feature_list is not None and (unchanged or only_passes_differ(before.features(), after.features()))
+    """The features as they were but for `passes`: their ids were checked when they were listed."""
+    ids = [] if same_features else list(map(operator.itemgetter("id"), after.features()))
     if len(ids) != len(set(ids)):
         problems.append("feature_list.json has duplicate feature IDs")
     if before.feature_list is not None:
-        if not unchanged and not _only_passes_changed(before.features(), after.features()):
+        if not same_features:
             problems.append("features were added, removed or edited after the INITIALIZER")
         if not unchanged and before.passing() != after.passing() and not rights.sets_passes:
             problems.append(f"{role.value} changed `passes`; only {_holders('sets_passes')} may")

@@ -195,10 +195,14 @@ def validated(path: Path, name: str) -> Any:
     return data
 
 
-def remember(path: Path, data: Any) -> None:
+def remember(path: Path, data: Any, *, passing: frozenset[str] | None = None) -> None:
     """`data`, just validated and written to `path` in this process, is that file's current
-    version (a hand-off tool's write: the scheduler does not parse it again)."""
+    version (a hand-off tool's write: the scheduler does not parse it again); `passing`, when
+    the writer knows it, is that feature list's passing features (not derived again)."""
     _LOADED[str(path)] = _Loaded(filestat.of(path.stat()), data)
+    if passing is not None:
+        _DERIVED.insert(0, (data, "passing", passing))
+        del _DERIVED[8:]
 
 
 def last_validated(path: Path) -> Any:
@@ -307,7 +311,9 @@ def snapshot(project: Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) 
 
     A file unchanged since this process last copied it (same `filestat.signature`) is not
     copied again: `dest` keeps that copy, or gets a hard link to it. Copies are never written
-    in place, so a link shares a version that no one changes."""
+    in place, so a link shares a version that no one changes. The copy of `feature_list.json`
+    is a base: it is not made again while only `passes` changed (`restore` takes them from
+    the scheduler's state), so a REVIEW does not copy a list that grows with the project."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in names:
         source, target = project / name, dest / name
@@ -316,7 +322,8 @@ def snapshot(project: Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) 
             target.unlink(missing_ok=True)
             _COPIES.pop(str(target), None)
             continue
-        if _COPIES.get(str(target)) == (sig, _copy_id(target)):
+        known = _COPIES.get(str(target))
+        if known is not None and known.own == _copy_id(target) and (known.source == sig or _same_base(known, source, name)):
             continue
         tmp = dest / f".{name}.copy.tmp"
         tmp.unlink(missing_ok=True)
@@ -326,15 +333,64 @@ def snapshot(project: Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) 
             shutil.copy2(source, tmp)
         os.replace(tmp, target)
         _COPIES.pop(str(target), None)
-        _COPIES[str(target)] = (sig, _copy_id(target))
+        _COPIES[str(target)] = _Copy(sig, _copy_id(target), _version(source, name, sig))
         while len(_COPIES) > _COPIES_KEPT:
             del _COPIES[next(iter(_COPIES))]
 
 
-_COPIES: dict[str, tuple[Signature, tuple[int, int, int] | None]] = {}
-"""The copies `snapshot` made last, oldest first: the signature of the file each one copied,
-and the copy's own (inode, size, modification time), which a hard link does not change."""
+@dataclass(frozen=True)
+class _Copy:
+    source: Signature
+    """The signature of the file it copied."""
+    own: tuple[int, int, int] | None
+    """The copy's (inode, size, modification time), which a hard link does not change."""
+    version: Any
+    """The validated version it copied, where it is a base (feature_list.json)."""
+
+
+_COPIES: dict[str, _Copy] = {}
+"""The copies `snapshot` made last, oldest first."""
 _COPIES_KEPT = 32
+BASE = "feature_list.json"
+"""The hand-off file whose copies are bases: only `passes` changes after the INITIALIZER."""
+
+
+def _version(source: Path, name: str, sig: Signature) -> Any:
+    """The validated version of `source` as copied (None: not a base, or not valid)."""
+    if name != BASE:
+        return None
+    try:
+        data = validated(source, name)
+    except StateError:
+        return None
+    return data if filestat.signature(source) == sig else None
+
+
+def _same_base(known: _Copy, source: Path, name: str) -> bool:
+    """The copy still serves as the base of `source`: the same features but for `passes`."""
+    if known.version is None:
+        return False
+    try:
+        now = validated(source, name)
+    except StateError:
+        return False
+    rest = {k: v for k, v in now.items() if k != "features"}
+    if rest != {k: v for k, v in known.version.items() if k != "features"}:
+        return False
+    return only_passes_differ(known.version.get("features", []), now.get("features", []))
+
+
+def only_passes_differ(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> bool:
+    """The same features, in the same order, but for their `passes` (in C loops over the
+    entries that are other objects: a hand-off tool's write shares the others)."""
+    if len(before) != len(after):
+        return False
+    maybe = itertools.compress(range(len(after)), map(operator.is_not, before, after))
+    return all(before[n] == after[n] or _without_passes(before[n]) == _without_passes(after[n]) for n in maybe)
+
+
+def _without_passes(feature: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in feature.items() if k != "passes"}
 
 
 def _copy_id(path: Path) -> tuple[int, int, int] | None:
@@ -347,19 +403,42 @@ def _copy_id(path: Path) -> tuple[int, int, int] | None:
 
 def _earlier_copy(sig: Signature, name: str) -> Path:
     """A copy, still as it was made, of the version of `name` with signature `sig`."""
-    for path, (copied, own) in reversed(_COPIES.items()):
-        if copied == sig and Path(path).name == name and _copy_id(Path(path)) == own:
+    for path, copy in reversed(_COPIES.items()):
+        if copy.source == sig and Path(path).name == name and _copy_id(Path(path)) == copy.own:
             return Path(path)
     raise LookupError(name)
 
 
-def restore(project: Path, src: Path) -> None:
-    """Put the hand-off files back as they were in `src`; remove those it lacks."""
+def restore(project: Path, src: Path, passing: frozenset[str]) -> None:
+    """Put the hand-off files back as they were in `src` (remove those it lacks), with the
+    `passes` the scheduler verified (`passing`): the copy of feature_list.json is a base."""
     for name in HANDOFF_FILES:
         if (src / name).exists():
-            atomic_write_text(project / name, (src / name).read_text(encoding="utf-8"))
+            restore_file(project, name, src / name, passing)
         else:
             (project / name).unlink(missing_ok=True)
+
+
+def restore_file(project: Path, name: str, copy: Path, passing: frozenset[str]) -> None:
+    """One hand-off file back from its copy (feature_list.json with `passing` as its passes)."""
+    text = copy.read_text(encoding="utf-8")
+    if name == BASE:
+        text = _with_passes(text, passing)
+    atomic_write_text(project / name, text)
+
+
+def _with_passes(text: str, passing: frozenset[str]) -> str:
+    """A feature list's text with `passes` set from `passing` (as it is when not a list)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    features = data.get("features") if isinstance(data, dict) else None
+    if not isinstance(features, list) or not all(isinstance(f, dict) for f in features):
+        return text
+    if all(f.get("passes") is (f.get("id") in passing) for f in features):
+        return text
+    return to_text({**data, "features": [{**f, "passes": f.get("id") in passing} for f in features]})
 
 
 def load_config(project: Path) -> dict[str, Any] | None:

@@ -318,7 +318,7 @@ class Scheduler:
                 )
             aside = earlier[-1]
         copies = Path(interrupted.get("copies") or aside / "pre")
-        progress.restore(self.project, copies)
+        progress.restore(self.project, copies, state.backlog.passing)
         crashpoints.reached("recover_restored")
         work, tip = state.lane.work, interrupted.get("branch_tip")
         branch = work.branch if work else None
@@ -376,7 +376,7 @@ class Scheduler:
                 copy = progress.newest_copy(self.project, name)
                 if copy is None:
                     raise StateError(f"{name} is missing")
-                progress.atomic_write_text(self.project / name, copy.read_text(encoding="utf-8"))
+                progress.restore_file(self.project, name, copy, state.backlog.passing)
                 self.echo(f"  WARNING: {name} was missing; restored from {copy.relative_to(self.project)}")
         progress.load_handoff(self.project)  # every file must still parse and validate
         corrected = progress.correct_passes(self.project, frozenset(state.backlog.passing))

@@ -117,7 +117,7 @@ def undo(
             gitops.set_branch(repo, branch, before)
             echo(f"  undo: {branch} reset to {before[:10]}")
     crashpoints.reached("undo_branches_reset")
-    restore(project, pre.copies)  # last: a checkout above may have removed a wrongly tracked copy
+    restore(project, pre.copies, state.backlog.passing)  # last: a checkout above may have removed a wrongly tracked copy
 
 
 @dataclass(frozen=True)

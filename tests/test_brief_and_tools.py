@@ -157,6 +157,7 @@ def test_the_tools_never_change_the_version_the_scheduler_validated(tmp_path: Pa
     assert not t.call("append_session", {"outcome": "PASS"})[1]
     after = progress.load_handoff(project)
     assert before.passing() == frozenset() and after.passing() == frozenset({"F00002"})
+    assert after.passing() == progress._passing(after.features())  # as the tool told it, as derived
     assert all(not f["passes"] for f in before.features()) and before.review_list() == []
     assert (before.progress or {})["sessions"] == [] and len((after.progress or {})["sessions"]) == 1
     # the entries that did not change are shared, not copied

@@ -247,17 +247,49 @@ def test_snapshot_copies_again_what_changed_behind_its_back(tmp_path: Path, monk
     made = _copies_made(monkeypatch)
     project, dest = tmp_path / "p", tmp_path / "dest"
     project.mkdir()
-    atomic_write_json(project / "feature_list.json", FEATURES)
+    atomic_write_json(project / "progress.json", {"sessions": [], "current_phase": "IMPLEMENT"})
     snapshot(project, dest)
-    _edit_in_place_keeping_size_and_mtime(project / "feature_list.json", b'"passes": false', b'"passes": true ')
+    _edit_in_place_keeping_size_and_mtime(project / "progress.json", b'"IMPLEMENT"', b'"REVIEWED!"')
     snapshot(project, dest)
-    assert len(made) == 2 and b'"passes": true ' in (dest / "feature_list.json").read_bytes()
-    (dest / "feature_list.json").unlink()  # someone removed the copy
+    assert len(made) == 2 and b'"REVIEWED!"' in (dest / "progress.json").read_bytes()
+    (dest / "progress.json").unlink()  # someone removed the copy
     snapshot(project, dest)
-    assert len(made) == 3 and (dest / "feature_list.json").exists()
-    (dest / "feature_list.json").write_text("changed by hand\n")
+    assert len(made) == 3 and (dest / "progress.json").exists()
+    (dest / "progress.json").write_text("changed by hand\n")
     snapshot(project, dest)
-    assert len(made) == 4 and (dest / "feature_list.json").read_bytes() == (project / "feature_list.json").read_bytes()
+    assert len(made) == 4 and (dest / "progress.json").read_bytes() == (project / "progress.json").read_bytes()
+
+
+def test_the_feature_list_copy_is_a_base_restored_with_the_verified_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from progress import restore, snapshot
+
+    made = _copies_made(monkeypatch)
+    project, dest = tmp_path / "p", tmp_path / "dest"
+    project.mkdir()
+    path = project / "feature_list.json"
+    atomic_write_json(path, FEATURES)
+    snapshot(project, dest, ("feature_list.json",))
+    marked = {"features": [{**FEATURES["features"][0], "passes": True}, FEATURES["features"][1]]}
+    atomic_write_json(path, marked)  # a REVIEW marked F001 passing
+    snapshot(project, dest, ("feature_list.json",))
+    assert made == ["feature_list.json"]  # only passes changed: the base still serves
+    live = path.read_text()
+    restore(project, dest, frozenset({"F001"}))
+    assert path.read_text() == live
+    restore(project, dest, frozenset())
+    assert json.loads(path.read_text()) == FEATURES
+    edited = {"features": [{**FEATURES["features"][0], "description": "other"}, FEATURES["features"][1]]}
+    atomic_write_json(path, edited)  # more than passes changed: copied again
+    snapshot(project, dest, ("feature_list.json",))
+    assert made == ["feature_list.json"] * 2 and json.loads((dest / "feature_list.json").read_text()) == edited
+    atomic_write_json(path, {"features": FEATURES["features"], "extra": 1})  # a top-level field too
+    snapshot(project, dest, ("feature_list.json",))
+    assert len(made) == 3
+    path.write_text("{ broken")
+    snapshot(project, dest, ("feature_list.json",))  # not valid: copied as it is
+    assert len(made) == 4 and (dest / "feature_list.json").read_text() == "{ broken"
+    restore(project, dest, frozenset({"F001"}))
+    assert path.read_text() == "{ broken"
 
 
 def test_a_handoff_file_edited_in_place_with_its_old_time_is_read_again(tmp_path: Path) -> None:
@@ -265,3 +297,24 @@ def test_a_handoff_file_edited_in_place_with_its_old_time_is_read_again(tmp_path
     assert load_handoff(tmp_path).passing() == frozenset()
     _edit_in_place_keeping_size_and_mtime(tmp_path / "feature_list.json", b'"passes": false', b'"passes": true ')
     assert load_handoff(tmp_path).passing() == frozenset({"F001", "F002"})
+
+
+def test_only_passes_differ_agrees_with_comparing_everything() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from progress import only_passes_differ
+
+    feature = st.fixed_dictionaries({"id": st.sampled_from(("F1", "F2")), "passes": st.booleans()}, optional={"steps": st.lists(st.sampled_from("ab"), max_size=2)})
+
+    @settings(max_examples=300, deadline=None)
+    @given(before=st.lists(feature, max_size=4), after=st.lists(feature, max_size=4), share=st.lists(st.booleans(), max_size=4))
+    def check(before: list[dict[str, object]], after: list[dict[str, object]], share: list[bool]) -> None:
+        after = [before[n] if n < len(before) and n < len(share) and share[n] else f for n, f in enumerate(after)]
+
+        def strip(features: list[dict[str, object]]) -> list[dict[str, object]]:
+            return [{k: v for k, v in f.items() if k != "passes"} for f in features]
+
+        assert only_passes_differ(before, after) == (len(before) == len(after) and strip(before) == strip(after))
+
+    check()
