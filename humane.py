@@ -26,3 +26,8 @@ def duration(seconds: float) -> str:
 def money(usd: float) -> str:
     """$0.0123 below a dollar, $12.34 above, $1,234.56 with separators."""
     return f"${usd:,.4f}" if usd < 1 else f"${usd:,.2f}"
+
+
+def outcome(status: str, message: str) -> str:
+    """A run's end as one phrase: its status, then its message unless that already says it."""
+    return message if message.startswith(status) else f"{status}: {message}"

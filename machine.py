@@ -24,6 +24,11 @@ T = SessionType
 # -- what a session works on -----------------------------------------------------------------
 
 
+FEATURE_BRANCH, ARCHITECTURE_BRANCH = "feature/", "arch/"
+WORK_BRANCHES = (FEATURE_BRANCH, ARCHITECTURE_BRANCH)
+"""The prefixes of the branches sessions work on: the scheduler's namespace in the repository."""
+
+
 @dataclass(frozen=True)
 class WorkItem:
     """One feature, or the fixes an architecture review asked for; exactly one is set."""
@@ -38,8 +43,8 @@ class WorkItem:
     @property
     def branch(self) -> str:
         if self.feature_id is not None:
-            return f"feature/{self.feature_id}"
-        return f"arch/{self.architecture_review}"
+            return f"{FEATURE_BRANCH}{self.feature_id}"
+        return f"{ARCHITECTURE_BRANCH}{self.architecture_review}"
 
     def __str__(self) -> str:
         return self.feature_id or f"the fixes of architecture review {self.architecture_review}"

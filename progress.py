@@ -332,6 +332,7 @@ def snapshot(project: Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) 
         except (OSError, LookupError):
             shutil.copy2(source, tmp)
         os.replace(tmp, target)
+        tmp.unlink(missing_ok=True)  # rename(2) does nothing when both names are links to one file
         _COPIES.pop(str(target), None)
         _COPIES[str(target)] = _Copy(sig, _copy_id(target), _version(source, name, sig))
         while len(_COPIES) > _COPIES_KEPT:

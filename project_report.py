@@ -19,7 +19,7 @@ import events
 import statefile
 from errors import StateError
 from events import Event, Totals
-from humane import duration, money, number, plural
+from humane import duration, money, number, outcome, plural
 from status import is_running
 
 ROLE_COLOURS = {"INITIALIZER": "#64748b", "IMPLEMENT": "#2563eb", "REVIEW": "#7c3aed", "FIX": "#d97706", "ARCHITECTURE": "#0d9488"}
@@ -169,7 +169,7 @@ def _run_status(totals: Totals) -> dict[str, str]:
     ended, flight = totals.run_ended, totals.in_flight
     if ended is not None:
         return {"status": "done" if ended["status"] == "done" else "stopped",
-                "detail": f"the last run ended: {ended['status']}: {ended['message']}"}
+                "detail": f"the last run ended: {outcome(ended['status'], ended['message'])}"}
     if is_running(totals):
         now = f": session {flight['session']} {flight['role']} {flight.get('feature') or ''}" if flight else ""
         return {"status": "running", "detail": f"a run is going on{now}".strip()}

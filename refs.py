@@ -88,6 +88,7 @@ def keep_packed(common_dir: Path, dest: Path) -> None:
     except OSError:
         shutil.copyfile(source, tmp)
     os.replace(tmp, target)
+    tmp.unlink(missing_ok=True)  # rename(2) does nothing when both names are links to one file
 
 
 def changed(before: dict[str, str], after: dict[str, str]) -> set[str]:

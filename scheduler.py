@@ -37,7 +37,18 @@ from errors import GitError, NotLoggedIn, SchedulerError, StateError, UnknownMod
 from events import EventLog, Totals, new_run_id
 from humane import duration, money, number, plural
 from layout import HANDOFF_FILES, LOG_DIR, STATE_FILE
-from machine import Blocked, Event, GaveUp, Outcome, Rejected, Retry, SessionState, resume, transition
+from machine import (
+    WORK_BRANCHES,
+    Blocked,
+    Event,
+    GaveUp,
+    Outcome,
+    Rejected,
+    Retry,
+    SessionState,
+    resume,
+    transition,
+)
 from plan import SessionPlan, brief_for, plan_session, write_plan
 from policy import policy
 from report import RunReport, RunStatus
@@ -194,6 +205,8 @@ class Scheduler:
 
     def _loop(self, repo: git.Repo, max_iterations: int | None) -> RunReport:
         state, interrupted = self.load()
+        if state.session_count == 0 and interrupted is None:  # a new project, perhaps in an existing repository
+            self._set_aside_foreign_branches(repo)
         if not state.backlog.features:  # a new project: the files agents append to start empty
             progress.ensure_handoff_files(self.project, self.project.name)
         if interrupted is None:  # a cut session's files are restored from its own copies instead
@@ -335,6 +348,19 @@ class Scheduler:
             "hand-off files restored"
         )
         return PreSession(interrupted["main"], tip, progress.load_handoff(self.project), copies, heads_of(interrupted, copies))
+
+    def _set_aside_foreign_branches(self, repo: git.Repo) -> None:
+        """Branches named as sessions name their work branches, in a repository before any session
+        ran, are a person's: kept aside so that no session takes one over as its own."""
+        for branch, sha in sorted(gitops.branches(repo).items()):
+            if not branch.startswith(WORK_BRANCHES):
+                continue
+            ref = f"refs/scheduler/preexisting/{branch}"
+            gitops.keep_ref(repo, f"preexisting/{branch}", sha)
+            gitops.delete_branch(repo, branch)
+            message = f"your branch {branch} ({sha[:10]}) is named as this project's work branches are"
+            self.echo(f"  set aside: {message}; kept as {ref} (`git branch <name> {ref}` brings it back)")
+            self.events.emit("set_aside", ref=ref, message=message)
 
     def _note_stash(self, before: int) -> int:
         """Say in one line where uncommitted work went when the scheduler set it aside."""

@@ -15,7 +15,7 @@ from typing import Any
 import events
 import statefile
 from events import Event, Totals
-from humane import duration, money, number, plural
+from humane import duration, money, number, outcome, plural
 from layout import LOG_DIR
 
 RECENT = 5
@@ -147,5 +147,5 @@ def render(status: dict[str, Any]) -> list[str]:
     lines.append(f"  last activity: {status['last_activity'] or 'none yet'}")
     run = status["run"]
     if run and run["ended"] and not status["running"]:
-        lines.append(f"  last run ended: {run['ended']['status']}: {run['ended']['message']}")
+        lines.append(f"  last run ended: {outcome(run['ended']['status'], run['ended']['message'])}")
     return lines

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from helpers import cli_seams
-from test_lifecycle import CFG, LIFECYCLE, SPEC, git, new_project, run
+from test_lifecycle import CFG, EXPECTED, LIFECYCLE, SPEC, git, new_project, run, sessions
 
 from autonomous_agent_demo import main
 
@@ -89,3 +89,24 @@ def test_a_project_cleaned_with_git_clean_stops_with_one_line_instead_of_startin
         run(project, LIFECYCLE)
     assert git(project, "rev-parse", "main") == main_before
     assert not (project / ".agent_logs").exists()
+
+
+def test_a_person_s_branch_named_as_a_work_branch_is_set_aside_not_taken_over(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(project)], check=True)
+    (project / "old.txt").write_text("an old attempt\n")
+    git(project, "add", "old.txt")
+    git(project, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "-m", "mine")
+    git(project, "branch", "feature/F001")  # the person's, older than any session
+    git(project, "branch", "arch/7")
+    git(project, "branch", "featureless")
+    old = git(project, "rev-parse", "feature/F001").strip()
+    report, _, lines = run(project, LIFECYCLE)
+    assert report.status == "done"
+    assert git(project, "rev-parse", "refs/scheduler/preexisting/feature/F001").strip() == old
+    assert git(project, "rev-parse", "refs/scheduler/preexisting/arch/7").strip() == old
+    assert git(project, "rev-parse", "featureless").strip() == old  # not in the scheduler's namespace
+    assert any("set aside: your branch feature/F001" in line and "refs/scheduler/preexisting/feature/F001" in line for line in lines), lines
+    assert sessions(project) == EXPECTED  # the run went as on a new repository
+    again, _, lines = run(project, LIFECYCLE)  # a later run sets nothing aside
+    assert not any("set aside" in line for line in lines)

@@ -193,6 +193,8 @@ def test_the_saved_heads_are_what_differs_from_a_kept_packed_refs(project: Path,
     copies.mkdir()
     refs.keep_packed(project / ".git", copies)
     assert (copies / "packed-refs").stat().st_ino == (project / ".git/packed-refs").stat().st_ino  # a link
+    refs.keep_packed(project / ".git", copies)  # the same version again: rename(2) does nothing
+    assert sorted(p.name for p in copies.iterdir()) == ["packed-refs"]
     sh(project, "branch", "-D", "packed-only")  # git writes a new packed-refs: the kept one stays as it was
     sh(project, "branch", "-f", "feature/F001", "feature/deep/F002")  # moved: loose again
     sh(project, "branch", "new")

@@ -217,6 +217,7 @@ def _edit_in_place_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) ->
 
 
 def test_snapshot_copies_a_version_once_and_links_it_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import progress
     from progress import snapshot
 
     made = _copies_made(monkeypatch)
@@ -229,7 +230,9 @@ def test_snapshot_copies_a_version_once_and_links_it_elsewhere(tmp_path: Path, m
     assert not (pre / "reviews.json").exists()
     snapshot(project, pre)  # unchanged: nothing copied again
     snapshot(project, post)  # the same versions: hard links to the copies in pre
-    assert len(made) == 2
+    progress._COPIES.pop(str(post / "progress.json"))  # forgotten (only the last copies are kept in mind)
+    snapshot(project, post)  # linked again over a link to the same file: rename(2) does nothing
+    assert len(made) == 2 and sorted(p.name for p in post.iterdir()) == ["feature_list.json", "progress.json"]  # no temp left
     assert (post / "feature_list.json").stat().st_ino == (pre / "feature_list.json").stat().st_ino
     atomic_write_json(project / "progress.json", {"sessions": [], "x": 1})  # a new version
     snapshot(project, post)

@@ -21,7 +21,7 @@ from agent import SessionRequest, SessionResult
 from autonomous_agent_demo import main
 from config import AgentConfig
 from events import EventLog, Totals, make_event
-from humane import duration, money, number, plural
+from humane import duration, money, number, outcome, plural
 from live import LiveConsole, cut, status_line
 from notify import Notifier, wanted
 from scheduler import Scheduler
@@ -67,6 +67,8 @@ def test_numbers_plurals_and_durations_read_as_a_person_writes_them() -> None:
     )
     assert (duration(5), duration(125), duration(7500)) == ("5 s", "2 min 05 s", "2 h 05 min")
     assert (money(0.01234), money(1234.5)) == ("$0.0123", "$1,234.50")
+    assert outcome("interrupted", "interrupted; run the same command again to resume") == "interrupted; run the same command again to resume"
+    assert outcome("limit", "the budget is spent") == "limit: the budget is spent"
 
 
 def test_a_long_line_is_cut_with_an_ellipsis() -> None:
