@@ -50,6 +50,29 @@ TARGETS: dict[str, Target] = {
 }
 
 EQUIVALENT: dict[str, str] = {
+    **dict.fromkeys(
+        ("refs.x__read_packed__mutmut_15", "refs.x__read_packed__mutmut_17", "refs.x__read_packed__mutmut_20",
+         "refs.x_sha__mutmut_5", "refs.x_sha__mutmut_7", "refs.x_sha__mutmut_11"),
+        "the codec of a ref file: ref names and commits are ASCII, which every ASCII-compatible codec "
+        "(the locale's, `UTF-8` spelled in capitals) reads alike, and anything else is no commit either way",
+    ),
+    **dict.fromkeys(
+        ("refs.x__read_packed__mutmut_24", "refs.x__read_packed__mutmut_25"),
+        "skipping the header and the peeled `^` lines by their first character: neither starts with a "
+        "commit, so the commit check that follows skips them anyway",
+    ),
+    "refs.x__read_packed__mutmut_29": "`rpartition` for `partition`: git writes one space between the commit "
+    "and the ref name, and a valid ref name holds no space",
+    **dict.fromkeys(
+        ("refs.x__read_packed__mutmut_39", "refs.x__read_packed__mutmut_40"),
+        "how many parsed versions of packed-refs are kept in mind: one fewer or more changes speed only",
+    ),
+    **dict.fromkeys(
+        ("refs.x_keep_packed__mutmut_10", "refs.x_keep_packed__mutmut_11"),
+        "the name of the temporary link, removed before and after use",
+    ),
+    "refs.x_valid__mutmut_9": "a name ending in `/` has an empty last component, which the component rule "
+    "refuses too",
     "machine.x_architecture_due__mutmut_4": "`checked / interval` for `checked // interval`: with "
     "architecture_checked_at <= completed (it is only ever set to the completed count, which never "
     "shrinks), completed // i > checked / i exactly when completed // i > checked // i",

@@ -239,3 +239,69 @@ def test_the_changed_branches_are_exactly_those_that_differ(before: dict[str, st
         after = {b: "".join(list(s)) for b, s in after.items()}
         assert all(after[b] is not s for b, s in before.items() if b in after)
     assert refs.changed(before, after) == {b for b in before.keys() | after.keys() if before.get(b) != after.get(b)}
+
+
+def test_ref_names_follow_git_s_rules() -> None:
+    import refs
+
+    for good in ("refs/heads/main", "refs/heads/feature/F001", "refs/heads/v1.2", "refs/tags/x-y_z", "refs/stash"):
+        assert refs.valid(good), good
+    bad = (
+        "heads/main", "refs/heads/a.", "refs/heads/a/", "refs/heads/", "refs/heads/.hidden", "refs/heads/x/.y",
+        "refs/heads/a.lock", "refs/heads/a.lock/b", "refs/heads/a..b", "refs/heads/a b", "refs/heads/a~1",
+        "refs/heads/a^", "refs/heads/a:b", "refs/heads/a?", "refs/heads/a*", "refs/heads/a[b", "refs/heads/a\\b",
+        "refs/heads/a@{1}", "refs//heads", "refs/heads/a\x7f",
+    )
+    for name in bad:
+        assert not refs.valid(name), name
+
+
+def test_unreadable_bytes_and_garbled_packed_lines_are_no_refs(tmp_path: Path) -> None:
+    import refs
+
+    git_dir = tmp_path / "g"
+    (git_dir / "refs/heads").mkdir(parents=True)
+    (git_dir / "refs/heads/bytes").write_bytes(b"\xff\xfe not a sha\n")
+    sha = "a" * 40
+    (git_dir / "packed-refs").write_bytes(
+        b"# pack-refs with: peeled fully-peeled sorted \n"
+        + f"{sha} refs/heads/good\n".encode()
+        + b"not-a-sha refs/heads/garbled\n\xff\xfe refs/heads/binary\n"
+        + f"{sha}\n^{sha}\n".encode()
+    )
+    assert refs.sha(git_dir, "refs/heads/bytes") is None
+    assert refs.heads(git_dir) == {"good": sha}
+    assert refs.packed(git_dir) == {"refs/heads/good": sha}
+
+
+def test_packed_refs_are_parsed_once_per_version_even_through_a_kept_link(tmp_path: Path) -> None:
+    import refs
+
+    git_dir, kept = tmp_path / "g", tmp_path / "kept"
+    git_dir.mkdir()
+    kept.mkdir()
+    (git_dir / "packed-refs").write_text(f"{'b' * 40} refs/heads/x\n")
+    first = refs.packed(git_dir)
+    assert refs.packed(git_dir) is first  # not parsed again
+    refs.keep_packed(git_dir, kept)  # a hard link changes the file's change time, not its version
+    assert refs.packed(git_dir) is first and refs.packed(kept) is first
+    (git_dir / "packed-refs").write_text(f"{'c' * 40} refs/heads/x\n")  # git writes a new file
+    assert refs.packed(git_dir) == {"refs/heads/x": "c" * 40}
+
+
+def test_packed_refs_are_copied_where_they_cannot_be_linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import refs
+
+    git_dir, kept = tmp_path / "g", tmp_path / "kept"
+    git_dir.mkdir()
+    kept.mkdir()
+    (git_dir / "packed-refs").write_text(f"{'d' * 40} refs/heads/y\n")
+
+    def no_links(*args: object) -> None:
+        raise OSError("another file system")
+
+    monkeypatch.setattr(refs.os, "link", no_links)
+    refs.keep_packed(git_dir, kept)
+    assert (kept / "packed-refs").read_text() == (git_dir / "packed-refs").read_text()
+    assert (kept / "packed-refs").stat().st_ino != (git_dir / "packed-refs").stat().st_ino
+    assert sorted(p.name for p in kept.iterdir()) == ["packed-refs"]
