@@ -8,11 +8,11 @@ import operator
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import filelock
 
@@ -22,8 +22,6 @@ from errors import AlreadyRunning, StateError
 from filestat import Signature
 from layout import CONFIG_FILE, HANDOFF_FILES, LOCK_FILE, LOG_DIR, SCOPE_FILE, SETTINGS_FILE, STATE_FILE
 from schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, LIST_ITEMS, SHELLS, schema_error
-
-T = TypeVar("T")
 
 
 def atomic_write_json(path: Path, data: Any, *, durable: bool = True) -> None:
@@ -126,7 +124,14 @@ class Handoff:
         return list((self.feature_list or {}).get("features", []))
 
     def passing(self) -> frozenset[str]:
-        return _of_version(self.feature_list, "passing", lambda: _passing(self.features()))
+        listed = self.feature_list
+        for known, passing in _PASSING:  # one version of the list is asked many times a session
+            if known is listed:
+                return passing
+        passing = _passing(self.features())
+        if listed is not None:
+            _know_passing(listed, passing)
+        return passing
 
     def review_list(self) -> list[dict[str, Any]]:
         return list((self.reviews or {}).get("reviews", []))
@@ -141,20 +146,13 @@ def _passing(features: list[dict[str, Any]]) -> frozenset[str]:
     return frozenset(itertools.compress(map(operator.itemgetter("id"), features), flags))
 
 
-_DERIVED: list[tuple[Any, str, Any]] = []
-"""What was derived from the last few feature-list versions (a version is never changed, and
-one version is asked many times a session): (version, what, value)."""
+_PASSING: list[tuple[Any, frozenset[str]]] = []
+"""The passing features of the last few feature-list versions (a version is never changed)."""
 
 
-def _of_version(version: Any, what: str, derive: Callable[[], T]) -> T:
-    for known, name, value in _DERIVED:
-        if known is version and name == what:
-            return cast(T, value)
-    value = derive()
-    if version is not None:
-        _DERIVED.insert(0, (version, what, value))
-        del _DERIVED[8:]
-    return value
+def _know_passing(version: Any, passing: frozenset[str]) -> None:
+    _PASSING.insert(0, (version, passing))
+    del _PASSING[8:]
 
 
 def load_handoff(project: Path) -> Handoff:
@@ -201,8 +199,7 @@ def remember(path: Path, data: Any, *, passing: frozenset[str] | None = None) ->
     the writer knows it, is that feature list's passing features (not derived again)."""
     _LOADED[str(path)] = _Loaded(filestat.of(path.stat()), data)
     if passing is not None:
-        _DERIVED.insert(0, (data, "passing", passing))
-        del _DERIVED[8:]
+        _know_passing(data, passing)
 
 
 def last_validated(path: Path) -> Any:

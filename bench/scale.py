@@ -526,7 +526,8 @@ def measure(pristine: Path, work: Path, n: int, sessions: int, build_s: float, c
 
 def profile(pristine: Path, work: Path, sessions: int, top: int) -> str:
     """cProfile of the scheduler's work between sessions: from the end of the first session to
-    the end of the run (the start-up and the runner's own time left out)."""
+    the end of the run (the start-up and the runner's own time left out). SCALE_SORT picks the
+    sort key (default `cumulative`); SCALE_CALLERS, comma-separated names, adds their callers."""
     project = fresh_copy(pristine, work)
     profiler = cProfile.Profile()
     runner, lines = TrivialRunner(profiler), []
