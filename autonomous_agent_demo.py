@@ -47,7 +47,7 @@ from live import LiveConsole, Verbosity
 from machine import SessionState, resume
 from plan import brief_for, plan_session, write_plan
 from prompts import EXAMPLE_SPEC, template_path
-from sandbox import Preflight, preflight
+from sandbox import Host, Preflight, preflight
 from scripted_model.scenario import DEMO, Scenario
 
 if TYPE_CHECKING:
@@ -183,7 +183,7 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
         console.print("Nothing to run: every feature passes or is blocked (`status` or `report` shows the project).")
         return
     console.print(f"Next session: {role.value}{note}")
-    plan = plan_session(state, config, project, brief=brief_for(state, config, project) if project.exists() else "")
+    plan = plan_session(state, config, project, brief=brief_for(state, config, project) if project.exists() else "", host=Host.of(os.environ))
     out = Path(tempfile.mkdtemp(prefix="agent-dry-run-"))
     settings_path = write_plan(plan, out)
     prompt_path = out / "system_prompt.md"

@@ -131,7 +131,7 @@ _SOURCE_WRAPPERS = frozenset({"watch", "eval"})
 GIT_GLOBALS = frozenset(
     {"--no-pager", "-P", "--no-optional-locks", "--literal-pathspecs", "--no-replace-objects"}
 )
-"""The only options allowed before a git subcommand (`-c`, `-C`, `--git-dir`, `--exec-path`, ... are not)."""
+"""The only options allowed before a git subcommand, besides `-C` into the project (`-c`, `--git-dir`, `--exec-path`, ... are not)."""
 GIT_COMMANDS = frozenset(
     [
         "add",
@@ -575,6 +575,12 @@ def _check_git(words: list[_Word], assigns: bool, ctx: BashContext, shell: _Shel
     if shell.cwd is None:
         raise Refused("git runs only in the project folder; cd back into it first")
     while args and args[0].startswith("-"):
+        if args[0] == "-C" and len(args) > 1:  # `git -C <folder>`: only a folder inside the project
+            target = _resolve(shell, args[1])
+            if target is None or not _inside(ctx.project, target):
+                raise Refused(f"`git -C {args[1]}` leaves the project; git runs only inside it")
+            args = args[2:]
+            continue
         if args[0] not in GIT_GLOBALS:
             raise Refused(
                 f"the git option {args[0]} is refused (options before the git command can run code or leave the project)"

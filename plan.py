@@ -18,8 +18,8 @@ from layout import SCOPE_FILE, SETTINGS_FILE
 from machine import SessionState, WorkItem
 from progress import atomic_write_json, atomic_write_text
 from prompts import READS, kickoff, render, role_variables
-from sandbox import sandbox_settings
-from security import git_rules, scope_rules, settings_for, validate_settings
+from sandbox import Host, sandbox_settings
+from security import scope_rules, settings_for, validate_settings
 
 
 @dataclass(frozen=True)
@@ -64,14 +64,21 @@ class SessionPlan:
 
 
 def plan_session(
-    state: SessionState, config: AgentConfig, project: Path, *, spent_usd: float = 0.0, brief: str = ""
+    state: SessionState,
+    config: AgentConfig,
+    project: Path,
+    *,
+    spent_usd: float = 0.0,
+    brief: str = "",
+    host: Host | None = None,
 ) -> SessionPlan:
     """The plan of the session about to run in `state` in `project` (reads only the shipped templates;
-    the brief is rendered by the caller, `brief_for`)."""
+    the brief is rendered by the caller, `brief_for`; `host` says what the sandbox hides on this
+    machine, read from its environment by the caller)."""
     role, work = state.lane.role, state.lane.work
-    settings = settings_for(role, config.test_command)
+    settings = settings_for(role, config.test_command, project)
     if config.sandbox:
-        settings.update(sandbox_settings(project, config.allowed_domains, git_rules(settings)[0]))
+        settings.update(sandbox_settings(project, config.allowed_domains, host))
     validate_settings(settings)
     left = None if config.max_budget_usd is None else max(config.max_budget_usd - spent_usd, 0.0)
     cap = config.max_session_budget_usd

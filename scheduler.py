@@ -52,6 +52,7 @@ from machine import (
 from plan import SessionPlan, brief_for, plan_session, write_plan
 from policy import policy
 from report import RunReport, RunStatus
+from sandbox import Host
 from security import denial_rule
 from verify import PreSession, capture, heads_of, verify_session
 
@@ -100,8 +101,11 @@ class Scheduler:
         clock: Clock | None = None,
         events: EventLog | None = None,
         cost_basis: str = "api",
+        host: Host | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
+        self.host = host or Host.of(os.environ)
+        """What the sandbox hides on this machine (its homes, the CLI's config, secret variables)."""
         self._stashes = 0
         self.project = project
         self.config = config
@@ -443,7 +447,7 @@ class Scheduler:
             handoff_history.trim(self.project)
         self._write_status(state)
         brief = brief_for(state, self.config, self.project)
-        plan = plan_session(state, self.config, self.project, spent_usd=self.totals.cost_usd, brief=brief)
+        plan = plan_session(state, self.config, self.project, spent_usd=self.totals.cost_usd, brief=brief, host=self.host)
         if pre is None:  # the restore point: full copies, replaced each session (not kept per session)
             pre = capture(self.project, repo, state, progress.restore_point(self.project, "pre"))
         progress.snapshot(self.project, log_dir / "pre", progress.KEPT_PER_SESSION)

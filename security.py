@@ -50,7 +50,6 @@ SETTINGS_SCHEMA: dict[str, Any] = {
                 "failIfUnavailable": {"const": True},
                 "autoAllowBashIfSandboxed": {"type": "boolean"},
                 "allowUnsandboxedCommands": {"const": False},
-                "excludedCommands": {"type": "array", "items": {"type": "string", "pattern": "^git [^:]+:\\*$"}},
                 "filesystem": {
                     "type": "object",
                     "additionalProperties": False,
@@ -58,12 +57,29 @@ SETTINGS_SCHEMA: dict[str, Any] = {
                         "allowWrite": {"type": "array", "items": {"type": "string", "minLength": 1}},
                         "denyWrite": {"type": "array", "items": {"type": "string", "minLength": 1}},
                         "denyRead": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                        "allowRead": {"type": "array", "items": {"type": "string", "minLength": 1}},
                     },
                 },
                 "network": {
                     "type": "object",
                     "additionalProperties": False,
                     "properties": {"allowedDomains": {"type": "array", "items": {"type": "string", "minLength": 1}}},
+                },
+                "credentials": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["envVars"],
+                    "properties": {
+                        "envVars": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "required": ["name", "mode"],
+                                "properties": {"name": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}, "mode": {"const": "deny"}},
+                            },
+                        }
+                    },
                 },
             },
         },
@@ -135,25 +151,32 @@ def _bash_rules(prefixes: Iterable[str]) -> list[str]:
     return [f"Bash({p}:*)" for p in prefixes]
 
 
-def _file_rules(paths: Iterable[str]) -> list[str]:
-    return [f"{tool}(./{p})" for p in sorted(paths) for tool in ("Edit", "Write")]
+def _file_rules(paths: Iterable[str], root: str) -> list[str]:
+    return [f"{tool}({root}/{p})" for p in sorted(paths) for tool in ("Edit", "Write")]
 
 
-def settings_for(role: SessionType, test_command: str | None = None) -> dict[str, Any]:
+def rule_root(project: Path | None) -> str:
+    """How the file rules name the project: absolute (`//` + its path) so that a `cd` into a
+    subfolder does not move them; `.` (the working folder) where no project is given."""
+    return "/" + project.resolve().as_posix() if project is not None else "."
+
+
+def settings_for(role: SessionType, test_command: str | None = None, project: Path | None = None) -> dict[str, Any]:
     """The Claude Code settings of a role, as data, derived from its policy."""
     rights = policy(role)
+    root = rule_root(project)
     tests = RUN_TESTS + ([test_command] if test_command else [])
     allow = list(READ_ONLY_TOOLS) + _bash_rules(INSPECT + tests) + _bash_rules(rights.commands + rights.merge_commands)
     if rights.writes_code:
-        allow += ["Edit(./**)", "Write(./**)"]
+        allow += [f"Edit({root}/**)", f"Write({root}/**)"]
         refused_files = set(HANDOFF_FILES) - rights.handoff_writes
     else:
-        allow += _file_rules(rights.handoff_writes)
+        allow += _file_rules(rights.handoff_writes, root)
         refused_files = set()
     allow += permission_rules(role)
-    deny = _bash_rules(COMMON_DENY) + [f"{tool}(./{p})" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
-    deny += [f"{tool}(./{p}/**)" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
-    deny += _file_rules(refused_files) + _bash_rules(rights.refused)
+    deny = _bash_rules(COMMON_DENY) + [f"{tool}({root}/{p})" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
+    deny += [f"{tool}({root}/{p}/**)" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
+    deny += _file_rules(refused_files, root) + _bash_rules(rights.refused)
     return {"permissions": {"allow": allow, "deny": deny, "defaultMode": PERMISSION_MODE}}
 
 
@@ -219,9 +242,9 @@ def scope_rules(role: SessionType, work: WorkItem | None) -> str:
             f"- The hand-off files ({_names(HANDOFF_FILES)}) are git-ignored:",
             "  edit them in place, keep them valid JSON, never commit them.",
             "- Stage explicit paths; no `git add -A`, no push, no rebase, no history rewriting.",
-            "- Run git commands on their own, not chained with other commands (`git add x && git commit`",
-            "  is fine, `git checkout b && ./init.sh` is not): Bash runs in a sandbox that keeps .git",
-            "  read-only, and only a call made of your role's git commands alone runs outside it.",
+            "- Every command runs in an OS sandbox: it writes only this project (never .git/hooks,",
+            "  .git/config or .git/info) and $TMPDIR, reads no home folder or other project, and reaches",
+            "  only the package registries. Credentials are not in its environment.",
             "- Commands outside your role's permissions are denied: do not try to work around them.",
             "",
         ]
@@ -232,8 +255,6 @@ WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 READ_TOOLS = frozenset({"Read", "Glob", "Grep", "LS"})
 FILE_TOOLS_MATCHER = "|".join(sorted(WRITE_TOOLS | READ_TOOLS))
 """The PreToolUse matcher of the file policy hook: every tool that takes a path."""
-CREDENTIALS = (".ssh", ".aws", ".config", ".netrc", ".gnupg", ".docker", ".kube", ".git-credentials", ".claude")
-"""Home-folder entries that hold credentials: no tool, and no sandboxed command, reads them."""
 
 
 def tool_target(tool: str, tool_input: dict[str, Any]) -> str | None:

@@ -12,7 +12,7 @@ from helpers import active_sandbox, factory_of, request_for, state_for
 
 from autonomous_agent_demo import main
 from config import AgentConfig, SessionType
-from sandbox import Preflight, preflight
+from sandbox import Host, Preflight, preflight, private_tmp, sandbox_settings
 from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
 
@@ -28,7 +28,59 @@ def test_every_session_is_sandboxed_with_a_private_temp_folder(tmp_path: Path) -
     assert sandbox["filesystem"]["allowWrite"] == [tmp] and Path(tmp).is_dir() and request.plan.sandboxed
     assert len(tmp) + len("/claude-socks-0123456789abcdef.sock") < 108, "the CLI's sockets live there"
     assert "Bash(git commit:*)" in request.plan.settings["permissions"]["allow"]
-    assert "git commit:*" in sandbox["excludedCommands"] and all(c.startswith("git ") for c in sandbox["excludedCommands"])
+    assert "excludedCommands" not in sandbox, "no command runs outside the sandbox, git included"
+
+
+def test_git_code_paths_and_scheduler_files_are_never_writable(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    denied = sandbox_settings(project, ())["sandbox"]["filesystem"]["denyWrite"]
+    root = project.resolve()
+    for name in (".git/hooks", ".git/config", ".git/info", ".agent_state.json", ".agent_logs", "CLAUDE.md", ".claude"):
+        assert str(root / name) in denied
+
+
+HOST = Host(
+    homes=("/home/alice", "/root", "/home"),
+    config_dir="/srv/claude-config",
+    secret_env=("ANTHROPIC_API_KEY", "MY_SERVICE_TOKEN"),
+    path=("/home/alice/.pyenv/shims", "/root/.cargo/bin", "/home/bob/.local/bin", "/usr/bin"),
+)
+
+
+def test_reads_are_denied_for_homes_the_cli_config_and_other_projects(tmp_path: Path) -> None:
+    project = tmp_path / "projects" / "app"
+    fs = sandbox_settings(project, (), HOST)["sandbox"]["filesystem"]
+    assert {"~", "/home/alice", "/root", "/home", "/srv/claude-config", str(project.resolve().parent)} <= set(fs["denyRead"])
+    assert "/home/alice/.cargo/credentials.toml" in fs["denyRead"] and "~/.cargo/credentials" in fs["denyRead"]
+    assert fs["allowRead"][:2] == [str(project.resolve()), str(private_tmp(project))]
+
+
+def test_toolchains_inside_denied_homes_are_reopened() -> None:
+    reopened = sandbox_settings(Path("/srv/app"), (), HOST)["sandbox"]["filesystem"]["allowRead"]
+    assert {"/home/alice/.pyenv", "/root/.cargo", "/home/bob/.local", "/home/alice/.nvm"} <= set(reopened)
+    assert not any(p.endswith((".ssh", ".aws", ".config")) or p in ("/home/alice", "/root", "/home/bob") for p in reopened)
+    assert "/usr" not in reopened, "what is not denied needs no re-opening"
+
+
+def test_a_project_in_a_shared_temp_root_does_not_deny_the_root() -> None:
+    for parent in ("/", "/tmp", "/var/tmp"):
+        assert parent not in sandbox_settings(Path(parent) / "app", (), HOST)["sandbox"]["filesystem"]["denyRead"]
+
+
+def test_secret_variables_are_unset_in_sandboxed_commands() -> None:
+    host = Host.of({"HOME": "/h", "PATH": "/usr/bin:relative", "GITLAB_DEPLOY_TOKEN": "x", "DB_PASSWORD": "x", "EDITOR": "vi", "CLAUDE_CONFIG_DIR": "/c"})
+    assert host.homes == ("/h", "/root", "/home") and host.config_dir == "/c" and host.path == ("/usr/bin",)
+    names = {v["name"] for v in sandbox_settings(Path("/srv/app"), (), host)["sandbox"]["credentials"]["envVars"]}
+    assert {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "GITLAB_DEPLOY_TOKEN", "DB_PASSWORD"} <= names
+    assert "EDITOR" not in names and "CLAUDE_CODE_MAX_RETRIES" not in Host.of({"CLAUDE_CODE_MAX_RETRIES": "2"}).secret_env
+
+
+def test_file_rules_are_absolute_so_a_cd_keeps_them(tmp_path: Path) -> None:
+    request = request_for(tmp_path, state_for(SessionType.IMPLEMENT), AgentConfig())
+    root = "/" + request.cwd.resolve().as_posix()
+    permissions = request.plan.settings["permissions"]
+    assert f"Write({root}/**)" in permissions["allow"] and f"Edit({root}/.git/**)" in permissions["deny"]
+    assert not any(r.startswith(("Edit(./", "Write(./")) for r in permissions["allow"] + permissions["deny"])
 
 
 def test_without_the_sandbox_the_settings_have_none(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def test_an_invalid_settings_file_is_refused() -> None:
 
 def test_role_files_are_written(tmp_path: Path) -> None:
     request = request_for(tmp_path, state_for(T.REVIEW, "F002"))
-    assert json.loads(request.settings_path.read_text())["permissions"] == settings_for(T.REVIEW)["permissions"]
+    assert json.loads(request.settings_path.read_text())["permissions"] == settings_for(T.REVIEW, None, tmp_path)["permissions"]
     assert json.loads(request.settings_path.read_text()) == request.plan.settings
     scope = (tmp_path / "CLAUDE.md").read_text()
     assert scope == request.plan.scope and scope.startswith("# Scope of this session: REVIEW")
