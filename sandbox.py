@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -169,20 +170,44 @@ def preflight(
         project, outside = root / "project", root / "outside"
         project.mkdir()
         outside.mkdir()
+        _probe_repository(project)
         settings: dict[str, Any] = {"permissions": {"allow": [], "deny": [], "defaultMode": "dontAsk"}}
         if sandboxed:
             settings.update(sandbox_settings(project, ()))
         else:
-            settings["permissions"]["allow"] = ["Bash(touch:*)", "Bash(python3:*)"]
+            settings["permissions"]["allow"] = ["Bash"]
         private_tmp(project).mkdir(exist_ok=True)
         (project / SETTINGS_FILE).write_text(json.dumps(settings), encoding="utf-8")
         error = run_probe(project, outside, root / "home", cli_path)
-        escaped = (outside / "escaped").exists()
+        escaped = sorted(p.name for p in outside.iterdir())
+        hooked = (project / ".git" / "hooks" / "post-checkout").exists()
         inside = (project / "inside").exists()
+        committed = _git(project, "log", "-1", "--format=%s") == "inside"
     if error is not None:
         return Preflight(False, f"the sandbox probe could not run ({error}); {INSTALL_HINT}")
-    if escaped:
-        return Preflight(False, f"the sandbox is NOT active: a probe wrote outside the project; {INSTALL_HINT}")
-    if not inside:
-        return Preflight(False, "the sandbox blocks writes inside the project too; check bubblewrap's setup")
-    return Preflight(True, "the OS sandbox is active: a probe could not write outside the project")
+    if escaped or hooked:
+        what = ", ".join([*(f"{name} outside the project" for name in escaped), *([".git/hooks/post-checkout"] if hooked else [])])
+        return Preflight(False, f"the sandbox is NOT active: a probe wrote {what}; {INSTALL_HINT}")
+    if not inside or not committed:
+        return Preflight(False, "the sandbox blocks writes inside the project (or git commits there); check bubblewrap's setup")
+    return Preflight(True, PROVEN)
+
+
+PROVEN = "the OS sandbox is active: a probe could not write outside the project, not even with git through a symlink"
+
+
+def _git(project: Path, *args: str) -> str:
+    """git on the probe's own throwaway repository (made here, nothing in it runs code)."""
+    done = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=project, capture_output=True, text=True, check=False)
+    return done.stdout.strip()
+
+
+def _probe_repository(project: Path) -> None:
+    """A repository with a tracked file to move out and a would-be hook to move in."""
+    (project / "probe.txt").write_text("probe\n", encoding="utf-8")
+    (project / "hook.sh").write_text("#!/bin/sh\ntouch ../outside/hook-ran\n", encoding="utf-8")
+    _git(project, "init", "-q", "-b", "main")
+    _git(project, "config", "user.name", "probe")
+    _git(project, "config", "user.email", "probe@localhost")
+    _git(project, "add", "probe.txt", "hook.sh")
+    _git(project, "commit", "-qm", "probe")

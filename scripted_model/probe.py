@@ -34,10 +34,21 @@ def bash_calls(*commands: str) -> list[ToolCall]:
     return [ToolCall("Bash", {"command": command, "description": command[:60]}) for command in commands]
 
 
+def probe_commands(outside: Path) -> list[str]:
+    """What the probe tries: an interpreter writing outside; git moving a tracked file through a
+    symlink that leads outside, and into `.git/hooks` through a symlink to `.git`; a commit and a
+    write inside (these two must work)."""
+    return [
+        f"python3 -c \"open('{outside}/escaped', 'w').write('x')\"",  # any interpreter, as agents do
+        f"ln -s {outside} out && git mv probe.txt out/moved",
+        "ln -s .git gd && git mv hook.sh gd/hooks/post-checkout",
+        "touch inside && git add inside && git commit -qm inside",
+    ]
+
+
 def run_probe(project: Path, outside: Path, home: Path, cli_path: Path | None = None) -> str | None:
     """Run the probe in `project` with its settings file; None when the session ran to its end."""
-    escape = f"python3 -c \"open('{outside}/escaped', 'w').write('x')\""  # any interpreter, as agents do
-    brain = CallsBrain(bash_calls(escape, "touch inside"))
+    brain = CallsBrain(bash_calls(*probe_commands(outside)))
     with ScriptedModelServer(brain) as server:
         env = sdk_env(server.base_url, home, max_retries=0)
         options = ClaudeAgentOptions(
@@ -45,7 +56,7 @@ def run_probe(project: Path, outside: Path, home: Path, cli_path: Path | None = 
             settings=str(project / SETTINGS_FILE),
             setting_sources=[],
             permission_mode="dontAsk",
-            max_turns=5,
+            max_turns=len(brain.calls) + 3,
             env=env,
             cli_path=cli_path,
         )

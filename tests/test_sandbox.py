@@ -12,7 +12,7 @@ from helpers import active_sandbox, factory_of, request_for, state_for
 
 from autonomous_agent_demo import main
 from config import AgentConfig, SessionType
-from sandbox import Host, Preflight, preflight, private_tmp, sandbox_settings
+from sandbox import PROVEN, Host, Preflight, preflight, private_tmp, sandbox_settings
 from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
 
@@ -97,14 +97,15 @@ def test_the_preflight_names_missing_tools_and_how_to_install_them() -> None:
 @NEEDS_BWRAP
 @pytest.mark.e2e
 def test_the_preflight_proves_the_sandbox_through_the_real_cli() -> None:
-    assert preflight() == Preflight(True, "the OS sandbox is active: a probe could not write outside the project")
+    assert preflight() == Preflight(True, PROVEN)
 
 
 @NEEDS_BWRAP
 @pytest.mark.e2e
 def test_the_probe_notices_an_escape() -> None:
     result = preflight(sandboxed=False)
-    assert not result.active and "a probe wrote outside the project" in result.message
+    assert not result.active, result.message
+    assert "a probe wrote escaped outside the project, moved outside the project, .git/hooks/post-checkout" in result.message
 
 
 ACTIVE = Preflight(True, "active")
