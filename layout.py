@@ -45,7 +45,11 @@ FOLDERS: frozenset[str] = frozenset({LOG_DIR, CLAUDE_DIR})
 NEVER_IN_GIT: tuple[str, ...] = HANDOFF_FILES + SCHEDULER_FILES
 """Names no commit may add, whatever a branch's .gitignore says."""
 AGENT_MAY_NOT_WRITE: tuple[str, ...] = (*SCHEDULER_FILES, ".git")
-"""Top-level names no agent may write to, by any tool."""
+"""Top-level names no agent may write to with the file tools (its git writes `.git` from Bash)."""
+GIT_CODE_PATHS: tuple[str, ...] = (".git/hooks", ".git/config", ".git/info")
+"""Where git finds code to run or rules it obeys: nothing in a session writes them, git included."""
+SANDBOX_DENIED_WRITES: tuple[str, ...] = (*SCHEDULER_FILES, *GIT_CODE_PATHS)
+"""What no sandboxed command may write. Not all of `.git`: the agent's git runs in the sandbox."""
 
 
 def ignore_pattern(name: str) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from layout import SCHEDULER_FILES, SETTINGS_FILE
+from layout import SANDBOX_DENIED_WRITES, SETTINGS_FILE
 
 INSTALL_HINT = "install bubblewrap and socat (Debian/Ubuntu: `apt-get install bubblewrap socat`)"
 
@@ -126,7 +126,7 @@ def sandbox_settings(project: Path, allowed_domains: tuple[str, ...], host: Host
             "allowUnsandboxedCommands": False,
             "filesystem": {
                 "allowWrite": [tmp],
-                "denyWrite": [str(root / name) for name in (*SCHEDULER_FILES, *GIT_CODE_PATHS)],
+                "denyWrite": [str(root / name) for name in SANDBOX_DENIED_WRITES],
                 "denyRead": denied,
                 "allowRead": [str(root), tmp, *_reopened(host)],
             },
@@ -134,10 +134,6 @@ def sandbox_settings(project: Path, allowed_domains: tuple[str, ...], host: Host
             "credentials": {"envVars": [{"name": name, "mode": "deny"} for name in host.secret_env]},
         },
     }
-
-
-GIT_CODE_PATHS: tuple[str, ...] = (".git/hooks", ".git/config", ".git/info")
-"""Where git finds code to run or rules it obeys: nothing in a session may write them."""
 
 
 def private_tmp(project: Path) -> Path:

@@ -16,7 +16,14 @@ from typing import Any, Literal
 from config import SessionType
 from errors import SettingsError
 from handoff_tools import permission_rules
-from layout import AGENT_MAY_NOT_WRITE, FOLDERS, HANDOFF_FILES, SCHEDULER_FILES, SETTINGS_FILE
+from layout import (
+    AGENT_MAY_NOT_WRITE,
+    FOLDERS,
+    HANDOFF_FILES,
+    SANDBOX_DENIED_WRITES,
+    SCHEDULER_FILES,
+    SETTINGS_FILE,
+)
 from machine import WorkItem
 from policy import policy
 from schemas import schema_error
@@ -174,8 +181,10 @@ def settings_for(role: SessionType, test_command: str | None = None, project: Pa
         allow += _file_rules(rights.handoff_writes, root)
         refused_files = set()
     allow += permission_rules(role)
-    deny = _bash_rules(COMMON_DENY) + [f"{tool}({root}/{p})" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
-    deny += [f"{tool}({root}/{p}/**)" for p in AGENT_MAY_NOT_WRITE for tool in ("Edit", "Write")]
+    # Not all of `.git`: Claude Code merges Edit deny rules into the sandbox's denyWrite, and the
+    # agent's git writes `.git` from inside the sandbox; the file policy hook keeps the file tools out.
+    deny = _bash_rules(COMMON_DENY) + [f"{tool}({root}/{p})" for p in SANDBOX_DENIED_WRITES for tool in ("Edit", "Write")]
+    deny += [f"{tool}({root}/{p}/**)" for p in SANDBOX_DENIED_WRITES for tool in ("Edit", "Write")]
     deny += _file_rules(refused_files, root) + _bash_rules(rights.refused)
     return {"permissions": {"allow": allow, "deny": deny, "defaultMode": PERMISSION_MODE}}
 

@@ -79,7 +79,10 @@ def test_file_rules_are_absolute_so_a_cd_keeps_them(tmp_path: Path) -> None:
     request = request_for(tmp_path, state_for(SessionType.IMPLEMENT), AgentConfig())
     root = "/" + request.cwd.resolve().as_posix()
     permissions = request.plan.settings["permissions"]
-    assert f"Write({root}/**)" in permissions["allow"] and f"Edit({root}/.git/**)" in permissions["deny"]
+    assert f"Write({root}/**)" in permissions["allow"] and f"Edit({root}/.git/hooks/**)" in permissions["deny"]
+    assert not any(rule.startswith(f"Edit({root}/.git") and "/.git/" not in rule for rule in permissions["deny"]), (
+        "Edit deny rules become the sandbox's denyWrite: all of .git there would stop the agent's git"
+    )
     assert not any(r.startswith(("Edit(./", "Write(./")) for r in permissions["allow"] + permissions["deny"])
 
 
