@@ -281,10 +281,10 @@ def _cost_chart(data: ReportData) -> str:
 def _burndown(data: ReportData) -> str:
     total, height = len(data.features), 240
     t0 = data.listed_at if data.listed_at is not None else data.last_ts
-    t1 = max(data.last_ts, t0 + 1e-9)
+    t1 = max(data.last_ts, t0)  # equal when nothing happened after the list (or none was written)
 
     def x(t: float) -> float:
-        return LEFT + (t - t0) / (t1 - t0) * (W - LEFT - RIGHT)
+        return LEFT + (t - t0) / max(t1 - t0, 1e-9) * (W - LEFT - RIGHT)
 
     def y(n: float) -> float:
         return height - BOTTOM - n / max(total, 1) * (height - TOP - BOTTOM)

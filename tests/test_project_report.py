@@ -125,6 +125,21 @@ def test_gather_agrees_with_the_fold(project: Path, data: ReportData) -> None:
     assert data.listed_at is not None and len(data.blocked_at) == 1
 
 
+@pytest.mark.parametrize("sessions", [0, 1, 2])
+def test_a_project_whose_first_sessions_never_succeeded_renders(tmp_path: Path, sessions: int) -> None:
+    """No feature list yet and only failed sessions (a 401, an early Ctrl-C): the page still draws."""
+    project = tmp_path / "new"
+    project.mkdir()
+    clock = Clock()
+    log = events.EventLog(project, "run-1", clock=clock)
+    log.emit("run_started", pid=1, project=str(project), version="0.2.0", cost_basis="api")
+    for n in range(1, sessions + 1):
+        _session(log, clock, n, "INITIALIZER", None, standing="failed")
+    data = gather(project, now=clock.now)
+    page = render_html(data)
+    assert "chart-burndown" in page and "0/0" in render_markdown(data)
+
+
 def test_markdown_has_the_rows(data: ReportData) -> None:
     md = render_markdown(data)
     assert "**done** · 2/3 features passing, 1 blocked · 12 sessions (1 failed) · 16,510 tokens · $15.50" in md
