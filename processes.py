@@ -2,7 +2,8 @@
 
 Linux only (it reads /proc); elsewhere nothing is found. Only processes started since the
 session began count, so a person's editor or shell in the project is never touched, and
-neither are the scheduler's own process and its ancestors.
+neither are the scheduler's own process, its ancestors and its own git helpers (GitPython keeps
+`git cat-file --batch-check` running as a child of the scheduler, in the project).
 """
 
 from __future__ import annotations
@@ -21,16 +22,26 @@ def _ancestors() -> set[int]:
     while pid > 1:
         found.add(pid)
         try:
-            stat = (PROC / str(pid) / "stat").read_text()
-            pid = int(stat.rsplit(")", 1)[1].split()[1])
+            pid = int(_stat(pid)[1])
         except (OSError, ValueError, IndexError):
             break
     return found
 
 
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (state, parent, ...)."""
+    return (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _own_git_helper(pid: int) -> bool:
+    """A git process whose parent is this process: the scheduler's own (an agent's git is a
+    descendant of the CLI, never a child of the scheduler)."""
+    return int(_stat(pid)[1]) == os.getpid() and (PROC / str(pid) / "comm").read_text().strip() == "git"
+
+
 def _started_at(pid: int) -> float:
     """When a process started, in epoch seconds."""
-    ticks = int((PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19])
+    ticks = int(_stat(pid)[19])
     boot = next(int(line.split()[1]) for line in (PROC / "stat").read_text().splitlines() if line.startswith("btime"))
     return boot + ticks / os.sysconf("SC_CLK_TCK")
 
@@ -49,7 +60,8 @@ def left_in(folder: Path, since: float) -> list[int]:
         try:
             cwd = os.readlink(f"{PROC}/{pid}/cwd")
             if (cwd == root or cwd.startswith(root.rstrip("/") + "/")) and _started_at(pid) >= since - 1:
-                found.append(pid)
+                if not _own_git_helper(pid):
+                    found.append(pid)
         except (OSError, ValueError, IndexError, StopIteration):
             continue
     return sorted(found)
@@ -77,7 +89,7 @@ def _signal(pid: int, signum: int) -> None:
 
 def _alive(pid: int) -> bool:
     try:
-        state = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        state = _stat(pid)[0]
     except (OSError, IndexError):
         return False
     return state != "Z"

@@ -41,3 +41,20 @@ def test_a_left_dev_server_is_stopped_and_an_older_process_is_not(tmp_path: Path
 def test_this_process_is_never_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert processes.left_in(tmp_path, 0) == []
+
+
+def test_the_schedulers_own_git_helper_is_never_swept(tmp_path: Path) -> None:
+    """GitPython keeps `git cat-file --batch-check` running in the project: not the agent's."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    since = time.time() - 0.5
+    helper = subprocess.Popen(["git", "cat-file", "--batch-check"], cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    agents = subprocess.Popen(["sh", "-c", "git cat-file --batch-check; :"], cwd=tmp_path, stdin=subprocess.PIPE)
+    time.sleep(0.3)
+    try:
+        found = processes.left_in(tmp_path, since)
+        assert helper.pid not in found and agents.pid in found
+        assert len(found) == 2, "the agent's own git, a grandchild, is swept with its shell"
+    finally:
+        for proc in (helper, agents):
+            proc.kill()
+            proc.wait()
