@@ -59,9 +59,9 @@ def left_in(folder: Path, since: float) -> list[int]:
             continue
         try:
             cwd = os.readlink(f"{PROC}/{pid}/cwd")
-            if (cwd == root or cwd.startswith(root.rstrip("/") + "/")) and _started_at(pid) >= since - 1:
-                if not _own_git_helper(pid):
-                    found.append(pid)
+            inside = cwd == root or cwd.startswith(root.rstrip("/") + "/")
+            if inside and _started_at(pid) >= since - 1 and not _own_git_helper(pid):
+                found.append(pid)
         except (OSError, ValueError, IndexError, StopIteration):
             continue
     return sorted(found)
