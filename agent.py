@@ -30,6 +30,7 @@ from claude_agent_sdk import (
 
 import crashpoints
 import gitops
+import processes
 from bash_policy import BashContext, bash_refusal
 from handoff_tools import SERVER, HandoffTools, mcp_server
 from plan import SessionPlan
@@ -241,7 +242,7 @@ class ClaudeSessionRunner:
         stderr_lines: list[str] = []
         values: dict[str, Any] = {"policy_refusals": {}, "base_url": self._env.get("ANTHROPIC_BASE_URL") or os.environ.get("ANTHROPIC_BASE_URL") or None}
         counter = [0]
-        started = time.monotonic()
+        started, since = time.monotonic(), time.time()
         last = [started]
         idle = anyio.CancelScope()
         with (request.log_dir / "transcript.jsonl").open("w", encoding="utf-8") as transcript:
@@ -252,13 +253,21 @@ class ClaudeSessionRunner:
                         try:
                             options = build_options(request, stderr_lines.append, self._env, values["policy_refusals"])
                             options.cli_path = self._cli_path or guarded_cli(request.log_dir)
-                            async for message in query(prompt=request.plan.kickoff, options=options):
-                                last[0] = time.monotonic()
-                                crashpoints.reached("cli_message")
-                                transcript.write(
-                                    json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n"
-                                )
-                                self._observe(request, message, values, counter)
+                            stream = query(prompt=request.plan.kickoff, options=options)
+                            try:
+                                async for message in stream:
+                                    last[0] = time.monotonic()
+                                    crashpoints.reached("cli_message")
+                                    transcript.write(
+                                        json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n"
+                                    )
+                                    self._observe(request, message, values, counter)
+                                    if isinstance(message, ResultMessage):
+                                        break  # the session is over, whatever it left running
+                            finally:
+                                left = await _close(stream, request.cwd, since)
+                                if left:
+                                    self._echo(f"  [{request.plan.role.value}] stopped {len(left)} process(es) left running after the result (pids {', '.join(map(str, left))})")
                         except ProcessError as exc:
                             tail = _tail(stderr_lines) or str(exc)
                             values.setdefault("error", f"Claude Code exited with {exc.exit_code}: {tail}")
@@ -303,6 +312,30 @@ class ClaudeSessionRunner:
             )
         elif isinstance(message, ResultMessage):
             values.update(_from_result(message))
+
+
+CLI_EXIT_GRACE_S = 1.0
+"""How long the CLI gets to exit by itself once its result is in, before what it left is stopped."""
+
+
+async def _close(stream: Any, folder: Path, since: float) -> list[int]:
+    """End the CLI's stream. A `run_in_background` task keeps the headless CLI alive after its
+    result (and the SDK would wait 5 s, then stop only the CLI): after CLI_EXIT_GRACE_S, the CLI
+    and everything started in the project since `since` are stopped, and once the CLI is gone,
+    whatever it left. The pids stopped."""
+    stopped: list[int] = []
+
+    async def sweep() -> None:
+        await anyio.sleep(CLI_EXIT_GRACE_S)
+        stopped.extend(await anyio.to_thread.run_sync(processes.stop_left_in, folder, since))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(sweep)
+        await stream.aclose()
+        group.cancel_scope.cancel()
+    # A CLI that exited by itself may have left its background tasks behind, now orphans.
+    stopped.extend(await anyio.to_thread.run_sync(processes.stop_left_in, folder, since))
+    return sorted(set(stopped))
 
 
 async def _watchdog(idle: anyio.CancelScope, last: list[float], limit_s: float) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ from claude_agent_sdk import ToolUseBlock
 from click.testing import CliRunner
 from helpers import cli_seams, request_for, state_for
 
+import processes
 from agent import (
     ClaudeSessionRunner,
     SessionRequest,
@@ -93,3 +96,29 @@ def test_an_agent_talking_about_logins_is_not_a_login_failure(tmp_path: Path) ->
         env = sdk_env(server.base_url, tmp_path / "home")
         result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request(tmp_path))
     assert not result.is_error and not result.not_logged_in
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")
+def test_a_session_ends_at_its_result_and_stops_what_it_left_in_the_background(tmp_path: Path) -> None:
+    """A `run_in_background` task keeps the headless CLI alive after its result: the runner stops
+    it and the task at once, and the session counts by its result (not as an idle timeout)."""
+    from scripted_model.protocol import Reply, ToolCall, Turn
+    from scripted_model.server import ScriptedModelServer
+
+    class Server:
+        def respond(self, turn: Turn) -> Reply:
+            if not turn.exchanges():
+                call = ToolCall("Bash", {"command": "sleep 300", "description": "dev server", "run_in_background": True})
+                return Reply(text="", tool_calls=(call,))
+            return Reply(text="Started the dev server; done.")
+
+    req = request_for(tmp_path, state_for(SessionType.IMPLEMENT), AgentConfig(max_turns=5, idle_timeout_s=60))
+    with ScriptedModelServer(Server()) as server:
+        env = sdk_env(server.base_url, tmp_path / "home")
+        started = time.monotonic()
+        result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(req)
+        took = time.monotonic() - started
+    assert result.subtype == "success" and not result.is_error and result.terminal_reason != "idle_timeout"
+    assert took < 15, f"the session took {took:.0f} s: it waited for the background task"
+    assert processes.left_in(tmp_path, time.time() - took - 1) == [], "the background task is stopped"
