@@ -38,6 +38,9 @@ from security import FILE_TOOLS_MATCHER, PERMISSION_MODE, file_tool_decision, gi
 
 SANDBOX_FAILED = "Sandbox is required but failed to initialize"
 """What the CLI answers a Bash call with when bubblewrap or its socat bridges did not start."""
+UNRETRYABLE_STATUSES = frozenset({401, 402, 403, 404})
+"""API answers that retrying cannot fix (credentials, billing, an unknown model): a session stops at the
+first instead of waiting out the CLI's retries (classify.cut_short says what the person must do)."""
 NOT_LOGGED_IN_HINTS = ("not logged in", "please run /login", "invalid api key", "authentication_error")
 
 
@@ -268,6 +271,8 @@ class ClaudeSessionRunner:
                                 left = await _close(stream, request.cwd, since)
                                 if left:
                                     self._echo(f"  [{request.plan.role.value}] stopped {len(left)} process(es) left running after the result (pids {', '.join(map(str, left))})")
+                        except _StopAtOnce:
+                            self._echo(f"  [{request.plan.role.value}] stopped: the API answered {values['api_error_status']}, which retrying cannot fix")
                         except ProcessError as exc:
                             tail = _tail(stderr_lines) or str(exc)
                             values.setdefault("error", f"Claude Code exited with {exc.exit_code}: {tail}")
@@ -305,6 +310,9 @@ class ClaudeSessionRunner:
             values["rate_limit_resets_at"] = message.rate_limit_info.resets_at or int(time.time())
         elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
             data = message.data
+            if data.get("error_status") in UNRETRYABLE_STATUSES:  # the CLI would retry for minutes
+                values.update(api_error_status=data["error_status"], error=str(data.get("error") or ""), is_error=True, terminal_reason="api_error")
+                raise _StopAtOnce
             status = data.get("error_status") or "no status"
             self._echo(
                 f"  [{role}] API retry {data.get('attempt')}/{data.get('max_retries')}: "
@@ -312,6 +320,10 @@ class ClaudeSessionRunner:
             )
         elif isinstance(message, ResultMessage):
             values.update(_from_result(message))
+
+
+class _StopAtOnce(Exception):
+    """The session cannot succeed (the API refused credentials, billing or the model): stop it now."""
 
 
 CLI_EXIT_GRACE_S = 1.0

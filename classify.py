@@ -55,10 +55,13 @@ class Classified:
     """AUTH: the model name the endpoint does not serve."""
 
 
+BUNDLED_CLI = "$(python -c 'import claude_agent_sdk, os; print(os.path.dirname(claude_agent_sdk.__file__))')/_bundled/claude"
+"""The bundled Claude Code CLI, spelled so a shell finds it from the scheduler's Python (it is not on PATH)."""
 LOGIN_HELP = (
-    "Claude Code is not logged in or the key is invalid: run `claude login` (subscription) or set "
-    "ANTHROPIC_API_KEY, or use --offline-demo to run against the scripted model"
+    f"Claude Code is not logged in or the key is invalid: run `{BUNDLED_CLI} auth login` (subscription) "
+    "or set ANTHROPIC_API_KEY, or use --offline-demo to run against the scripted model"
 )
+
 OUTAGE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 CONNECTION_HINTS = ("connection", "econnreset", "socket hang up", "timed out", "network", "fetch failed")
 BILLING_HINTS = ("credit balance", "billing", "payment")

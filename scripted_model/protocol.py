@@ -8,7 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
-FaultKind = Literal["http_429", "http_529", "http_500", "usage_limit", "stream_cut", "hang"]
+FaultKind = Literal[
+    "http_429", "http_529", "http_500", "http_401", "http_402", "http_404", "usage_limit", "stream_cut", "hang"
+]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 SYSTEM_REMINDER = "<system-reminder>"
 
@@ -239,6 +241,9 @@ HTTP_FAULTS: dict[str, tuple[int, str, str, dict[str, str]]] = {
     "http_429": (429, "rate_limit_error", "Scripted rate limit", {"retry-after": "0"}),
     "http_529": (529, "overloaded_error", "Overloaded", {}),
     "http_500": (500, "api_error", "Internal server error", {}),
+    "http_401": (401, "authentication_error", "invalid x-api-key", {}),
+    "http_402": (402, "billing_error", "Your credit balance is too low", {}),
+    "http_404": (404, "not_found_error", "model: unrecognized_model", {}),
 }
 
 

@@ -122,3 +122,33 @@ def test_a_session_ends_at_its_result_and_stops_what_it_left_in_the_background(t
     assert result.subtype == "success" and not result.is_error and result.terminal_reason != "idle_timeout"
     assert took < 15, f"the session took {took:.0f} s: it waited for the background task"
     assert processes.left_in(tmp_path, time.time() - took - 1) == [], "the background task is stopped"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("kind", "status"), [("http_401", 401), ("http_402", 402), ("http_404", 404)])
+def test_what_retrying_cannot_fix_stops_the_session_at_the_first_answer(tmp_path: Path, kind: str, status: int) -> None:
+    """The CLI retries a rejected key, a billing error or an unknown model like an outage (ten
+    tries, minutes): the runner stops at the first such answer, and classify names the fix."""
+    from classify import Standing, cut_short
+    from scripted_model.protocol import Fault, Turn
+    from scripted_model.server import ScriptedModelServer
+
+    class Refusing:
+        def respond(self, turn: Turn) -> Fault:
+            return Fault(kind)  # type: ignore[arg-type]
+
+    with ScriptedModelServer(Refusing()) as server:
+        env = sdk_env(server.base_url, tmp_path / "home", max_retries=10)
+        started = time.monotonic()
+        result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request(tmp_path))
+        took = time.monotonic() - started
+    assert took < 15, f"{kind} took {took:.0f} s"
+    assert result.is_error and result.api_error_status == status
+    classified = cut_short(result, "opus")
+    assert classified is not None and classified.standing is Standing.AUTH
+
+
+def test_the_login_hint_names_the_bundled_cli_as_it_spells_the_command() -> None:
+    from classify import LOGIN_HELP
+
+    assert "/_bundled/claude auth login" in LOGIN_HELP and "`claude login`" not in LOGIN_HELP
