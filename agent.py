@@ -84,6 +84,9 @@ class SessionResult:
     """Why the scheduler's policy hook refused a call, by the call's tool_use_id."""
     tool_calls: int = 0
     duration_s: float = 0.0
+    retrying_s: float = 0.0
+    """How long the CLI had been retrying failed API requests when the session ended (0: it was
+    not): the outage began that long before the end, the CLI's own retries included."""
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -272,7 +275,8 @@ class ClaudeSessionRunner:
                                 if left:
                                     self._echo(f"  [{request.plan.role.value}] stopped {len(left)} process(es) left running after the result (pids {', '.join(map(str, left))})")
                         except _StopAtOnce:
-                            self._echo(f"  [{request.plan.role.value}] stopped: the API answered {values['api_error_status']}, which retrying cannot fix")
+                            cause = "which retrying cannot fix" if values["api_error_status"] in UNRETRYABLE_STATUSES else "past the outage allowance (--max-outage-minutes)"
+                            self._echo(f"  [{request.plan.role.value}] stopped: the API answered {values['api_error_status'] or 'nothing'}, {cause}")
                         except ProcessError as exc:
                             tail = _tail(stderr_lines) or str(exc)
                             values.setdefault("error", f"Claude Code exited with {exc.exit_code}: {tail}")
@@ -292,7 +296,10 @@ class ClaudeSessionRunner:
         if values.get("is_error", True):  # an agent's own words never count as a login failure
             text = " ".join([str(values.get("error") or ""), result_text, _tail(stderr_lines)]).lower()
             values["not_logged_in"] = any(hint in text for hint in NOT_LOGGED_IN_HINTS)
-        return SessionResult(tool_calls=counter[0], duration_s=time.monotonic() - started, **values)
+        ended = time.monotonic()
+        retrying_since = values.pop("retrying_since", None)
+        retrying = ended - retrying_since if retrying_since is not None and values.get("is_error", True) else 0.0
+        return SessionResult(tool_calls=counter[0], duration_s=ended - started, retrying_s=retrying, **values)
 
     def _observe(
         self, request: SessionRequest, message: Any, values: dict[str, Any], counter: list[int]
@@ -310,8 +317,12 @@ class ClaudeSessionRunner:
             values["rate_limit_resets_at"] = message.rate_limit_info.resets_at or int(time.time())
         elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
             data = message.data
-            if data.get("error_status") in UNRETRYABLE_STATUSES:  # the CLI would retry for minutes
-                values.update(api_error_status=data["error_status"], error=str(data.get("error") or ""), is_error=True, terminal_reason="api_error")
+            now = time.monotonic()
+            values.setdefault("retrying_since", now)
+            allowance = request.plan.outage_allowance_s
+            if data.get("error_status") in UNRETRYABLE_STATUSES or (allowance is not None and now - values["retrying_since"] > allowance):
+                # retrying cannot fix it, or the outage allowance is spent: the CLI would retry on for minutes
+                values.update(api_error_status=data.get("error_status"), error=str(data.get("error") or ""), is_error=True, terminal_reason="api_error")
                 raise _StopAtOnce
             status = data.get("error_status") or "no status"
             self._echo(

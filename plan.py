@@ -51,6 +51,9 @@ class SessionPlan:
     session's own cap where that is lower. The CLI ends the session when it is spent."""
     capped_by_session: bool = False
     """The session's own cap (--max-session-budget-usd) is the binding one."""
+    outage_allowance_s: float | None = None
+    """How long the CLI may go on retrying failed API requests in this session before it is stopped
+    (what is left of --max-outage-minutes); None: no limit."""
 
     @property
     def sandboxed(self) -> bool:
@@ -71,10 +74,11 @@ def plan_session(
     spent_usd: float = 0.0,
     brief: str = "",
     host: Host | None = None,
+    outage_s: float = 0.0,
 ) -> SessionPlan:
     """The plan of the session about to run in `state` in `project` (reads only the shipped templates;
     the brief is rendered by the caller, `brief_for`; `host` says what the sandbox hides on this
-    machine, read from its environment by the caller)."""
+    machine, read from its environment by the caller; `outage_s`, how long the API has been failing)."""
     role, work = state.lane.role, state.lane.work
     settings = settings_for(role, config.test_command, project)
     if config.sandbox:
@@ -100,6 +104,7 @@ def plan_session(
         idle_timeout_s=config.idle_timeout_s,
         max_budget_usd=cap if capped_by_session else left,
         capped_by_session=capped_by_session,
+        outage_allowance_s=max(config.max_outage_minutes * 60 - outage_s, 0.0),
     )
 
 

@@ -106,6 +106,8 @@ class Scheduler:
         self.clock = clock or SystemClock()
         self.host = host or Host.of(os.environ)
         """What the sandbox hides on this machine (its homes, the CLI's config, secret variables)."""
+        self._outage_since: float | None = None
+        """When the API began failing (clock time), until a session counts again."""
         self._stashes = 0
         self.project = project
         self.config = config
@@ -218,7 +220,6 @@ class Scheduler:
                 handoff_history.trim(self.project)  # first: the entries it moves were checked when appended
             self._check_handoff(state)
         sandbox_faults = outages = 0
-        outage_s = 0.0
         while state.lane.role not in TERMINAL:
             limit = self._limit_before(max_iterations)
             if limit:
@@ -234,7 +235,7 @@ class Scheduler:
             self.count += 1
             standing, why = session.classified.standing, session.classified.reason
             if session.outcome is not None and standing.counted:
-                outages = 0
+                outages, self._outage_since = 0, None
                 state = self._after(repo, state, session.outcome)
             elif standing is Standing.AUTH:
                 raise (UnknownModel if session.classified.unknown_model else NotLoggedIn)(why)
@@ -255,14 +256,16 @@ class Scheduler:
             elif standing is Standing.OUTAGE:
                 outages += 1
                 delay = backoff_s(outages)
+                if self._outage_since is None:  # from the first failed request, the CLI's own retries included
+                    self._outage_since = self.clock.now() - session.result.retrying_s
+                outage_s = self.clock.now() - self._outage_since
                 if outage_s + delay > self.config.max_outage_minutes * 60:
                     return self._report(
                         "limit",
                         state,
-                        f"{why}; gave up after backing off {duration(outage_s)} in all (--max-outage-minutes "
-                        f"{self.config.max_outage_minutes:g}); run the same command again later",
+                        f"{why}; gave up after {duration(outage_s)} of failing requests, retries and back-off "
+                        f"included (--max-outage-minutes {self.config.max_outage_minutes:g}); run the same command again later",
                     )
-                outage_s += delay
                 interrupted = {**session.in_progress, "why": standing.value, "wait_until": self.clock.now() + delay}
                 self.save(state, interrupted)
                 self.echo(f"  {why}; running the session again in {delay:.0f} s (outage {outages})")
@@ -447,7 +450,10 @@ class Scheduler:
             handoff_history.trim(self.project)
         self._write_status(state)
         brief = brief_for(state, self.config, self.project)
-        plan = plan_session(state, self.config, self.project, spent_usd=self.totals.cost_usd, brief=brief, host=self.host)
+        plan = plan_session(
+            state, self.config, self.project, spent_usd=self.totals.cost_usd, brief=brief, host=self.host,
+            outage_s=0.0 if self._outage_since is None else self.clock.now() - self._outage_since,
+        )
         if pre is None:  # the restore point: full copies, replaced each session (not kept per session)
             pre = capture(self.project, repo, state, progress.restore_point(self.project, "pre"))
         progress.snapshot(self.project, log_dir / "pre", progress.KEPT_PER_SESSION)

@@ -152,3 +152,24 @@ def test_the_login_hint_names_the_bundled_cli_as_it_spells_the_command() -> None
     from classify import LOGIN_HELP
 
     assert "/_bundled/claude auth login" in LOGIN_HELP and "`claude login`" not in LOGIN_HELP
+
+
+@pytest.mark.e2e
+def test_the_clis_own_retries_stop_when_the_outage_allowance_is_spent(tmp_path: Path) -> None:
+    """An endpoint that always answers 529: the CLI would retry for minutes; the runner stops it
+    once its retries pass what is left of --max-outage-minutes (here 6 s) and says how long it retried."""
+    from scripted_model.protocol import Fault, Turn
+    from scripted_model.server import ScriptedModelServer
+
+    class Overloaded:
+        def respond(self, turn: Turn) -> Fault:
+            return Fault("http_529")
+
+    req = request_for(tmp_path, state_for(SessionType.IMPLEMENT), AgentConfig(max_outage_minutes=0.1))
+    with ScriptedModelServer(Overloaded()) as server:
+        env = sdk_env(server.base_url, tmp_path / "home", max_retries=10)
+        started = time.monotonic()
+        result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(req)
+        took = time.monotonic() - started
+    assert took < 25, f"the session took {took:.0f} s"
+    assert result.api_error_status == 529 and result.terminal_reason == "api_error" and result.retrying_s >= 6

@@ -9,16 +9,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import cli_seams
+from helpers import cli_seams, state_for
 from test_lifecycle import CFG, SPEC, git, new_project
 
 import events
 from agent import SessionRequest, SessionResult
 from classify import BACKOFF_BASE_S, LIMIT_MARGIN_S
-from config import AgentConfig
+from config import AgentConfig, SessionType
 from errors import NotLoggedIn
 from events import Totals
 from humane import duration
+from plan import plan_session
 from scheduler import Scheduler
 from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
@@ -151,10 +152,31 @@ def test_an_outage_longer_than_the_allowance_stops_the_run_resumably(tmp_path: P
     report, _ = run(project, runner, AgentConfig(**{**CFG.to_json(), "max_outage_minutes": 2}))
     assert report.status == "limit"  # type: ignore[attr-defined]
     waited = sum(clock.sleeps)
-    assert f"gave up after backing off {duration(waited)} in all (--max-outage-minutes 2)" in report.message  # type: ignore[attr-defined]
+    assert f"gave up after {duration(waited)} of failing requests, retries and back-off included (--max-outage-minutes 2)" in report.message  # type: ignore[attr-defined]
     assert len(clock.sleeps) == 2  # 30 s and 60 s fit in 2 minutes, 120 s more does not
     saved = load(project)
     assert saved is not None and saved.in_progress is not None and saved.in_progress["number"] == 2
+
+
+def test_the_outage_allowance_counts_the_clis_own_retries(tmp_path: Path) -> None:
+    """An outage session that the CLI had spent 50 s retrying: with one minute allowed, the 30 s
+    back-off no longer fits, and the run stops at once instead of backing off."""
+    project, clock = new_project(tmp_path), VirtualClock()
+
+    def retried(now: float) -> SessionResult:
+        return SessionResult(subtype="success", terminal_reason="api_error", api_error_status=529, retrying_s=50)
+
+    runner = Cutting({2: [retried] * 3}, clock)
+    report, _ = run(project, runner, AgentConfig(**{**CFG.to_json(), "max_outage_minutes": 1}))
+    assert report.status == "limit" and clock.sleeps == []  # type: ignore[attr-defined]
+    assert "gave up after 50 s of failing requests" in report.message  # type: ignore[attr-defined]
+
+
+def test_a_session_is_planned_with_what_is_left_of_the_outage_allowance(tmp_path: Path) -> None:
+    config = AgentConfig(max_outage_minutes=2)
+    plan = plan_session(state_for(SessionType.IMPLEMENT), config, tmp_path, outage_s=100)
+    assert plan.outage_allowance_s == 20
+    assert plan_session(state_for(SessionType.IMPLEMENT), config, tmp_path, outage_s=500).outage_allowance_s == 0
 
 
 @pytest.mark.parametrize(
