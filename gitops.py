@@ -8,9 +8,11 @@ from pathlib import Path
 
 import git
 
+import command_sandbox
 import crashpoints
 import filestat
 import refs
+from config import DEFAULT_ALLOWED_DOMAINS
 from errors import GitError
 from layout import NEVER_IN_GIT, ignore_pattern
 
@@ -316,22 +318,19 @@ def checkout(repo: git.Repo, branch: str) -> None:
     repo.git.checkout(branch)
 
 
-def run_tests_at(repo: git.Repo, sha: str, command: str, timeout: float = 900) -> tuple[bool, str]:
-    """Run the project's test command in a clean worktree of `sha`; (passed, output tail)."""
+def run_tests_at(
+    repo: git.Repo, sha: str, command: str, timeout: float = 900, *, allowed_domains: tuple[str, ...] = DEFAULT_ALLOWED_DOMAINS
+) -> tuple[bool, str]:
+    """Run the project's test command in a clean worktree of `sha`, outside the project, inside the
+    command sandbox (writes: the worktree and a private temp; network: `allowed_domains`);
+    (passed, output tail)."""
     with tempfile.TemporaryDirectory(prefix="agent-tests-") as tmp:
         tree = Path(tmp) / "tree"
         repo.git.worktree("add", "--detach", str(tree), sha)
         try:
-            proc = subprocess.run(
-                ["bash", "-c", command],
-                cwd=tree,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-            output = (proc.stdout + proc.stderr)[-2000:]
-            return proc.returncode == 0, output
+            profile = command_sandbox.host_profile(tree, Path(tmp) / "tmp", Path(repo.working_dir), allowed_domains)
+            code, output = command_sandbox.run_sandboxed(command, tree, profile, timeout)
+            return code == 0, output[-2000:]
         except subprocess.TimeoutExpired:
             return False, f"test command timed out after {timeout:.0f}s"
         finally:

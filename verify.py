@@ -252,7 +252,7 @@ def _review(ran: Ran) -> Outcome:
         )
     ran.no_scheduler_files_committed(ran.pre.main, main)
     if ran.config.test_command:
-        passed, output = gitops.run_tests_at(ran.repo, main, ran.config.test_command)
+        passed, output = gitops.run_tests_at(ran.repo, main, ran.config.test_command, allowed_domains=ran.config.allowed_domains)
         crashpoints.reached("merge_tested")
         if not passed:
             return _undo_failed_merge(ran, main, review_id, output)
