@@ -319,6 +319,11 @@ class FiniteFloat(click.FloatRange):
     help="A network domain sandboxed commands may reach, besides the package registries (repeatable; saved).",
 )
 @click.option(
+    "--allow-repo-code/--no-allow-repo-code",
+    default=None,
+    help="Let commits add what makes git run code: nested repositories (gitlinks) and filter, diff or merge drivers named in .gitattributes; refused by default (saved).",
+)
+@click.option(
     "--check",
     is_flag=True,
     help="Say in one line whether the OS sandbox really works here (a probe must fail to write outside), then exit.",

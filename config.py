@@ -91,6 +91,9 @@ class AgentConfig:
     """Wait in-process for a usage limit to reset, then go on (never saved: `--no-wait` stops instead)."""
     max_outage_minutes: float = 120.0
     """How long, in all, one run backs off from API outages before it stops with exit 3."""
+    allow_repo_code: bool = False
+    """Commits may add what makes git run code (nested repositories as gitlinks, filter, diff or merge
+    drivers selected in .gitattributes); refused by verification otherwise."""
 
     def __post_init__(self) -> None:
         for name in (

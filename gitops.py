@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import git
@@ -12,6 +13,7 @@ import command_sandbox
 import crashpoints
 import filestat
 import refs
+import safe_git
 from config import DEFAULT_ALLOWED_DOMAINS
 from errors import GitError
 from layout import NEVER_IN_GIT, ignore_pattern
@@ -48,12 +50,10 @@ SETUP_COMMIT = "chore: app spec and .gitignore for the scheduler's files"
 
 
 def open_repo(project: Path) -> git.Repo:
-    """Open the project's repository, creating it (branch `main`, identity, .gitignore) if needed."""
+    """Open the project's repository, creating it (branch `main`, identity, .gitignore) if needed;
+    every git command the scheduler runs in it is hardened (safe_git.py)."""
     try:
-        if not (project / ".git").exists():
-            repo = git.Repo.init(project, initial_branch=MAIN)
-        else:
-            repo = git.Repo(project)
+        repo = safe_git.open(project) if (project / ".git").exists() else safe_git.init(project, MAIN)
         _ensure_identity(repo)
         _ensure_exclude(repo)  # first: a stash below must leave the scheduler's files where they are
         spec = project / "app_spec.txt"
@@ -176,8 +176,9 @@ def current_branch(repo: git.Repo) -> str | None:
 
 def dirty(repo: git.Repo) -> bool:
     """Uncommitted work: staged or unstaged changes, or untracked files that are not ignored
-    (one `git status`, where `Repo.is_dirty(untracked_files=True)` starts three processes)."""
-    return bool(repo.git.status("--porcelain", "--untracked-files=normal").strip())
+    (one `git status`, where `Repo.is_dirty(untracked_files=True)` starts three processes). A nested
+    repository's own changes are not asked about: that would run git inside it, with its config."""
+    return bool(repo.git.status("--porcelain", "--untracked-files=normal", "--ignore-submodules=all").strip())
 
 
 def set_branch(repo: git.Repo, branch: str, sha: str) -> None:
@@ -250,7 +251,7 @@ def stashes(project: Path) -> list[str]:
     known = _STASHES.get(str(project))
     if key is not None and known is not None and known[0] == key:
         return list(known[1])
-    entries = [line for line in git.Repo(project).git.stash("list").splitlines() if line.strip()]
+    entries = [line for line in safe_git.open(project).git.stash("list").splitlines() if line.strip()]
     _STASHES[str(project)] = (key, tuple(entries))
     return entries
 
@@ -296,13 +297,51 @@ def branch_view(project: Path) -> tuple[str | None, frozenset[str]]:
     """The checked-out branch (None when detached) and the local branches, changing nothing."""
     if not (project / ".git").exists():
         return None, frozenset()
-    repo = git.Repo(project)
+    repo = safe_git.open(project)
     return current_branch(repo), frozenset(branches(repo))
 
 
 def changed_paths(repo: git.Repo, base: str, tip: str) -> list[str]:
     """Files that differ between two commits."""
-    return [p for p in repo.git.diff("--name-only", base, tip).splitlines() if p]
+    return [p for p in repo.git.diff("--name-only", *TREE_DIFF, base, tip).splitlines() if p]
+
+
+TREE_DIFF = ("--ignore-submodules=none",)
+"""A diff of two commits names gitlinks (the scheduler's `diff.ignoreSubmodules=all` is for the
+work tree: git looks into no nested repository to compare two commits)."""
+
+
+GITLINK = "160000"
+"""The mode of a gitlink: a commit of another repository recorded as a directory (a submodule)."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One path that differs between two commits, as `git diff --raw` shows it."""
+
+    old_mode: str
+    new_mode: str
+    """"000000" when the path is gone at the later commit."""
+    blob: str
+    """The object at the later commit."""
+    path: str
+
+
+def changes(repo: git.Repo, base: str, tip: str) -> list[Change]:
+    """Every path that differs between two commits (a rename as a removal and an addition)."""
+    raw = str(repo.git.diff("--raw", "-z", "--no-renames", "--no-abbrev", *TREE_DIFF, base, tip))
+    fields = raw.split("\0")
+    found = []
+    for header, path in zip(fields[0::2], fields[1::2], strict=False):
+        old_mode, new_mode, _old, new, _status = header.lstrip(":").split(" ")
+        found.append(Change(old_mode, new_mode, new, path))
+    return found
+
+
+def blob_text(repo: git.Repo, sha: str) -> str:
+    """A blob's content as stored (no filter, no text conversion), bytes that are not UTF-8 replaced."""
+    data = repo.git.cat_file("blob", sha, stdout_as_string=False, strip_newline_in_stdout=False)
+    return bytes(data).decode("utf-8", errors="replace")
 
 
 def parents(repo: git.Repo, sha: str) -> list[str]:

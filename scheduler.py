@@ -15,10 +15,12 @@ import git
 
 import crashpoints
 import events
+import git_guard
 import gitops
 import handoff_history
 import processes
 import progress
+import safe_git
 import statefile
 from agent import SessionRequest, SessionResult, SessionRunner, tokens_in_transcript
 from classify import (
@@ -122,6 +124,8 @@ class Scheduler:
         self.count = 0
         self._unrecorded: list[tuple[str, str]] = []
         """Stashes noted before the run's first event, recorded once it has one."""
+        self._git_guard: git_guard.GitGuard | None = None
+        """`.git/config`, `.git/hooks`, `.git/info` as this run found them (taken when it opens the repository)."""
 
     # -- state -----------------------------------------------------------------
     def load(self) -> tuple[SessionState, dict[str, Any] | None]:
@@ -205,6 +209,9 @@ class Scheduler:
                 "sessions (was the folder cleaned with `git clean -x`?); restore them from a backup of the "
                 "project, or start a new project with another --project-dir"
             )
+        self._git_guard = git_guard.baseline(self.project, Path(repo.common_dir))
+        for change in self._git_guard.since_last_run:
+            self.echo(f"  WARNING: {change} since the last run (kept: the repository's settings are guarded during a run only)")
         crashpoints.reached("repo_opened")
         self._stashes = self._note_stash(stashed)
         return repo
@@ -484,6 +491,7 @@ class Scheduler:
         left = processes.stop_left_in(self.project, started)
         if left:
             self.echo(f"  stopped {len(left)} process(es) the session left running in the project (pids {', '.join(map(str, left))})")
+        self._restore_git_settings(repo, plan.number)
         (log_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
         self._audit(plan, log_dir, result)
         crashpoints.reached("result_written")
@@ -503,6 +511,15 @@ class Scheduler:
         self._record(repo, plan, outcome)
         self._ended(plan, result, judgement, outcome.verdict)
         return Ran(result, outcome, judgement, in_progress)
+
+    def _restore_git_settings(self, repo: git.Repo, number: int) -> None:
+        """Put back what a session changed in `.git/config`, `.git/hooks` or `.git/info`, each
+        change echoed and recorded as an undo; the drivers the config names are read again."""
+        if self._git_guard is not None:
+            for change in git_guard.check_and_restore(self.project, self._git_guard):
+                self.echo(f"  undo: {change}; restored as the run found it")
+                self.events.emit("undo", session=number, reason=f"{change}; restored as the run found it")
+        safe_git.refresh(repo)
 
     def _write_changes(self, log_dir: Path, pre: PreSession) -> None:
         """What the session changed in feature_list.json (it is not copied per session: it grows

@@ -58,6 +58,39 @@ def heads_of(record: dict[str, Any], copies: Path) -> dict[str, str]:
     return {b: sha for b, sha in {**base, **record["heads"]}.items() if b not in gone}
 
 
+REGULAR_FILES = frozenset({"100644", "100755"})
+SYMLINK = "120000"
+BUILTIN_DIFF_DRIVERS = frozenset(
+    {
+        "ada", "bash", "bibtex", "cpp", "csharp", "css", "default", "dts", "elixir", "fortran",
+        "fountain", "golang", "html", "ini", "java", "kotlin", "markdown", "matlab", "objc", "pascal",
+        "perl", "php", "python", "r", "ruby", "rust", "scheme", "tex",
+    }
+)
+"""git's own diff drivers (hunk headers and word patterns only; none runs a command unless config adds one)."""
+BUILTIN_MERGE_DRIVERS = frozenset({"text", "binary", "union"})
+
+
+def code_attributes(text: str) -> list[str]:
+    """The attributes in a `.gitattributes` that select a driver that runs a command, as written:
+    any `filter=<name>`, and `diff=<name>` / `merge=<name>` other than git's built-ins (a macro
+    line, `[attr]name ...`, counts like any other)."""
+    found = []
+    for line in text.splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        for word in words[1:]:
+            key, eq, value = word.partition("=")
+            if eq and (
+                key == "filter"
+                or (key == "diff" and value not in BUILTIN_DIFF_DRIVERS)
+                or (key == "merge" and value not in BUILTIN_MERGE_DRIVERS)
+            ):
+                found.append(word)
+    return found
+
+
 class ClaimRefused(Exception):
     """The session's claim did not hold; the message says why."""
 
@@ -165,6 +198,28 @@ class Ran:
         if bad:
             raise ClaimRefused(f"hand-off or scheduler files were committed: {', '.join(bad)}")
 
+    def no_repo_code_committed(self, base: str, tip: str) -> None:
+        """No commit adds what makes git run code: a nested repository (a gitlink, which git enters
+        with the nested repository's own config), or a `.gitattributes` that selects a filter, diff
+        or merge driver; unless the project allows it (`--allow-repo-code`)."""
+        if self.config.allow_repo_code:
+            return
+        found = []
+        for change in gitops.changes(self.repo, base, tip):
+            if change.new_mode == gitops.GITLINK and change.old_mode != gitops.GITLINK:
+                found.append(f"a nested repository (gitlink) at {change.path}")
+            elif change.path.rpartition("/")[2] == ".gitattributes" and change.new_mode == SYMLINK:
+                found.append(f"{change.path} as a symbolic link (git before 2.32 follows it)")
+            elif change.path.rpartition("/")[2] == ".gitattributes" and change.new_mode in REGULAR_FILES:
+                selected = code_attributes(gitops.blob_text(self.repo, change.blob))
+                if selected:
+                    found.append(f"{change.path} selecting {', '.join(selected)}")
+        if found:
+            raise ClaimRefused(
+                f"commits add what makes git run code: {'; '.join(found)}. The scheduler refuses them unless "
+                "the project allows it: run again with --allow-repo-code (saved with the project)"
+            )
+
     def new_commits_on_branch(self) -> None:
         branch = self.work.branch
         tip = gitops.head(self.repo, branch)
@@ -175,6 +230,7 @@ class Ran:
         if tip == base or not gitops.is_ancestor(self.repo, base, tip):
             raise ClaimRefused(f"no new commits on {branch} since the session started")
         self.no_scheduler_files_committed(base, tip)
+        self.no_repo_code_committed(base, tip)
 
     def new_reviews(self) -> list[dict[str, Any]]:
         """The reviews of the role's own kind that the session appended."""
@@ -195,6 +251,7 @@ def _initializer(ran: Ran) -> Outcome:
     if main is None or main == ran.pre.main:
         raise ClaimRefused("nothing was committed on `main`")
     ran.no_scheduler_files_committed(ran.pre.main, main)
+    ran.no_repo_code_committed(ran.pre.main, main)
     return ran.outcome(feature_ids=tuple(f["id"] for f in ran.after.features()))
 
 
@@ -251,6 +308,7 @@ def _review(ran: Ran) -> Outcome:
             "(expected one `git merge --no-ff` or a fast-forward)"
         )
     ran.no_scheduler_files_committed(ran.pre.main, main)
+    ran.no_repo_code_committed(ran.pre.main, main)
     if ran.config.test_command:
         passed, output = gitops.run_tests_at(ran.repo, main, ran.config.test_command, allowed_domains=ran.config.allowed_domains)
         crashpoints.reached("merge_tested")

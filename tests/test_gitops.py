@@ -146,13 +146,13 @@ def test_the_stash_list_is_asked_again_only_when_the_stash_changed(project: Path
     first = gitops.stashes(project)
     assert len(first) == 1 and first[0].endswith("first")
     listed: list[Path] = []
-    real = gitops.git.Repo
+    real = gitops.safe_git.open
 
     def counting(path: Path) -> git.Repo:
         listed.append(path)
         return real(path)
 
-    monkeypatch.setattr(gitops.git, "Repo", counting)
+    monkeypatch.setattr(gitops.safe_git, "open", counting)
     assert gitops.stashes(project) == first and listed == []  # unchanged: from the last answer
     (project / "left.txt").write_text("again\n")
     assert gitops.stash_leftovers(real(project), "second")

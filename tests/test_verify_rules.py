@@ -476,6 +476,95 @@ def test_review_of_a_deleted_branch(tmp_path: Path) -> None:
     refused(world, "verdict PASS but feature/F001 does not exist")
 
 
+# -- what makes git run code, committed ------------------------------------------------------------
+
+REPO_CODE = "commits add what makes git run code: {}. The scheduler refuses them unless the project allows it: run again with --allow-repo-code (saved with the project)"
+
+
+def nest(world: World, path: str = "vendor/lib") -> None:
+    """Commit a nested repository as a gitlink on the branch checked out."""
+    world.sh(f"git init -q {path} && git -C {path} commit -q --allow-empty -m n && git add {path} 2>/dev/null && git commit -qm nested")
+
+
+def attributes(world: World, text: str, path: str = ".gitattributes") -> None:
+    (world.project / path).parent.mkdir(parents=True, exist_ok=True)
+    (world.project / path).write_text(text)
+    world.sh(f"git add {path} && git commit -qm attributes")
+
+
+def test_implement_committing_a_nested_repository(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    nest(world)
+    refused(world, REPO_CODE.format("a nested repository (gitlink) at vendor/lib"))
+
+
+def test_a_project_may_allow_what_makes_git_run_code(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    nest(world)
+    attributes(world, "* filter=lfs\n")
+    assert world.verify(AgentConfig(allow_repo_code=True)) == Outcome(T.IMPLEMENT, True)
+
+
+@pytest.mark.parametrize(
+    ("text", "selected"),
+    [
+        ("*.bin filter=lfs diff=lfs merge=lfs -text\n", "filter=lfs, diff=lfs, merge=lfs"),
+        ("[attr]evil filter=x\n*.c evil\n", "filter=x"),
+        ("*.c diff=evil\n", "diff=evil"),
+        ("*.c merge=ours\n", "merge=ours"),
+        ("*.py diff=python\n*.txt merge=union\n*.md -diff !merge binary\n# *.x filter=y\n\n[attr]b -diff -text\n", None),
+        ("filter=x -text\n*.x filter diff merge\n", None),  # a pattern; attributes set without a driver
+    ],
+)
+def test_implement_committing_attributes_that_select_drivers(tmp_path: Path, text: str, selected: str | None) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    attributes(world, text)
+    if selected is None:
+        assert world.verify() == Outcome(T.IMPLEMENT, True)
+    else:
+        refused(world, REPO_CODE.format(f".gitattributes selecting {selected}"))
+
+
+def test_fix_committing_attributes_in_a_folder_and_a_link(tmp_path: Path) -> None:
+    world = start(tmp_path, T.FIX, feature("F001"), open_review=1, fix_rounds=1)
+    fix(world)
+    attributes(world, "* filter=x\n", "docs/x.gitattributes")  # not an attributes file
+    attributes(world, "* merge=m\n", "sub/.gitattributes")
+    world.sh("ln -s sub/.gitattributes .gitattributes && ln -s sub/.gitattributes x.gitattributes && git add . && git commit -qm links")
+    refused(world, REPO_CODE.format(".gitattributes as a symbolic link (git before 2.32 follows it); sub/.gitattributes selecting merge=m"))
+
+
+def test_a_nested_repository_or_attributes_already_there_may_change_or_go(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    world.sh("git checkout -q main")
+    nest(world)
+    attributes(world, "* filter=x\n")
+    world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
+    implement(world)
+    world.sh("git -C vendor/lib commit -q --allow-empty -m more && git add vendor/lib && git rm -q .gitattributes && git commit -qm moved")
+    assert world.verify() == Outcome(T.IMPLEMENT, True)
+
+
+def test_initializer_committing_a_nested_repository(tmp_path: Path) -> None:
+    world = start(tmp_path, T.INITIALIZER)
+    initialize(world)
+    nest(world, "lib")
+    refused(world, REPO_CODE.format("a nested repository (gitlink) at lib"))
+
+
+def test_review_pass_whose_merge_adds_attributes_that_select_a_filter(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    attributes(world, "*.txt filter=evil\n")
+    world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
+    merge(world)
+    world.add_review("PASS")
+    world.mark_passing("F001")
+    refused(world, REPO_CODE.format(".gitattributes selecting filter=evil"))
+
+
 # -- the undo --------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,175 @@
+"""How the scheduler's own git runs: never any code the repository, its config or its content names.
+
+Agents run git their own way (sandboxed, under the Bash policy). Every git command the
+scheduler itself starts goes through a repository opened here (`open`, `init`): its `repo.git`
+(GitPython's persistent `cat-file` processes included) runs with `environment()`, which
+
+- reads no system or user config (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`) and
+  drops settings a parent git passed down (`GIT_CONFIG_PARAMETERS`);
+- adds command-scope settings (`GIT_CONFIG_COUNT`/`_KEY_n`/`_VALUE_n`), which win over every
+  config file, the repository's and what it includes: `HARDENING` below;
+- neutralises, by name, every filter, diff and merge driver the repository's config defines, and
+  every protocol it allows by name (`NEUTRALISED`): git has no switch that turns
+  attribute-selected drivers off, and a driver runs only if config defines it, so the names are
+  read with `git config --get-regexp` (run hardened, before any other command of the repository
+  object, and again after `refresh`), from the repository and from every nested repository its
+  index records as a gitlink (git runs `git status` inside those, handing these settings down);
+- never prompts (`GIT_TERMINAL_PROMPT=0`) and sees no replacement objects
+  (`GIT_NO_REPLACE_OBJECTS=1`: verification reads the commits that are there).
+
+The scheduler's `git status` also passes `--ignore-submodules=all` (gitops.py); its diffs of two
+commits pass `--ignore-submodules=none`, so that they name gitlinks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import git
+
+HARDENING: tuple[tuple[str, str], ...] = (
+    ("core.hooksPath", os.devnull),  # no hook runs: no file is found under /dev/null
+    ("core.fsmonitor", "false"),  # no fsmonitor command (status, diff, add, checkout, stash ask it)
+    ("submodule.recurse", "false"),  # checkout, reset, worktree add stay out of nested repositories
+    ("diff.ignoreSubmodules", "all"),  # and so do the reports of checkout and status
+    ("diff.external", ""),  # a patch diff fails ("cannot run") rather than run a command; the scheduler makes none
+    ("commit.gpgSign", "false"),  # the scheduler's own commits start no `gpg.program`
+    ("protocol.allow", "never"),  # no transport: no upload-pack, ssh command or credential helper runs
+)
+"""Settings the scheduler's git always runs with, whatever a config file says."""
+
+NEUTRALISED: dict[str, tuple[tuple[str, str], ...]] = {
+    "filter": (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")),
+    "diff": (("textconv", ""), ("command", "")),
+    "merge": (("driver", ""),),
+    "protocol": (("allow", "never"),),
+}
+"""Per section, the settings that run a command and what they are set to for each name the
+repository's config gives in that section. An empty filter command means "no filter" (the content
+passes unchanged); an empty diff or merge command makes a patch diff or a merge of that file fail
+rather than run anything (the scheduler makes neither). A protocol the config allows by name
+(`protocol.file.allow=always` wins over `protocol.allow`) is refused by name too."""
+
+NAMED_SETTINGS = r"^(filter|diff|merge|protocol)\."
+"""What `git config --get-regexp` is asked for: the sections of `NEUTRALISED`."""
+
+ENVIRONMENT: dict[str, str] = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_PARAMETERS": "",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_NO_REPLACE_OBJECTS": "1",
+}
+
+
+def environment(drivers: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
+    """The environment of the scheduler's git: `ENVIRONMENT`, `HARDENING`, and the settings that
+    neutralise each (section, name) driver in `drivers`."""
+    settings = list(HARDENING)
+    for section, name in sorted(set(drivers)):
+        settings += [(f"{section}.{name}.{key}", value) for key, value in NEUTRALISED[section]]
+    env = dict(ENVIRONMENT, GIT_CONFIG_COUNT=str(len(settings)))
+    for i, (key, value) in enumerate(settings):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env
+
+
+def drivers_in(listing: str) -> set[tuple[str, str]]:
+    """The (section, name) drivers in `git config -z --get-regexp` output (a record is the key, a
+    line feed and the value, records end with NUL; a name may hold dots, spaces and quotes)."""
+    found = set()
+    for record in listing.split("\0"):
+        key = record.split("\n", 1)[0]
+        section, _, rest = key.partition(".")
+        name, dot, _variable = rest.rpartition(".")
+        if dot and section in NEUTRALISED:  # git writes the section in lower case
+            found.add((section, name))
+    return found
+
+
+def gitlinks_in(listing: str) -> list[str]:
+    """The paths recorded as gitlinks in `git ls-files -s -z` output (`mode object stage<TAB>path`)."""
+    found = []
+    for record in listing.split("\0"):
+        info, _, path = record.partition("\t")
+        if info.startswith(GITLINK + " "):
+            found.append(path)
+    return found
+
+
+class HardenedGit(git.Git):
+    """GitPython's command runner with the scheduler's environment. Before its first command (and
+    the first after `refresh`) it reads the names its config gives drivers and protocols, and those
+    of each nested repository its index records as a gitlink and that is there: git looks into
+    those (`git stash` does, whatever `diff.ignoreSubmodules` says) with their own config, passing
+    the scheduler's settings down, the names neutralised here included."""
+
+    def __init__(self, working_dir: Any = None) -> None:
+        super().__init__(working_dir)
+        self.update_environment(**environment())
+        self.names_read = False
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.names_read:
+            self.names_read = True  # first: the reads below run through here
+            try:
+                names = self.named_settings(set())
+            except BaseException:
+                self.names_read = False
+                raise
+            self.update_environment(**environment(names))
+        return super().execute(*args, **kwargs)
+
+    def named_settings(self, seen: set[Path]) -> set[tuple[str, str]]:
+        """The (section, name) pairs the config of this repository and of its nested ones name;
+        `seen`: the repositories read already (a nested one may be a link to any of them)."""
+        seen.add(Path(str(self._working_dir)).resolve())
+        try:
+            listing = self._call_process("config", "-z", "--get-regexp", NAMED_SETTINGS)
+        except git.GitCommandError as exc:
+            if exc.status != 1:  # 1: no such setting
+                raise
+            listing = ""
+        found = drivers_in(str(listing))
+        for path in gitlinks_in(str(self._call_process("ls-files", "-s", "-z"))):
+            nested = Path(str(self._working_dir), path)
+            if (nested / ".git").exists() and nested.resolve() not in seen and len(seen) <= MAX_NESTED:
+                inner = HardenedGit(nested)
+                inner.names_read = True  # `git config` and `git ls-files` run no driver
+                found |= inner.named_settings(seen)
+        return found
+
+
+MAX_NESTED = 64
+"""Nested repositories read at most, however deep (each costs two git processes)."""
+GITLINK = "160000"
+
+
+class HardenedRepo(git.Repo):
+    """A repository whose every git command runs through `HardenedGit`."""
+
+    GitCommandWrapperType = HardenedGit
+
+
+def open(project: Path) -> git.Repo:
+    """The project's repository, for the scheduler's own git."""
+    return HardenedRepo(project)
+
+
+def init(project: Path, initial_branch: str) -> git.Repo:
+    """A new repository in `project` (there is none yet: no config to read), opened hardened."""
+    runner = HardenedGit(project)
+    runner.names_read = True
+    runner.init(f"--initial-branch={initial_branch}")
+    return open(project)
+
+
+def refresh(repo: git.Repo) -> None:
+    """Read the names again before the repository's next command (its config may include files
+    that changed, its index may record a new nested repository)."""
+    if isinstance(repo.git, HardenedGit):
+        repo.git.names_read = False

@@ -1,0 +1,635 @@
+"""The scheduler's own git runs no code the repository names (safe_git.py), and the repository's
+settings are put back after each session (git_guard.py).
+
+Each attack plants a payload that appends its name to a marker file outside the project; a test
+runs the scheduler's git operations and asserts that no payload ran. A control test runs plain
+git on the same project and asserts that every payload does run there (the attacks are live).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+import pytest
+
+import git_guard
+import gitops
+import safe_git
+from agent import SessionRequest, SessionResult
+from autonomous_agent_demo import main, merge_config
+from config import AgentConfig
+from scheduler import Scheduler
+from scripted_model.inprocess import InProcessRobotRunner
+from scripted_model.scenario import Scenario
+
+HOOKS = ("post-checkout", "pre-commit", "commit-msg", "post-commit", "reference-transaction", "post-index-change", "post-merge")
+
+
+def sh(cwd: Path, command: str) -> str:
+    return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+@dataclass
+class Payloads:
+    """Scripts outside the project that note their name in `marker` when they run."""
+
+    folder: Path
+
+    @property
+    def marker(self) -> Path:
+        return self.folder / "ran"
+
+    def make(self, name: str, body: str = "exit 1") -> str:
+        script = self.folder / name
+        script.write_text(f'#!/bin/sh\necho {name} >> "{self.marker}"\n{body}\n')
+        script.chmod(0o755)
+        return str(script)
+
+    def ran(self) -> set[str]:
+        return set(self.marker.read_text().split()) if self.marker.exists() else set()
+
+    def clear(self) -> None:
+        self.marker.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def payloads(tmp_path: Path) -> Payloads:
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    return Payloads(folder)
+
+
+def plain(project: Path, command: str) -> None:
+    """Run plain git (the user's way), ignoring its failures: what it ran is what matters."""
+    subprocess.run(["bash", "-c", command], cwd=project, capture_output=True, text=True, check=False, timeout=30)
+
+
+def hostile(tmp_path: Path, payloads: Payloads) -> Path:
+    """A project with content on `main` and `other` (text under a filter/diff/merge driver, a file
+    under a driver its config includes from the worktree, a plain file, a nested repository
+    committed as a gitlink), then every attack planted in `.git`: hooks, an fsmonitor, the drivers,
+    commit signing, submodule recursion, a remote allowed by name, and the nested repository's own
+    fsmonitor and hooks."""
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("An app.\n")
+    sh(project, "git init -q -b main && git config user.name t && git config user.email t@t")
+    sh(project, "printf '*.txt filter=evil diff=evil merge=evil\\n*.inc filter=inc\\n' > .gitattributes")
+    sh(project, "echo a > a.txt && echo p > plain.md && echo i > b.inc")
+    (project / "included.cfg").write_text(f"[filter \"inc\"]\n\tclean = {payloads.make('included', 'cat')}\n")
+    sh(project, "git init -q nested && cd nested && git config user.name t && git config user.email t@t && echo n > n && git add n && git commit -qm n")
+    sh(project, "printf '[submodule \"nested\"]\\n\\tpath = nested\\n\\turl = ./nested\\n' > .gitmodules")
+    sh(project, "git add .gitattributes .gitmodules a.txt plain.md b.inc included.cfg nested 2>/dev/null && git commit -qm content")
+    sh(project, "git checkout -qb other && echo b >> a.txt && echo q >> plain.md && git commit -qam other")
+    sh(project, "cd nested && echo o > o && git add o && git commit -qm o && cd .. && git add nested && git commit -qm 'nested moved'")
+    sh(project, "git checkout -q main && cd nested && git checkout -q HEAD~1")
+    sh(project, "git checkout -qb clash && echo c >> a.txt && git commit -qam clash && git checkout -q main")
+    for hook in HOOKS:  # the post-checkout hook fails (it stopped a run once), the others pass
+        payloads.make(hook, "exit 1" if hook == "post-checkout" else "exit 0")
+        (project / ".git" / "hooks" / hook).write_text(f"#!/bin/sh\nexec {payloads.folder / hook} \"$@\"\n")
+        (project / ".git" / "hooks" / hook).chmod(0o755)
+    settings = {
+        "core.fsmonitor": payloads.make("fsmonitor"),
+        "filter.evil.clean": payloads.make("clean", "cat"),
+        "filter.evil.smudge": payloads.make("smudge", "cat"),
+        "filter.evil.required": "true",
+        "diff.evil.textconv": payloads.make("textconv", 'cat "$1"'),
+        "diff.evil.command": payloads.make("diffcommand", "exit 0"),
+        "diff.external": payloads.make("external", "exit 0"),
+        "merge.evil.driver": payloads.make("mergedriver", "exit 0"),
+        "commit.gpgSign": "true",
+        "gpg.program": payloads.make("gpg"),
+        "submodule.recurse": "true",
+        "submodule.active": ".",
+        "protocol.file.allow": "always",
+        "remote.origin.url": str(project),
+        "remote.origin.uploadpack": payloads.make("uploadpack"),
+        "include.path": "../included.cfg",
+    }
+    for key, value in settings.items():
+        sh(project, f"git config '{key}' '{value}'")
+    sh(project / "nested", f"git config core.fsmonitor {payloads.make('nestedfsmonitor')}")
+    sh(project / "nested", f"git config filter.nested.clean {payloads.make('nestedclean', 'cat')} && echo '* filter=nested' > .git/info/attributes")
+    (project / "nested" / ".git" / "hooks" / "post-checkout").write_text(f"#!/bin/sh\nexec {payloads.make('nestedhook')}\n")
+    (project / "nested" / ".git" / "hooks" / "post-checkout").chmod(0o755)
+    return project
+
+
+def dirty_up(project: Path) -> None:
+    """Uncommitted work of every kind: a filtered file, a nested repository's own change, new files."""
+    (project / "a.txt").write_text("changed\n")
+    (project / "b.inc").write_text("changed\n")
+    (project / "nested" / "n").write_text("m\n")  # the same size: git hashes it again, through its filter
+    (project / "new.txt").write_text("new\n")
+
+
+def test_the_planted_payloads_run_under_plain_git(tmp_path: Path, payloads: Payloads) -> None:
+    project = hostile(tmp_path, payloads)
+    dirty_up(project)
+    plain(project, "git status")
+    plain(project, "git add a.txt b.inc")
+    plain(project, "git diff --cached; git diff --cached --no-ext-diff; git diff main other -- plain.md")
+    plain(project, "git stash -q; git checkout -q other")
+    plain(project, "git ls-remote origin")
+    plain(project, "git -c commit.gpgSign=false merge -q --no-edit clash")
+    plain(project, "git commit -q --allow-empty -m signed; git -c commit.gpgSign=false commit -q --allow-empty -m unsigned")
+    plain(project, "cd nested && git checkout -q HEAD")
+    assert payloads.ran() >= {
+        *HOOKS,
+        "fsmonitor",
+        "clean",
+        "smudge",
+        "textconv",
+        "diffcommand",
+        "external",
+        "mergedriver",
+        "gpg",
+        "uploadpack",
+        "included",
+        "nestedfsmonitor",
+        "nestedclean",
+        "nestedhook",
+    }
+
+
+def test_the_scheduler_s_git_runs_no_payload(tmp_path: Path, payloads: Payloads) -> None:
+    project = hostile(tmp_path, payloads)
+    repo = gitops.open_repo(project)  # commits the spec: signing, commit hooks, reference-transaction
+    assert gitops.commits_after_setup(repo) == 0
+    dirty_up(project)
+    assert gitops.dirty(repo)
+    gitops.checkout(repo, "other")  # stash (clean filters), checkout (smudge, post-checkout)
+    assert gitops.current_branch(repo) == "other" and len(gitops.stashes(project)) == 1
+    dirty_up(project)
+    assert gitops.stash_leftovers(repo, "leftovers")
+    gitops.checkout(repo, gitops.MAIN)
+    assert gitops.changed_paths(repo, "clash", "other") == ["a.txt", "nested", "plain.md"]
+    assert [c.path for c in gitops.changes(repo, "clash", "other")] == ["a.txt", "nested", "plain.md"]
+    assert gitops.blob_text(repo, "other:a.txt") == "a\nb\n"
+    with contextlib.suppress(Exception):  # the test command is not what is tested here
+        gitops.run_tests_at(repo, str(gitops.head(repo, "other")), "true")
+    assert str(repo.git.worktree("list")).count("\n") == 0, "the worktree was removed"
+    assert gitops.branch_view(project) == ("main", frozenset({"main", "other", "clash"}))
+    main_sha = str(gitops.head(repo, "main"))
+    gitops.create_branch(repo, "feature/F001", main_sha)
+    gitops.keep_ref(repo, "undone/x", main_sha)
+    gitops.set_branch(repo, "main", str(gitops.head(repo, "other")))  # reset --hard: smudge
+    gitops.set_branch(repo, "main", main_sha)
+    gitops.delete_branch(repo, "feature/F001")
+    gitops.checkout(repo, "other")
+    with pytest.raises(git.GitCommandError, match="Failed to execute internal merge"):
+        repo.git.merge("--no-edit", "clash")  # the merge driver is not run: the merge fails
+    assert not gitops.abort_unfinished(repo) and not gitops.dirty(repo)
+    gitops.checkout(repo, gitops.MAIN)
+    for patch in (("main", "other"), ("--no-ext-diff", "main", "other")):
+        with pytest.raises(git.GitCommandError):  # neither an external diff nor a textconv runs
+            repo.git.diff(*patch)
+    with pytest.raises(git.GitCommandError, match="transport 'file' not allowed"):
+        repo.git.ls_remote("origin")
+    assert len(gitops.stashes(project)) == 2
+    assert payloads.ran() == set()
+
+
+def test_nested_repositories_are_not_looked_into_nor_checked_out(tmp_path: Path, payloads: Payloads) -> None:
+    project = hostile(tmp_path, payloads)
+    repo = gitops.open_repo(project)
+    nested = project / "nested"
+    head = sh(nested, "git rev-parse HEAD")
+    (nested / "n").write_text("m\n")
+    index = (nested / ".git" / "index").stat().st_mtime_ns
+    assert not gitops.dirty(repo), "a nested repository's own changes are not asked about"
+    gitops.checkout(repo, "other")
+    gitops.checkout(repo, "main")
+    assert sh(nested, "git rev-parse HEAD") == head, "the nested repository was not checked out"
+    assert (nested / ".git" / "index").stat().st_mtime_ns == index, "no git ran inside it"
+    assert payloads.ran() == set()
+    plain(project, "git checkout -q other")
+    assert sh(nested, "git rev-parse HEAD") != head, "plain git recurses (submodule.recurse)"
+
+
+def test_a_failing_post_checkout_hook_does_not_stop_the_scheduler_s_checkout(tmp_path: Path, payloads: Payloads) -> None:
+    project = hostile(tmp_path, payloads)
+    plain(project, "git checkout -q other")
+    assert "post-checkout" in payloads.ran()  # plain git: the hook runs, and fails the checkout
+    payloads.clear()
+    repo = gitops.open_repo(project)
+    gitops.checkout(repo, "main")
+    gitops.checkout(repo, "other")
+    assert gitops.current_branch(repo) == "other" and payloads.ran() == set()
+
+
+def test_git_settings_a_parent_git_passes_down_are_dropped(tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = hostile(tmp_path, payloads)
+    repo = gitops.open_repo(project)
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", f"'core.hooksPath'='{project / '.git' / 'hooks'}'")
+    gitops.checkout(repo, "other")
+    assert payloads.ran() == set()
+
+
+@pytest.mark.parametrize("where", ["global", "system"])
+def test_the_user_s_and_the_system_s_config_are_not_read(tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    templates = tmp_path / "templates"
+    (templates / "hooks").mkdir(parents=True)
+    (templates / "hooks" / "post-checkout").write_text(f"#!/bin/sh\nexec {payloads.make('template')}\n")
+    config = tmp_path / "gitconfig"
+    config.write_text(f"[init]\n\ttemplateDir = {templates}\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    if where == "global":
+        config.rename(home / ".gitconfig")
+    else:
+        monkeypatch.setenv("GIT_CONFIG_SYSTEM", str(config))
+    plain(tmp_path, "git init -q control")
+    assert (tmp_path / "control" / ".git" / "hooks" / "post-checkout").exists(), "plain git reads that config"
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("An app.\n")
+    gitops.open_repo(project)
+    assert not (project / ".git" / "hooks" / "post-checkout").exists()
+
+
+def test_replacement_objects_are_not_seen(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("An app.\n")
+    repo = gitops.open_repo(project)
+    sh(project, "git commit -q --allow-empty -m real && git checkout -qb fake && git commit -q --allow-empty -m fake && git checkout -q main")
+    sh(project, "git replace main fake")
+    assert sh(project, "git log -1 --format=%s main").strip() == "fake"
+    assert str(repo.git.log("-1", "--format=%s", "main")) == "real"
+
+
+def test_the_environment_holds_every_setting() -> None:
+    env = safe_git.environment([("filter", "a.b c"), ("protocol", "file")])
+    assert {k: env[k] for k in safe_git.ENVIRONMENT} == {
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_PARAMETERS": "",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_NO_REPLACE_OBJECTS": "1",
+    }
+    count = int(env["GIT_CONFIG_COUNT"])
+    settings = [(env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"]) for i in range(count)]
+    assert settings == [
+        *safe_git.HARDENING,
+        ("filter.a.b c.clean", ""),
+        ("filter.a.b c.smudge", ""),
+        ("filter.a.b c.process", ""),
+        ("filter.a.b c.required", "false"),
+        ("protocol.file.allow", "never"),
+    ]
+    assert f"GIT_CONFIG_KEY_{count}" not in env
+
+
+def test_driver_names_are_read_whole_from_git_s_listing() -> None:
+    listing = "filter.a.b c.clean\nx\0diff.external\ny\0diff.Evil.textconv\nz\0merge.m.driver\0core.x.y\nq\0protocol.allow\nnever\0filter..clean\nx\0"
+    assert safe_git.drivers_in(listing) == {("filter", "a.b c"), ("diff", "Evil"), ("merge", "m"), ("filter", "")}
+    assert safe_git.drivers_in("") == set()
+
+
+def test_gitlinks_are_read_from_the_index_listing() -> None:
+    listing = f"100644 {'1' * 40} 0\ta\x00160000 {'2' * 40} 0\tsub/x y\x00120000 {'3' * 40} 0\t160000 link\x00"
+    assert safe_git.gitlinks_in(listing) == ["sub/x y"]
+    assert safe_git.gitlinks_in("") == []
+
+
+def test_no_transport_runs(tmp_path: Path, payloads: Payloads) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("An app.\n")
+    repo = gitops.open_repo(project)
+    sh(project, f"git remote add origin {project} && git config remote.origin.uploadpack {payloads.make('uploadpack')}")
+    plain(project, "git ls-remote origin")
+    assert payloads.ran() == {"uploadpack"}, "plain git runs it"
+    payloads.clear()
+    with pytest.raises(git.GitCommandError, match="transport 'file' not allowed"):
+        repo.git.ls_remote("origin")
+    assert payloads.ran() == set()
+
+
+def test_dirty_asks_no_nested_repository_whatever_git_s_settings(tmp_path: Path, payloads: Payloads) -> None:
+    project = nested_repositories(tmp_path, payloads, 1)
+    sh(project, "git checkout -q .gitignore")
+    index = (project / "n0" / ".git" / "index").stat().st_mtime_ns
+    assert not gitops.dirty(git.Repo(project))
+    assert (project / "n0" / ".git" / "index").stat().st_mtime_ns == index and payloads.ran() == set()
+    plain(project, "git status")
+    assert payloads.ran() == {"n0"}, "plain git status looks into it"
+
+
+def test_the_stash_list_and_the_branch_view_open_the_repository_hardened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("An app.\n")
+    repo = gitops.open_repo(project)
+    (project / "left.txt").write_text("left\n")
+    assert gitops.stash_leftovers(repo, "real")
+    opened: list[Path] = []
+    real = safe_git.open
+
+    def counting(path: Path) -> git.Repo:
+        opened.append(path)
+        return real(path)
+
+    monkeypatch.setattr(safe_git, "open", counting)
+    assert [line.rpartition(": ")[2] for line in gitops.stashes(project)] == ["real"]
+    assert gitops.branch_view(project) == ("main", frozenset({"main"}))
+    assert opened == [project, project]
+
+
+def test_drivers_a_config_includes_are_read_again_after_refresh(tmp_path: Path, payloads: Payloads) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("An app.\n")
+    repo = gitops.open_repo(project)
+    sh(project, "git config include.path ../late.cfg && echo '*.txt filter=late' > .gitattributes")
+    (project / "late.cfg").write_text(f"[filter \"late\"]\n\tclean = {payloads.make('late', 'cat')}\n")
+    (project / "x.txt").write_text("x\n")
+    safe_git.refresh(repo)
+    repo.git.add("x.txt")
+    assert payloads.ran() == set()
+    fresh = safe_git.open(project)
+    fresh.git.status()  # drivers read
+    (project / "late.cfg").write_text(f"[filter \"later\"]\n\tclean = {payloads.make('later', 'cat')}\n")
+    (project / ".gitattributes").write_text("*.txt filter=later\n")
+    (project / "y.txt").write_text("y\n")
+    fresh.git.add("y.txt")
+    assert payloads.ran() == {"later"}, "without refresh a driver defined since is not known"
+
+
+def test_a_failed_read_of_the_drivers_is_tried_again(tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("An app.\n")
+    gitops.open_repo(project)
+    sh(project, f"git config filter.evil.clean {payloads.make('clean', 'cat')} && echo '*.txt filter=evil' > .gitattributes && echo x > x.txt")
+    config = project / ".git" / "config"
+    good = config.read_text()
+    config.write_text(good + "[broken\n")
+    repo = safe_git.open(project)
+    with pytest.raises(git.GitCommandError):
+        repo.git.status()
+    config.write_text(good)
+    real = safe_git.HardenedGit._call_process
+
+    def interrupted(self: safe_git.HardenedGit, *args: object, **kwargs: object) -> object:
+        monkeypatch.setattr(safe_git.HardenedGit, "_call_process", real)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(safe_git.HardenedGit, "_call_process", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        repo.git.status()
+    repo.git.add("x.txt")
+    assert payloads.ran() == set()
+
+
+def nested_repositories(tmp_path: Path, payloads: Payloads, count: int) -> Path:
+    """A project with `count` nested repositories committed as gitlinks, each with its own filter."""
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("An app.\n")
+    gitops.open_repo(project)
+    for i in range(count):
+        sh(project, f"git init -q n{i} && cd n{i} && git config user.name t && git config user.email t@t && echo n > n && git add n && git commit -qm n")
+        sh(project / f"n{i}", f"git config filter.f{i}.clean {payloads.make(f'n{i}', 'cat')} && echo '* filter=f{i}' > .git/info/attributes")
+        sh(project, f"git add n{i} 2>/dev/null")
+        (project / f"n{i}" / "n").write_text("m\n")  # the same size: git hashes it again, through its filter
+    sh(project, "git commit -qm nested")
+    with (project / ".gitignore").open("a") as ignore:  # a change to stash: git stash looks at every gitlink
+        ignore.write("x\n")
+    return project
+
+
+def test_every_nested_repository_is_read_and_each_once(tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = nested_repositories(tmp_path, payloads, 3)
+    (project / "n0" / "loop").symlink_to(project)  # a nested gitlink that is a link back to the top
+    sh(project / "n0", "git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),loop")
+    sh(project, "git update-index --add --cacheinfo 160000,$(git -C n1 rev-parse HEAD),absent")  # not checked out
+    payloads.clear()  # plain git in n0 ran its filter
+    read: list[str] = []
+    real = safe_git.HardenedGit.named_settings
+
+    def counting(self: safe_git.HardenedGit, seen: set[Path]) -> set[tuple[str, str]]:
+        read.append(Path(str(self._working_dir)).name)
+        return real(self, seen)
+
+    monkeypatch.setattr(safe_git.HardenedGit, "named_settings", counting)
+    repo = safe_git.open(project)
+    repo.git.stash("push", "-q")  # looks into each nested repository, through its filter
+    assert sorted(read) == ["app", "n0", "n1", "n2"]
+    assert payloads.ran() == set()
+
+
+def test_nested_repositories_are_read_up_to_a_limit(tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = nested_repositories(tmp_path, payloads, 3)
+    monkeypatch.setattr(safe_git, "MAX_NESTED", 2)
+    safe_git.open(project).git.stash("push", "-q")
+    assert payloads.ran() == {"n2"}, "the third nested repository is past the limit"
+
+
+def test_a_repository_opened_elsewhere_is_not_hardened_and_refresh_leaves_it(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("An app.\n")
+    gitops.open_repo(project)
+    other = git.Repo(project)
+    safe_git.refresh(other)
+    assert not isinstance(other.git, safe_git.HardenedGit) and "GIT_CONFIG_COUNT" not in other.git.environment()
+    assert safe_git.open(project).git.environment()["GIT_CONFIG_COUNT"] == str(len(safe_git.HARDENING))
+
+
+# -- git_guard ---------------------------------------------------------------------------------
+
+
+def guarded(tmp_path: Path) -> tuple[Path, git_guard.GitGuard]:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("An app.\n")
+    gitops.open_repo(project)
+    (project / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\nexit 0\n")
+    (project / ".git" / "hooks" / "pre-push").chmod(0o755)
+    return project, git_guard.baseline(project)
+
+
+def test_an_unchanged_git_folder_is_left_as_it_is(tmp_path: Path) -> None:
+    project, guard = guarded(tmp_path)
+    sh(project, "git update-server-info")  # info/refs: not guarded, so a restored info/ would lose it
+    assert git_guard.check_and_restore(project, guard) == []
+    assert (project / ".git" / "info" / "refs").exists()
+    assert guard.digest["hooks/pre-push"].startswith("executable file ")
+    assert guard.digest["info/exclude"].startswith("file ") and guard.digest["hooks"] == "folder"
+
+
+def test_added_changed_and_removed_settings_are_named_and_put_back(tmp_path: Path) -> None:
+    project, guard = guarded(tmp_path)
+    dot = project / ".git"
+    config, exclude = (dot / "config").read_text(), (dot / "info" / "exclude").read_text()
+    (dot / "hooks" / "post-checkout").write_text("#!/bin/sh\nexit 1\n")
+    (dot / "config").write_text(config + "[core]\n\tfsmonitor = evil\n")
+    (dot / "info" / "exclude").unlink()
+    (dot / "hooks" / "pre-push").chmod(0o644)
+    (dot / "config.worktree").write_text("[core]\n\thooksPath = x\n")
+    assert git_guard.check_and_restore(project, guard) == [
+        ".git/config changed",
+        ".git/config.worktree added",
+        ".git/hooks/post-checkout added",
+        ".git/hooks/pre-push changed",
+        ".git/info/exclude removed",
+    ]
+    assert (dot / "config").read_text() == config and (dot / "info" / "exclude").read_text() == exclude
+    assert not (dot / "hooks" / "post-checkout").exists() and not (dot / "config.worktree").exists()
+    assert os.access(dot / "hooks" / "pre-push", os.X_OK)
+    assert git_guard.check_and_restore(project, guard) == []
+
+
+def test_a_folder_replaced_by_a_link_is_put_back_and_the_link_s_target_is_left_alone(tmp_path: Path) -> None:
+    project, guard = guarded(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "post-checkout").write_text("#!/bin/sh\nexit 1\n")
+    hooks = project / ".git" / "hooks"
+    os.rename(hooks, tmp_path / "old-hooks")
+    hooks.symlink_to(elsewhere)
+    changed = git_guard.check_and_restore(project, guard)
+    assert ".git/hooks changed" in changed and ".git/hooks/pre-push removed" in changed
+    assert not hooks.is_symlink() and (hooks / "pre-push").is_file() and not (hooks / "post-checkout").exists()
+    assert (elsewhere / "post-checkout").exists()
+
+
+def test_links_in_the_git_folder_are_kept_as_links(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("An app.\n")
+    gitops.open_repo(project)
+    (project / ".git" / "hooks" / "pre-push").symlink_to("/bin/true")
+    guard = git_guard.baseline(project)
+    assert guard.digest["hooks/pre-push"] == "link /bin/true"
+    (project / ".git" / "hooks" / "pre-push").unlink()
+    (project / ".git" / "hooks" / "pre-push").symlink_to("/bin/false")
+    assert git_guard.check_and_restore(project, guard) == [".git/hooks/pre-push changed"]
+    assert os.readlink(project / ".git" / "hooks" / "pre-push") == "/bin/true"
+    (project / "worktree.cfg").write_text("[core]\n")
+    (project / ".git" / "config.worktree").symlink_to(project / "worktree.cfg")
+    guard = git_guard.baseline(project)
+    (project / ".git" / "config.worktree").unlink()
+    (project / ".git" / "config.worktree").write_text("[core]\n")
+    assert git_guard.check_and_restore(project, guard) == [".git/config.worktree changed"]
+    assert (project / ".git" / "config.worktree").is_symlink()
+
+
+def test_special_files_are_named_removed_and_never_copied(tmp_path: Path) -> None:
+    project, guard = guarded(tmp_path)
+    fifo = project / ".git" / "hooks" / "fifo"
+    os.mkfifo(fifo)
+    assert git_guard.check_and_restore(project, guard) == [".git/hooks/fifo added"]
+    assert not fifo.exists()
+    os.mkfifo(fifo)
+    again = git_guard.baseline(project)  # a person's fifo: fingerprinted, not copied
+    assert again.digest["hooks/fifo"] == f"special {stat.S_IFIFO:o}"
+    assert not (again.copy / "hooks" / "fifo").exists() and (again.copy / "hooks" / "pre-push").exists()
+    os.mkfifo(project / ".git" / "config.worktree")
+    assert git_guard.baseline(project).digest["config.worktree"] == f"special {stat.S_IFIFO:o}"
+
+
+def test_info_refs_is_not_guarded(tmp_path: Path) -> None:
+    project, guard = guarded(tmp_path)
+    sh(project, "git update-server-info")
+    assert (project / ".git" / "info" / "refs").exists()
+    assert git_guard.check_and_restore(project, guard) == []
+    again = git_guard.baseline(project)
+    assert "info/refs" not in again.digest and not (again.copy / "info" / "refs").exists()
+    (project / ".git" / "info" / "attributes").write_text("* filter=x\n")
+    assert git_guard.check_and_restore(project, again) == [".git/info/attributes added"]
+    assert not (project / ".git" / "info" / "refs").exists(), "a restored info/ leaves it out"
+
+
+def test_what_changed_since_the_last_run_is_named_and_kept(tmp_path: Path) -> None:
+    project, first = guarded(tmp_path)
+    assert first.since_last_run == ()
+    (project / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
+    second = git_guard.baseline(project)
+    assert second.since_last_run == (".git/hooks/pre-commit added",)
+    assert (second.copy / "hooks" / "pre-commit").exists()
+    assert git_guard.check_and_restore(project, second) == []
+    (project / ".agent_logs" / "git_guard" / "digest.json").write_text("[1")
+    assert git_guard.baseline(project).since_last_run == ()
+    (project / ".agent_logs" / "git_guard" / "digest.json").write_text("[1]")
+    assert git_guard.baseline(project).since_last_run == ()
+
+
+def test_a_git_folder_outside_the_project_is_named_by_its_path(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    elsewhere = tmp_path / "repo.git"
+    sh(tmp_path, f"git init -q --separate-git-dir {elsewhere} app")
+    guard = git_guard.baseline(project, elsewhere)
+    (elsewhere / "hooks" / "post-checkout").write_text("#!/bin/sh\n")
+    assert git_guard.check_and_restore(project, guard) == [f"{elsewhere}/hooks/post-checkout added"]
+    assert not (elsewhere / "hooks" / "post-checkout").exists()
+
+
+# -- the scheduler ------------------------------------------------------------------------------
+
+
+def test_a_session_that_plants_a_hook_and_an_fsmonitor_is_undone_and_the_run_goes_on(tmp_path: Path, payloads: Payloads) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text((Path(__file__).resolve().parent.parent / "prompts" / "app_spec.txt").read_text())
+    hook, monitor, nested = payloads.make("planted-hook"), payloads.make("planted-fsmonitor"), payloads.make("nested", "cat")
+
+    class Planting(InProcessRobotRunner):
+        def run(self, request: SessionRequest) -> SessionResult:
+            result = super().run(request)
+            if request.plan.number == 2:  # a nested repository with a filter, staged, and a change to stash
+                sh(request.cwd, "git init -q nested && cd nested && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m n")
+                sh(request.cwd / "nested", f"echo n > n && git add n && git -c user.name=t -c user.email=t@t commit -qm n && git config filter.f.clean {nested}")
+                sh(request.cwd / "nested", "echo '* filter=f' > .git/info/attributes && echo m > n")
+                sh(request.cwd, "git add nested 2>/dev/null")
+                (request.cwd / "app_spec.txt").write_text("changed\n")
+                (request.cwd / ".git" / "hooks" / "post-checkout").write_text(f"#!/bin/sh\nexec {hook}\n")
+                (request.cwd / ".git" / "hooks" / "post-checkout").chmod(0o755)
+                with (request.cwd / ".git" / "config").open("a") as config:
+                    config.write(f"[core]\n\tfsmonitor = {monitor}\n")
+            return result
+
+    lines: list[str] = []
+    cfg = AgentConfig(feature_count=1)
+    report = Scheduler(project, cfg, Planting(Scenario.from_json({"features": 1})), echo=lines.append).run()
+    assert report.status == "done"
+    assert payloads.ran() == set()
+    assert "  undo: .git/config changed; restored as the run found it" in lines
+    assert "  undo: .git/hooks/post-checkout added; restored as the run found it" in lines
+    assert not (project / ".git" / "hooks" / "post-checkout").exists()
+    undone = [json.loads(line) for line in (project / ".agent_logs" / "events.jsonl").read_text().splitlines()]
+    assert [(e["session"], e["reason"]) for e in undone if e["kind"] == "undo"] == [
+        (2, ".git/config changed; restored as the run found it"),
+        (2, ".git/hooks/post-checkout added; restored as the run found it"),
+    ]
+    (project / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")  # a person's, between runs
+    lines.clear()
+    Scheduler(project, cfg, InProcessRobotRunner(), echo=lines.append).run()
+    assert (
+        "  WARNING: .git/hooks/pre-commit added since the last run (kept: the repository's settings are guarded during a run only)"
+        in lines
+    )
+    assert (project / ".git" / "hooks" / "pre-commit").exists()
+
+
+def test_allow_repo_code_is_an_option_that_is_saved() -> None:
+    assert AgentConfig().allow_repo_code is False
+    saved = merge_config(None, {"allow_repo_code": True}).to_json()
+    assert saved["allow_repo_code"] is True
+    assert merge_config(saved, {"allow_repo_code": None}).allow_repo_code is True
+    assert merge_config(saved, {"allow_repo_code": False}).allow_repo_code is False
+    (option,) = [p for p in main.params if p.name == "allow_repo_code"]
+    assert option.default is None and option.opts == ["--allow-repo-code"] and option.secondary_opts == ["--no-allow-repo-code"]
