@@ -358,15 +358,25 @@ def checkout(repo: git.Repo, branch: str) -> None:
 
 
 def run_tests_at(
-    repo: git.Repo, sha: str, command: str, timeout: float = 900, *, allowed_domains: tuple[str, ...] = DEFAULT_ALLOWED_DOMAINS
+    repo: git.Repo,
+    sha: str,
+    command: str,
+    timeout: float = 900,
+    *,
+    allowed_domains: tuple[str, ...] = DEFAULT_ALLOWED_DOMAINS,
+    sandboxed: bool = True,
 ) -> tuple[bool, str]:
     """Run the project's test command in a clean worktree of `sha`, outside the project, inside the
     command sandbox (writes: the worktree and a private temp; network: `allowed_domains`);
-    (passed, output tail)."""
+    (passed, output tail). `sandboxed=False` (the project's --no-sandbox) runs it unconfined, with
+    the scheduler's environment, as the person chose."""
     with tempfile.TemporaryDirectory(prefix="agent-tests-") as tmp:
         tree = Path(tmp) / "tree"
         repo.git.worktree("add", "--detach", str(tree), sha)
         try:
+            if not sandboxed:
+                done = subprocess.run(["bash", "-c", command], cwd=tree, capture_output=True, text=True, timeout=timeout, check=False)
+                return done.returncode == 0, (done.stdout + done.stderr)[-2000:]
             profile = command_sandbox.host_profile(tree, Path(tmp) / "tmp", Path(repo.working_dir), allowed_domains)
             code, output = command_sandbox.run_sandboxed(command, tree, profile, timeout)
             return code == 0, output[-2000:]

@@ -310,7 +310,9 @@ def _review(ran: Ran) -> Outcome:
     ran.no_scheduler_files_committed(ran.pre.main, main)
     ran.no_repo_code_committed(ran.pre.main, main)
     if ran.config.test_command:
-        passed, output = gitops.run_tests_at(ran.repo, main, ran.config.test_command, allowed_domains=ran.config.allowed_domains)
+        passed, output = gitops.run_tests_at(
+            ran.repo, main, ran.config.test_command, allowed_domains=ran.config.allowed_domains, sandboxed=ran.config.sandbox
+        )
         crashpoints.reached("merge_tested")
         if not passed:
             return _undo_failed_merge(ran, main, review_id, output)

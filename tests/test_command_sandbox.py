@@ -524,6 +524,13 @@ def test_run_tests_at_cannot_write_outside_its_worktree(repo: git.Repo, tmp_path
     assert (project / "app_spec.txt").read_text() == "spec\n" and beside.read_text() == "original\n"
 
 
+def test_run_tests_at_unsandboxed_when_the_project_says_no_sandbox(repo: git.Repo, tmp_path: Path) -> None:
+    """--no-sandbox (warned on every session) runs the test command unconfined, as before."""
+    beside = tmp_path / "beside.txt"
+    assert gitops.run_tests_at(repo, repo.head.commit.hexsha, f"touch {beside}", sandboxed=False) == (True, "")
+    assert beside.exists()
+
+
 def test_run_tests_at_reaches_only_the_allowed_domains(repo: git.Repo, listener: _Listener) -> None:
     (Path(repo.working_dir) / "get.py").write_text(GET)
     repo.index.add(["get.py"])
