@@ -1,16 +1,16 @@
 """The Bash policy: what the OS sandbox cannot see, because it happens inside the project.
 
-The sandbox (sandbox.py) confines every Bash command, and whatever interpreter or script it
-starts, to the project; it keeps `.git` and the scheduler's files read-only. What is left is
+The sandbox (sandbox.py) confines every Bash command, git included, and whatever interpreter or
+script it starts, to the project; it keeps `.git/hooks`, `.git/config`, `.git/info` and the
+scheduler's files read-only (the rest of `.git` is written by the agent's git). What is left is
 decided here, for each command before it runs (the PreToolUse hook in agent.py), as a pure
 function of the command and the session's context:
 
 - git: the role's git commands from the policy table (a role that may not change a branch
   cannot commit on it, merge into it, reset or move it; REVIEW merges only the branch under
   review and FIX only `main`), no git option, environment variable or alias that runs code or
-  leaves the project (`-c`, `-C`, `--exec-path`, `--upload-pack`, `core.hooksPath`, ...), and
-  only literal arguments (the allowed git commands run outside the sandbox, because it keeps
-  `.git` read-only);
+  leaves the project (`-c`, `-C` out of it, `--exec-path`, `--upload-pack`, `core.hooksPath`,
+  `GIT_*` set before it, exported or not, ...), and only literal arguments;
 - the scheduler's files and `.git/hooks`, `.git/config`: no command names them, except a plain
   reader such as `cat` or `grep` (redirections and interpreters' code included);
 - `rm -r` of the project itself or above;
@@ -338,6 +338,24 @@ def _check_source(source: str, ctx: BashContext, shell: _Shell, depth: int) -> N
     for node in _walk(tree.root_node):
         if node.type == "command":
             _check_command(node, ctx, shell, depth)
+        else:
+            _check_git_variable(node)
+
+
+def _check_git_variable(node: Node) -> None:
+    """No git variable is set for the rest of the line, where a later `git` would read it: a bare
+    `GIT_DIR=...`, or `export`/`declare`/`readonly`/`local` of one (a prefix of one command is
+    checked with that command)."""
+    if node.type == "variable_assignment" and (node.parent is None or node.parent.type != "command"):
+        name = node.child_by_field_name("name")
+    elif node.type == "variable_name" and node.parent is not None and node.parent.type == "declaration_command":
+        name = node
+    else:
+        return
+    if name is not None and _text(name).startswith("GIT_"):
+        raise Refused(
+            f"setting {_text(name)} is refused: git reads it (GIT_DIR, GIT_CONFIG_* and the like can run code or leave the project)"
+        )
 
 
 def _walk(node: Node) -> Iterator[Node]:
@@ -617,7 +635,7 @@ def _check_git_options(sub: str, rest: list[str], ctx: BashContext, shell: _Shel
             )
         if _CODE_SETTINGS.search(arg):
             raise Refused(f"`{arg}` names a git setting that runs code; it is refused")
-        strategy = _strategy(arg, rest[i + 1] if i + 1 < len(rest) else "")
+        strategy = _strategy(sub, arg, rest[i + 1] if i + 1 < len(rest) else "")
         if strategy is not None and strategy not in _STRATEGIES:
             raise Refused(
                 f"the merge strategy {strategy} is not one of git's own ({', '.join(sorted(_STRATEGIES))})"
@@ -629,13 +647,20 @@ def _check_git_options(sub: str, rest: list[str], ctx: BashContext, shell: _Shel
                     raise Refused(f"git may not read or write {value}: it is outside the project")
 
 
-def _strategy(arg: str, following: str) -> str | None:
-    """The merge strategy an argument names (`-s x`, `-sx`, `--strategy x`, `--strategy=x`)."""
-    if arg.startswith("--strategy="):
+_STRATEGY_SHORT = frozenset({"merge", "pull", "rebase"})
+"""The git commands whose `-s` names a merge strategy (elsewhere it is `--signoff`, `--no-patch`,
+`--stage`, `--summary`, ...)."""
+_STRATEGY_LONG = _STRATEGY_SHORT | {"cherry-pick", "revert"}
+"""The git commands that take `--strategy`."""
+
+
+def _strategy(sub: str, arg: str, following: str) -> str | None:
+    """The merge strategy an argument of `git <sub>` names (`-s x`, `-sx`, `--strategy x`, `--strategy=x`)."""
+    if sub in _STRATEGY_LONG and arg.startswith("--strategy="):
         return arg.removeprefix("--strategy=")
-    if arg == "--strategy":
+    if sub in _STRATEGY_LONG and arg == "--strategy":
         return following
-    return (arg[2:] or following) if arg.startswith("-s") else None
+    return (arg[2:] or following) if sub in _STRATEGY_SHORT and arg.startswith("-s") else None
 
 
 _TAKES_VALUE = frozenset(

@@ -98,7 +98,9 @@ def _reopened(host: Host) -> list[str]:
 KEPT_DENIED: tuple[str, ...] = (".cargo/credentials", ".cargo/credentials.toml", ".local/share/keyrings")
 """Credentials inside re-opened toolchain folders: they stay unreadable."""
 TEMP_ROOTS = frozenset({"/", "/tmp", "/var/tmp", tempfile.gettempdir()})
-"""Folders too shared to deny as "beside the project" (the sandbox's own sockets live there)."""
+"""Folders too shared to deny as "beside the project" when the project is directly inside one.
+Otherwise the temp folders are denied (other projects' private temp folders and the scheduler's
+test worktrees live there; the session's own temp folder is re-opened), "/" never."""
 
 
 def sandbox_settings(project: Path, allowed_domains: tuple[str, ...], host: Host | None = None) -> dict[str, Any]:
@@ -116,6 +118,7 @@ def sandbox_settings(project: Path, allowed_domains: tuple[str, ...], host: Host
         denied.append(host.config_dir)
     if str(root.parent) not in TEMP_ROOTS:
         denied.append(str(root.parent))
+    denied += sorted(t for t in TEMP_ROOTS if t not in ("/", str(root.parent)))
     denied += [str(Path(home) / name) for home in ("~", *host.homes) if home != "/home" for name in KEPT_DENIED]
     return {
         "env": {"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp},

@@ -2,9 +2,22 @@
 
     .venv/bin/python bench/red_team.py
 
-Prints `attacks contained X/Y (N classes), ordinary commands allowed A/B`, then every attack
-that was not contained and every ordinary command that was refused, with what the tool said.
-The same run is a test (tests/test_red_team.py). Needs bubblewrap and socat.
+Plays, through the real Claude Code CLI and a scripted model, 200+ attacks in 30+ classes
+(symlinks and git, `.git` redirections, nested repositories, attributes, secrets in the
+environment and in files, /proc, unix sockets, hard links, the scheduler's own code, LD_PRELOAD,
+payloads planted for later: hooks, test files, Python start-up files, shell files, agent
+configuration, hand-off files, background processes) and 80+ ordinary commands, several of them
+resembling attacks. Then it plays what the scheduler does LATER with whatever was planted: its own
+git (gitops), the test command on the commit holding the payloads (run_tests_at), the hand-off
+files read back, and a later REVIEW session; a payload that runs outside every sandbox leaves a
+marker, which fails the run.
+
+Prints `attacks contained X/Y (N classes, K known holes), ordinary commands allowed A/B (R known
+refusals), later steps clean L/M`, the attacks per class, the known holes (scripted_model/red_team.py
+KNOWN_HOLES, with why), then every failure: an attack not contained, an ordinary command refused,
+a later step that failed or let a payload run, a known hole now contained (remove it from the list).
+The same run is a test (tests/test_red_team.py). Needs bubblewrap, socat, ripgrep and the sandbox
+runtime (`npm ci`). Takes about a minute on 2 cores.
 """
 
 from __future__ import annotations
@@ -16,12 +29,48 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripted_model.red_team import Report, run_red_team
+from scripted_model.red_team import KNOWN_HOLES, KNOWN_REFUSALS, Report, run_red_team
 
 
 def failures(report: Report) -> list[str]:
-    lines = [f"NOT CONTAINED [{o.role.value} {o.call.kind}] {o.call.label}: {'; '.join(o.problems)} | {o.result}" for o in report.attacks() if o.problems]
-    lines += [f"REFUSED [{o.role.value}] {o.call.label}: {o.result}" for o in report.ordinary() if o.denied or o.problems]
+    """Everything that does not hold as the red team expects (known holes and refusals aside)."""
+    lines = [
+        f"NOT CONTAINED [{o.role.value} {o.call.kind}] {o.call.label}: {'; '.join(o.problems)} | {o.result}"
+        for o in report.attacks()
+        if o.problems and o.call.label not in KNOWN_HOLES
+    ]
+    lines += [
+        f"KNOWN HOLE NOW CONTAINED (remove it from KNOWN_HOLES) [{o.call.kind}] {o.call.label}"
+        for o in report.outcomes
+        if o.call.label in KNOWN_HOLES and not o.problems
+    ]
+    lines += [
+        f"REFUSED [{o.role.value}] {o.call.label}: {'; '.join(o.problems)} | {o.result}"
+        for o in report.ordinary()
+        if (o.denied or o.problems) and o.call.label not in KNOWN_REFUSALS
+    ]
+    lines += [
+        f"KNOWN REFUSAL NOW ALLOWED (remove it from KNOWN_REFUSALS) {o.call.label}"
+        for o in report.ordinary()
+        if o.call.label in KNOWN_REFUSALS and not o.denied and not o.problems
+    ]
+    lines += [
+        f"LATER STEP {o.call.label}: {'; '.join(o.problems)} | {o.result}"
+        for o in report.later()
+        if o.problems and o.call.label not in KNOWN_HOLES
+    ]
+    lines += [
+        f"SETUP [{o.role.value}] {o.call.label}: {'; '.join(o.problems)} | {o.result}"
+        for o in report.outcomes
+        if o.call.kind == "setup" and o.problems
+    ]
+    return lines
+
+
+def known(report: Report) -> list[str]:
+    """The known holes seen in this run, each with why, then the known refusals."""
+    lines = [f"KNOWN HOLE [{o.call.kind}] {o.call.label}: {'; '.join(o.problems)} -- {KNOWN_HOLES[o.call.label]}" for o in report.known_holes()]
+    lines += [f"KNOWN REFUSAL {o.call.label}: {KNOWN_REFUSALS[o.call.label]}" for o in report.ordinary() if o.call.label in KNOWN_REFUSALS and o.denied]
     return lines
 
 
@@ -30,7 +79,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="red-team-") as tmp:
         report = run_red_team(Path(tmp))
     print(report.line())
-    for line in failures(report):
+    print("  per class: " + ", ".join(f"{kind} {n}" for kind, n in report.per_class().items()))
+    for line in known(report) + failures(report):
         print("  " + line)
     print(f"({time.monotonic() - started:.0f} s through the real CLI)")
     return 1 if failures(report) else 0
