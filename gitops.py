@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -290,6 +291,27 @@ def pack_branches_if_many(repo: git.Repo) -> bool:
     if not _refs_are_files(repo) or refs.loose_heads(Path(repo.common_dir)) <= LOOSE_BRANCHES_KEPT:
         return False
     repo.git.pack_refs("--all")
+    return True
+
+
+def keep_loose(repo: git.Repo, branch: str) -> bool:
+    """Give `branch` its own ref file when it lives only in `packed-refs`, and make sure
+    `packed-refs` exists (empty is valid), so that the sandbox can keep both files unwritable
+    (layout.MAIN_REF_PATHS: a path it denies that does not exist would become unreadable);
+    whether it wrote the ref."""
+    if not _refs_are_files(repo):
+        return False
+    packed = Path(repo.common_dir, "packed-refs")
+    if not packed.exists():
+        packed.touch()
+    loose = Path(repo.common_dir, "refs", "heads", branch)
+    sha = head(repo, branch)
+    if sha is None or loose.exists():
+        return False
+    loose.parent.mkdir(parents=True, exist_ok=True)
+    tmp = loose.with_name(f".{loose.name}.scheduler-tmp")
+    tmp.write_text(sha + "\n", encoding="ascii")
+    os.replace(tmp, loose)
     return True
 
 

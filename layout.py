@@ -48,6 +48,9 @@ AGENT_MAY_NOT_WRITE: tuple[str, ...] = (*SCHEDULER_FILES, ".git")
 """Top-level names no agent may write to with the file tools (its git writes `.git` from Bash)."""
 GIT_CODE_PATHS: tuple[str, ...] = (".git/hooks", ".git/config", ".git/info")
 """Where git finds code to run or rules it obeys: nothing in a session writes them, git included."""
+MAIN_REF_PATHS: tuple[str, ...] = (".git/refs/heads/main", ".git/packed-refs")
+"""Where `main` is written: unwritable in the sandbox of a role that may not move it (the scheduler
+keeps `main` a loose ref, so no commit, reset or script can move it there)."""
 SANDBOX_DENIED_WRITES: tuple[str, ...] = (*SCHEDULER_FILES, *GIT_CODE_PATHS)
 """What no sandboxed command may write. Not all of `.git`: the agent's git runs in the sandbox."""
 

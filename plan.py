@@ -16,6 +16,7 @@ import brief as briefs
 from config import AgentConfig, SessionType, get_model_for_session
 from layout import SCOPE_FILE, SETTINGS_FILE
 from machine import SessionState, WorkItem
+from policy import policy
 from progress import atomic_write_json, atomic_write_text
 from prompts import READS, kickoff, render, role_variables
 from sandbox import Host, sandbox_settings
@@ -82,7 +83,7 @@ def plan_session(
     role, work = state.lane.role, state.lane.work
     settings = settings_for(role, config.test_command, project)
     if config.sandbox:
-        settings.update(sandbox_settings(project, config.allowed_domains, host))
+        settings.update(sandbox_settings(project, config.allowed_domains, host, protect_main=not policy(role).may_move_main))
     validate_settings(settings)
     left = None if config.max_budget_usd is None else max(config.max_budget_usd - spent_usd, 0.0)
     cap = config.max_session_budget_usd

@@ -26,6 +26,7 @@ BUILD = (
     "git rm",
     "git restore",
     "git reset",
+    "git stash",
     "mkdir",
     "touch",
     "cp",
@@ -95,6 +96,11 @@ class RolePolicy:
 
     def may_write_handoff(self, name: str) -> bool:
         return name in self.handoff_writes
+
+    @property
+    def may_move_main(self) -> bool:
+        """Whether any session of the role may move `main` (the sandbox keeps it unwritable otherwise)."""
+        return self.branches in ("main", "main_on_pass")
 
     def branches_it_may_change(self, work: WorkItem | None, verdict: str | None) -> frozenset[str]:
         """The branches a verified session of this role may have created, moved or deleted."""

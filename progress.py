@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import operator
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -91,13 +93,33 @@ def validate(data: Any, schema: dict[str, Any], name: str) -> None:
         raise StateError(f"{name} does not match its schema {error}")
 
 
+MAX_JSON_BYTES = 256 * 2**20
+"""No record the scheduler reads is larger (a 10,000-feature list is about 4 MB): a bigger one is refused."""
+
+
+def read_regular(path: Path, limit: int = MAX_JSON_BYTES) -> bytes:
+    """A regular file's bytes. An agent may write the hand-off files, so one may be a FIFO (a
+    plain read would block forever), a link to /dev/zero (it would never end) or huge: refused,
+    links not followed, the size bounded."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StateError(f"{path} is not a regular file; delete it (the scheduler restores it from its copy)")
+        if st.st_size > limit:
+            raise StateError(f"{path} is larger than {limit:,} bytes; no record the scheduler writes is")
+        return f.read(limit + 1)
+
+
 def read_json(path: Path, schema: dict[str, Any] | None = None) -> Any:
     """Parse and validate one JSON file; errors name the file and the fix."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         raise StateError(f"{path} is missing") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StateError(f"{path} is a symbolic link; delete it (the scheduler restores it from its copy)") from None
         raise StateError(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise StateError(f"{path} is not UTF-8 text (byte {exc.start})") from None
@@ -393,10 +415,10 @@ def _without_passes(feature: dict[str, Any]) -> dict[str, Any]:
 
 def _copy_id(path: Path) -> tuple[int, int, int] | None:
     try:
-        stat = path.stat()
+        st = path.stat()
     except OSError:
         return None
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _earlier_copy(sig: Signature, name: str) -> Path:

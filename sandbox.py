@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from layout import SANDBOX_DENIED_WRITES, SETTINGS_FILE
+from layout import MAIN_REF_PATHS, SANDBOX_DENIED_WRITES, SETTINGS_FILE
 
 INSTALL_HINT = "install bubblewrap and socat (Debian/Ubuntu: `apt-get install bubblewrap socat`)"
 
@@ -103,7 +103,9 @@ Otherwise the temp folders are denied (other projects' private temp folders and 
 test worktrees live there; the session's own temp folder is re-opened), "/" never."""
 
 
-def sandbox_settings(project: Path, allowed_domains: tuple[str, ...], host: Host | None = None) -> dict[str, Any]:
+def sandbox_settings(
+    project: Path, allowed_domains: tuple[str, ...], host: Host | None = None, *, protect_main: bool = False
+) -> dict[str, Any]:
     """The settings that turn the sandbox on for a session in `project` (merged into its settings).
 
     Every Bash command runs inside, git included: it writes the project (and `.git`, but never
@@ -129,7 +131,7 @@ def sandbox_settings(project: Path, allowed_domains: tuple[str, ...], host: Host
             "allowUnsandboxedCommands": False,
             "filesystem": {
                 "allowWrite": [tmp],
-                "denyWrite": [str(root / name) for name in SANDBOX_DENIED_WRITES],
+                "denyWrite": [str(root / name) for name in (*SANDBOX_DENIED_WRITES, *(MAIN_REF_PATHS if protect_main else ()))],
                 "denyRead": denied,
                 "allowRead": [str(root), tmp, *_reopened(host)],
             },

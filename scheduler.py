@@ -432,6 +432,7 @@ class Scheduler:
         if gitops.clear_stale_lock(repo):
             self.echo("  removed a stale .git/index.lock left by a stopped session")
         gitops.pack_branches_if_many(repo)
+        gitops.keep_loose(repo, gitops.MAIN)  # a file of its own, which the sandbox keeps unwritable
         if role is SessionType.FIX and work is not None and work.architecture_review is not None:
             main = gitops.head(repo, gitops.MAIN)
             assert main is not None

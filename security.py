@@ -120,6 +120,8 @@ INSPECT = [
     "git checkout",
     "git switch",
     "git merge-base",
+    "git ls-files",
+    "git worktree list",
     "python3 -m json.tool",
     "python -m json.tool",
 ]

@@ -219,7 +219,7 @@ def implement(ctx: Ctx) -> Script:
             bash("git add README.md && git commit -q -m 'stray commit on main'"),
             bash(f"git checkout -q {branch}"),
         ]
-    if ctx.scenario.has_fault(ctx.session, "hidden_commit_on_main"):  # out of the policy's sight: verification undoes it
+    if ctx.scenario.has_fault(ctx.session, "hidden_commit_on_main"):  # out of the policy's sight: the sandbox stops it
         script = "git checkout -q main && echo '# stray' >> README.md && git add README.md && git commit -q -m 'stray commit on main'"
         yield [write("stray.sh", script + "\n"), bash("bash stray.sh; rm -f stray.sh")]
     yield from faults(ctx, files)

@@ -633,25 +633,22 @@ def test_invalid_json_fails_verification_restores_and_retries(fault_run: Run) ->
     assert state_of(project)["lane"]["role"] == "DONE"
 
 
-def test_commits_on_main_are_refused_or_undone(fault_run: Run) -> None:
-    """The Bash policy refuses the commit it sees; the one in a script lands (the agent's git runs
-    in the sandbox, which lets it write `.git` but never its hooks or config) and verification
-    undoes it, keeping it under refs/scheduler/undone; the retried session is verified."""
+def test_commits_on_main_are_stopped_before_they_land(fault_run: Run) -> None:
+    """The Bash policy refuses the commit it sees; the sandbox stops the one in a script: an
+    IMPLEMENT's git runs inside it, where `main`'s ref file and packed-refs are unwritable."""
     project = fault_run.project
     lines = session_lines(fault_run.proc.stdout)
-    assert "Session 5 IMPLEMENT: FAILED: IMPLEMENT changed `main`" in lines[5], lines[5]
-    assert "Session 6 IMPLEMENT: verified" in lines[6], lines[6]
+    assert "Session 5 IMPLEMENT: verified" in lines[5], lines[5]
     assert re.search(r"DENIED Bash: git add README.md && git commit .*IMPLEMENT may not change the branch main", fault_run.proc.stdout)
-    kept = git(project, "log", "-1", "--format=%s", "refs/scheduler/undone/session-5/main").strip()
-    assert kept == "stray commit on main"
+    assert "couldn't set 'refs/heads/main'" in (project / ".agent_logs" / "session_0005_IMPLEMENT" / "transcript.jsonl").read_text()
     history = first_parent_history(project)
     assert all(subject != "stray commit on main" for _, _, subject in history)
     assert [len(parents) for _, parents, _ in history[2:]] == [2, 2]
     assert "# stray" not in git(project, "show", "main:README.md")
-    assert sequence(project) == [INIT, IMPL, REVIEW, REVIEW, IMPL, IMPL, REVIEW]
+    assert sequence(project) == [INIT, IMPL, REVIEW, REVIEW, IMPL, REVIEW]
     assert state_of(project)["lane"]["role"] == "DONE"
     assert state_of(project)["backlog"]["passing"] == ["F001", "F002"]
-    assert totals_of(project).failed == 2
+    assert totals_of(project).failed == 1
 
 
 # --- 7. any Anthropic-compatible endpoint -----------------------------------------------

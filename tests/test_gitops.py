@@ -305,3 +305,22 @@ def test_packed_refs_are_copied_where_they_cannot_be_linked(tmp_path: Path, monk
     assert (kept / "packed-refs").read_text() == (git_dir / "packed-refs").read_text()
     assert (kept / "packed-refs").stat().st_ino != (git_dir / "packed-refs").stat().st_ino
     assert sorted(p.name for p in kept.iterdir()) == ["packed-refs"]
+
+
+def test_main_gets_a_ref_file_of_its_own_and_packed_refs_exists(tmp_path: Path) -> None:
+    """The sandbox keeps `main`'s ref file and packed-refs unwritable; a denied path that does not
+    exist becomes unreadable there, so both must exist before a session."""
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text("spec\n")
+    repo = gitops.open_repo(project)
+    git_dir = Path(repo.common_dir)
+    sha = gitops.head(repo, gitops.MAIN)
+    repo.git.pack_refs("--all")
+    assert not (git_dir / "refs/heads/main").exists()
+    assert gitops.keep_loose(repo, gitops.MAIN)
+    assert (git_dir / "refs/heads/main").read_text() == f"{sha}\n" and (git_dir / "packed-refs").exists()
+    assert not gitops.keep_loose(repo, gitops.MAIN), "already loose: nothing written"
+    (git_dir / "packed-refs").unlink()
+    assert not gitops.keep_loose(repo, gitops.MAIN) and (git_dir / "packed-refs").read_text() == ""
+    assert repo.git.rev_parse("main") == sha and not gitops.keep_loose(repo, "no-such-branch")

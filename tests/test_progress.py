@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,14 @@ from config import SessionType
 from errors import AlreadyRunning, StateError
 from invariants import check_invariants
 from progress import (
+    MAX_JSON_BYTES,
     Handoff,
     atomic_write_json,
     ensure_handoff_files,
     load_handoff,
     project_lock,
     read_json,
+    read_regular,
 )
 from schemas import FEATURE_LIST
 
@@ -55,6 +58,24 @@ def test_read_json_errors_name_the_file_and_the_problem(tmp_path: Path) -> None:
     bad.write_text('{"features": [{"id": "X1"}]}')
     with pytest.raises(StateError, match="does not match its schema at features/0"):
         read_json(bad, FEATURE_LIST)
+
+
+def test_a_fifo_a_device_link_or_a_huge_file_is_refused_not_read(tmp_path: Path) -> None:
+    """An agent writes the hand-off files: a FIFO would block the scheduler, /dev/zero never ends."""
+    fifo = tmp_path / "progress.json"
+    os.mkfifo(fifo)
+    with pytest.raises(StateError, match=r"progress\.json is not a regular file"):
+        read_json(fifo)
+    link = tmp_path / "reviews.json"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(StateError, match=r"reviews\.json is a symbolic link"):
+        read_json(link)
+    huge = tmp_path / "feature_list.json"
+    huge.write_text('{"features": []}   ')
+    with pytest.raises(StateError, match="larger than 16 bytes"):
+        read_regular(huge, limit=16)
+    assert read_regular(huge, limit=20) == b'{"features": []}   '
+    assert MAX_JSON_BYTES >= 64 * 2**20, "a 10,000-feature list is about 4 MB"
 
 
 def test_handoff_files_are_created_and_validate(tmp_path: Path) -> None:

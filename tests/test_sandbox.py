@@ -159,3 +159,13 @@ def test_allowed_domains_are_added_and_saved(spec_file: Path) -> None:
 def test_project_dir_is_required_without_check() -> None:
     result = invoke()
     assert result.exit_code == 2 and "Missing option '--project-dir'" in result.stderr
+
+
+def test_main_is_unwritable_for_roles_that_may_not_move_it(tmp_path: Path) -> None:
+    root = tmp_path.resolve()
+    for role, protected in ((SessionType.IMPLEMENT, True), (SessionType.FIX, True), (SessionType.ARCHITECTURE, True),
+                            (SessionType.REVIEW, False), (SessionType.INITIALIZER, False)):  # fmt: skip
+        state = state_for(role, open_review=1, fix_rounds=1) if role is SessionType.FIX else state_for(role)
+        denied = request_for(tmp_path, state, AgentConfig()).plan.settings["sandbox"]["filesystem"]["denyWrite"]
+        assert (str(root / ".git/refs/heads/main") in denied) is protected, role
+        assert (str(root / ".git/packed-refs") in denied) is protected, role
