@@ -4,7 +4,7 @@ package.json; bubblewrap + socat on Linux, network only through its proxy).
 
 A command writes only its worktree and a private temp folder; it reads neither home folders,
 nor Claude Code's config, nor other projects, nor the temp folders beside its own (toolchains on
-PATH are re-opened); it reaches only the project's allowed domains; its environment is built
+PATH are re-opened: confinement.py's rules, shared with the session's sandbox); it reaches only the project's allowed domains; its environment is built
 from scratch (no credentials). `profile_for` and `srt_settings` are pure; `run_sandboxed` is the
 one place a command starts.
 """
@@ -22,9 +22,10 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
+from confinement import Host, denied_regions, kept_denied, reopened
 from errors import SchedulerError
 
 SCHEDULER_DIR = Path(__file__).resolve().parent
@@ -38,17 +39,6 @@ INSTALL_HINT = (
     "`apt-get install bubblewrap socat ripgrep` (Debian/Ubuntu)"
 )
 
-OTHER_HOMES: tuple[str, ...] = ("/root", "/home")
-USERS_ROOT = "/home"
-"""Holds one folder per user: a toolchain under it is re-opened one level deeper."""
-TEMP_ROOTS: tuple[str, ...] = ("/tmp", "/var/tmp")
-"""Other projects' test worktrees and sessions' private temp folders live here."""
-MIXED_DIRS = frozenset({".local", ".config"})
-"""Home folders that mix tools and secrets: only the folder under them that holds a PATH entry is re-opened."""
-CREDENTIAL_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".docker", ".kube", ".claude", ".azure"})
-"""Home folders never re-opened, whatever PATH says."""
-KEPT_DENIED: tuple[str, ...] = (".cargo/credentials", ".cargo/credentials.toml")
-"""Credentials inside a toolchain folder that PATH re-opens (`~/.cargo`): they stay unreadable."""
 SHARED_WRITE_DENIED: tuple[str, ...] = ("/tmp/claude",)
 """srt keeps /tmp/claude writable whenever it exists (its default TMPDIR); shared, so denied."""
 OUTPUT_LIMIT = 64_000
@@ -73,68 +63,18 @@ class Profile:
     """Folders inside the denied regions it may read (toolchains)."""
 
 
-@dataclass(frozen=True)
-class Host:
-    """What the profile depends on in this machine's environment, read once at the edge."""
-
-    home: str
-    config_dir: str | None
-    path: tuple[str, ...]
-    temp: str
-
-    @classmethod
-    def current(cls, env: Mapping[str, str] = os.environ) -> Host:
-        return cls(
-            home=os.path.expanduser("~"),
-            config_dir=env.get("CLAUDE_CONFIG_DIR") or None,
-            path=tuple(p for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)),
-            temp=tempfile.gettempdir(),
-        )
-
-
-def _unique(paths: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(p for p in paths if p != "/"))
-
-
-def denied_regions(project: Path, host: Host) -> tuple[str, ...]:
-    """Homes, Claude Code's config, the projects beside `project` (its parent) and the temp
-    folders; never `/` itself."""
-    config = (host.config_dir,) if host.config_dir else ()
-    return _unique((host.home, *OTHER_HOMES, *config, str(project.parent), *TEMP_ROOTS, host.temp))
-
-
-def reopened(path: Iterable[str], regions: Iterable[str]) -> tuple[str, ...]:
-    """For each PATH entry inside a denied region, the region's folder that holds it (`~/.pyenv`
-    for `~/.pyenv/shims`; `/home/u/.nvm`, `~/.local/bin`); never a credentials folder."""
-    roots = [PurePosixPath(r) for r in regions]
-    found: list[str] = []
-    for entry in map(PurePosixPath, path):
-        inside = [r for r in roots if entry.is_relative_to(r)]
-        if not inside:
-            continue
-        region = max(inside, key=lambda r: len(r.parts))
-        rest = entry.relative_to(region).parts
-        depth = 2 if str(region) == USERS_ROOT else 1
-        if len(rest) >= depth and rest[depth - 1] in MIXED_DIRS:
-            depth += 1
-        if len(rest) < depth or CREDENTIAL_DIRS.intersection(rest[:depth]):
-            continue
-        found.append(str(region.joinpath(*rest[:depth])))
-    return _unique(found)
-
-
 def profile_for(
     worktree: Path, private_tmp: Path, project: Path, allowed_domains: Iterable[str], host: Host
 ) -> Profile:
     """The profile of a command run in `worktree`, a checkout of `project` kept outside it."""
     regions = denied_regions(project, host)
-    kept = [str(Path(home, name)) for home in _unique((host.home, "/root")) for name in KEPT_DENIED]
+    opened = reopened(host.path, regions, (host.config_dir,))
     return Profile(
         writable=(str(worktree),),
         private_tmp=str(private_tmp),
         allowed_domains=tuple(allowed_domains),
-        denied_reads=_unique((*regions, *kept)),
-        reopened_reads=reopened(host.path, regions),
+        denied_reads=(*regions, *kept_denied(host.homes, opened)),
+        reopened_reads=opened,
     )
 
 
@@ -246,7 +186,7 @@ def run_sandboxed(command: str, cwd: Path, profile: Profile, timeout: float) -> 
 
 def host_profile(worktree: Path, private_tmp: Path, project: Path, allowed_domains: Iterable[str]) -> Profile:
     """`profile_for` on this machine."""
-    return profile_for(worktree, private_tmp, project.resolve(), allowed_domains, Host.current())
+    return profile_for(worktree, private_tmp, project.resolve(), allowed_domains, Host.of(os.environ))
 
 
 PROBE_SECRET = "probe-secret-3f9c"

@@ -11,96 +11,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from confinement import SECRET_ENV_NAMES, denied_regions, kept_denied, reopened, toolchains
+from confinement import Host as Host  # imported from here by plan, scheduler, the CLI and the red team
 from layout import MAIN_REF_PATHS, SANDBOX_DENIED_WRITES, SETTINGS_FILE
 
 INSTALL_HINT = "install bubblewrap and socat (Debian/Ubuntu: `apt-get install bubblewrap socat`)"
-
-
-SECRET_ENV_NAMES: tuple[str, ...] = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "CLAUDE_CODE_OAUTH_TOKEN",
-    "CLAUDE_CODE_SESSION_ACCESS_TOKEN",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "GITHUB_TOKEN",
-    "GH_TOKEN",
-    "GITLAB_TOKEN",
-    "NPM_TOKEN",
-    "PYPI_TOKEN",
-    "OPENAI_API_KEY",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "AZURE_CLIENT_SECRET",
-    "DOCKER_AUTH_CONFIG",
-    "SSH_AUTH_SOCK",
-)
-"""Variables unset in every sandboxed command whether or not the scheduler's environment has them."""
-_SECRET_WORDS = re.compile(r"(TOKEN|SECRET|PASSW(OR)?D|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)", re.IGNORECASE)
-"""A variable whose name says it holds a secret is unset too (whatever the product it is for)."""
-
-TOOLCHAIN_DIRS: tuple[str, ...] = (".pyenv", ".cargo", ".rustup", ".nvm", ".volta", ".asdf", ".deno", ".bun", "go", ".local/bin", ".local/lib")
-"""Folders under a home folder that hold interpreters and compilers, not credentials: re-opened for reading."""
-OTHER_USERS = ("/root", "/home")
-"""Where other users' home folders are: never readable from a session."""
-
-
-@dataclass(frozen=True)
-class Host:
-    """What the sandbox must hide on this machine, read once from the environment at the edge."""
-
-    homes: tuple[str, ...]
-    """Home folders to deny (`~`, the CLI's own, is always denied besides)."""
-    config_dir: str | None
-    """Claude Code's config folder when set apart from the home folder (its login lives there)."""
-    secret_env: tuple[str, ...]
-    """Names of the variables set here that hold secrets."""
-    path: tuple[str, ...]
-    """The PATH entries: toolchains under a denied home are re-opened."""
-
-    @classmethod
-    def of(cls, env: Mapping[str, str]) -> Host:
-        home = env.get("HOME")
-        names = sorted({*SECRET_ENV_NAMES, *(k for k in env if _SECRET_WORDS.search(k) and k != "CLAUDE_CODE_MAX_RETRIES")})
-        return cls(
-            homes=tuple(p for p in (home, *OTHER_USERS) if p),
-            config_dir=env.get("CLAUDE_CONFIG_DIR") or None,
-            secret_env=tuple(names),
-            path=tuple(p for p in env.get("PATH", "").split(os.pathsep) if p.startswith("/")),
-        )
-
-
-def _reopened(host: Host) -> list[str]:
-    """The toolchain folders to re-open for reading inside the denied homes: the known ones of each
-    home, and, for each PATH entry inside a home, the home's entry that holds it (`~/.pyenv` for
-    `~/.pyenv/shims`), so the interpreters an agent runs keep working."""
-    homes = [Path(h) for h in host.homes if h != "/home"]
-    found = {str(home / name) for home in homes for name in TOOLCHAIN_DIRS}
-    for entry in map(Path, host.path):
-        if entry.is_relative_to("/home") and len(entry.parts) > 4:
-            found.add(str(Path(*entry.parts[:4])))
-        for home in homes:
-            if entry.is_relative_to(home) and len(entry.relative_to(home).parts) > 1:
-                found.add(str(home / entry.relative_to(home).parts[0]))
-    return sorted(found)
-
-
-KEPT_DENIED: tuple[str, ...] = (".cargo/credentials", ".cargo/credentials.toml", ".local/share/keyrings")
-"""Credentials inside re-opened toolchain folders: they stay unreadable."""
-TEMP_ROOTS = frozenset({"/", "/tmp", "/var/tmp", tempfile.gettempdir()})
-"""Folders too shared to deny as "beside the project" when the project is directly inside one.
-Otherwise the temp folders are denied (other projects' private temp folders and the scheduler's
-test worktrees live there; the session's own temp folder is re-opened), "/" never."""
 
 
 def sandbox_settings(
@@ -112,16 +35,12 @@ def sandbox_settings(
     `.git/hooks`, `.git/config` or `.git/info`, nor the scheduler's files) and the private temp
     folder; it reads neither home folders nor the CLI's config nor the folders beside the project
     (other projects), except toolchains; the credentials in the environment are unset."""
-    host = host or Host((), None, SECRET_ENV_NAMES, ())
+    host = host or Host((), None, SECRET_ENV_NAMES, (), tempfile.gettempdir())
     root = project.resolve()
     tmp = str(private_tmp(project))
-    denied = ["~", *host.homes]
-    if host.config_dir:
-        denied.append(host.config_dir)
-    if str(root.parent) not in TEMP_ROOTS:
-        denied.append(str(root.parent))
-    denied += sorted(t for t in TEMP_ROOTS if t not in ("/", str(root.parent)))
-    denied += [str(Path(home) / name) for home in ("~", *host.homes) if home != "/home" for name in KEPT_DENIED]
+    regions = denied_regions(root, host, open_shared_parent=True)
+    opened = sorted({*reopened(host.path, regions, (host.config_dir,)), *toolchains(host.homes)})
+    denied = ["~", *regions, *kept_denied(("~", *host.homes), opened)]
     return {
         "env": {"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp},
         "sandbox": {
@@ -133,7 +52,7 @@ def sandbox_settings(
                 "allowWrite": [tmp],
                 "denyWrite": [str(root / name) for name in (*SANDBOX_DENIED_WRITES, *(MAIN_REF_PATHS if protect_main else ()))],
                 "denyRead": denied,
-                "allowRead": [str(root), tmp, *_reopened(host)],
+                "allowRead": [str(root), tmp, *opened],
             },
             "network": {"allowedDomains": list(allowed_domains)},
             "credentials": {"envVars": [{"name": name, "mode": "deny"} for name in host.secret_env]},

@@ -43,7 +43,8 @@ HOST = Host(
     homes=("/home/alice", "/root", "/home"),
     config_dir="/srv/claude-config",
     secret_env=("ANTHROPIC_API_KEY", "MY_SERVICE_TOKEN"),
-    path=("/home/alice/.pyenv/shims", "/root/.cargo/bin", "/home/bob/.local/bin", "/usr/bin"),
+    path=("/home/alice/.pyenv/shims", "/root/.cargo/bin", "/home/bob/.local/bin", "/home/bob/.cargo/bin", "/usr/bin"),
+    temp="/scratch",
 )
 
 
@@ -51,19 +52,21 @@ def test_reads_are_denied_for_homes_the_cli_config_and_other_projects(tmp_path: 
     project = tmp_path / "projects" / "app"
     fs = sandbox_settings(project, (), HOST)["sandbox"]["filesystem"]
     assert {"~", "/home/alice", "/root", "/home", "/srv/claude-config", str(project.resolve().parent)} <= set(fs["denyRead"])
+    assert {"/tmp", "/var/tmp", "/scratch"} <= set(fs["denyRead"]), "other projects' private temps and test worktrees"
     assert "/home/alice/.cargo/credentials.toml" in fs["denyRead"] and "~/.cargo/credentials" in fs["denyRead"]
+    assert "/home/bob/.cargo/credentials.toml" in fs["denyRead"], "inside another user's toolchain that PATH re-opens"
     assert fs["allowRead"][:2] == [str(project.resolve()), str(private_tmp(project))]
 
 
 def test_toolchains_inside_denied_homes_are_reopened() -> None:
     reopened = sandbox_settings(Path("/srv/app"), (), HOST)["sandbox"]["filesystem"]["allowRead"]
-    assert {"/home/alice/.pyenv", "/root/.cargo", "/home/bob/.local", "/home/alice/.nvm"} <= set(reopened)
-    assert not any(p.endswith((".ssh", ".aws", ".config")) or p in ("/home/alice", "/root", "/home/bob") for p in reopened)
+    assert {"/home/alice/.pyenv", "/root/.cargo", "/home/bob/.local/bin", "/home/bob/.cargo", "/home/alice/.nvm", "/home/alice/.rustup"} <= set(reopened)
+    assert not any(p.endswith((".ssh", ".aws", ".config", ".local")) or p in ("/home/alice", "/root", "/home/bob") for p in reopened)
     assert "/usr" not in reopened, "what is not denied needs no re-opening"
 
 
 def test_a_project_in_a_shared_temp_root_does_not_deny_the_root() -> None:
-    for parent in ("/", "/tmp", "/var/tmp"):
+    for parent in ("/", "/tmp", "/var/tmp", "/scratch"):
         assert parent not in sandbox_settings(Path(parent) / "app", (), HOST)["sandbox"]["filesystem"]["denyRead"]
 
 
