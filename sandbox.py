@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import command_sandbox
 from confinement import SECRET_ENV_NAMES, denied_regions, kept_denied, reopened, toolchains
 from confinement import Host as Host  # imported from here by plan, scheduler, the CLI and the red team
 from layout import MAIN_REF_PATHS, SANDBOX_DENIED_WRITES, SETTINGS_FILE
@@ -74,12 +75,17 @@ class Preflight:
 
 
 def preflight(
-    cli_path: Path | None = None, *, which: Callable[[str], str | None] = shutil.which, sandboxed: bool = True
+    cli_path: Path | None = None,
+    *,
+    which: Callable[[str], str | None] = shutil.which,
+    sandboxed: bool = True,
+    commands: Callable[[], tuple[bool, str]] | None = command_sandbox.preflight,
 ) -> Preflight:
-    """Prove the sandbox works here: the real CLI runs a probe that writes outside and inside.
+    """Prove the sandboxes work here: the real CLI runs a probe that writes outside and inside,
+    then `commands` proves the test command's sandbox (command_sandbox.preflight).
 
     `which` finds the tools; `sandboxed=False` runs the same probe without the sandbox (the
-    proof that the probe notices an escape)."""
+    proof that the probe notices an escape); `commands=None` skips the second proof."""
     missing = [tool for tool in ("bwrap", "socat") if which(tool) is None]
     if missing:
         return Preflight(False, f"the OS sandbox is not available ({', '.join(missing)} missing): {INSTALL_HINT}")
@@ -110,7 +116,10 @@ def preflight(
         return Preflight(False, f"the sandbox is NOT active: a probe wrote {what}; {INSTALL_HINT}")
     if not inside or not committed:
         return Preflight(False, "the sandbox blocks writes inside the project (or git commits there); check bubblewrap's setup")
-    return Preflight(True, PROVEN)
+    if not commands:
+        return Preflight(True, PROVEN)
+    ok, message = commands()
+    return Preflight(True, f"{PROVEN}; {message}") if ok else Preflight(False, message)
 
 
 PROVEN = "the OS sandbox is active: a probe could not write outside the project, not even with git through a symlink"

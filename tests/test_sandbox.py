@@ -103,13 +103,22 @@ def test_the_preflight_names_missing_tools_and_how_to_install_them() -> None:
 @NEEDS_BWRAP
 @pytest.mark.e2e
 def test_the_preflight_proves_the_sandbox_through_the_real_cli() -> None:
-    assert preflight() == Preflight(True, PROVEN)
+    result = preflight()
+    assert result.active and result.message.startswith(PROVEN), result.message
+    assert "the command sandbox is active" in result.message, "every start proves the test command's sandbox too"
+
+
+@NEEDS_BWRAP
+@pytest.mark.e2e
+def test_a_failing_command_sandbox_fails_the_preflight() -> None:
+    result = preflight(commands=lambda: (False, "the command sandbox is NOT active: a probe wrote outside its worktree"))
+    assert result == Preflight(False, "the command sandbox is NOT active: a probe wrote outside its worktree")
 
 
 @NEEDS_BWRAP
 @pytest.mark.e2e
 def test_the_probe_notices_an_escape() -> None:
-    result = preflight(sandboxed=False)
+    result = preflight(sandboxed=False, commands=None)
     assert not result.active, result.message
     assert "a probe wrote escaped outside the project, moved outside the project, .git/hooks/post-checkout" in result.message
 
