@@ -1,9 +1,10 @@
 """Benchmark: the README's offline demo, end to end, with the real Claude Code CLI.
 
-Runs the whole demo lifecycle twice in one process run, once through the real CLI against
-the scripted model and once with the in-process robot (same scripts, no CLI), and prints
-wall time, sessions, per-role request counts and context sizes (request bytes, from the
-scripted model's request log), and the ratio between the two runners.
+Runs the whole demo lifecycle three times in one process run: through the real CLI against the
+scripted model with the OS sandbox (as users run it), the same without it (`--no-sandbox`: the
+sandbox's cost per session is the difference), and with the in-process robot (same scripts, no
+CLI); prints wall time, sessions, per-role request counts and context sizes (request bytes, from
+the scripted model's request log), and the ratios.
 
     .venv/bin/python bench/offline_demo.py
 """
@@ -29,10 +30,10 @@ from scripted_model.inprocess import InProcessRobotRunner  # noqa: E402
 from scripted_model.scenario import DEMO  # noqa: E402
 
 
-def run_cli(project: Path) -> float:
+def run_cli(project: Path, *extra: str) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "autonomous_agent_demo.py", "--project-dir", str(project), "--offline-demo"],
+        [sys.executable, "autonomous_agent_demo.py", "--project-dir", str(project), "--offline-demo", *extra],
         cwd=ROOT,
         check=True,
         capture_output=True,
@@ -55,6 +56,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         cli_project, local_project = Path(tmp) / "cli", Path(tmp) / "inprocess"
         cli_s = run_cli(cli_project)
+        bare_s = run_cli(Path(tmp) / "unsandboxed", "--no-sandbox")
         local_s = run_inprocess(local_project)
         state = json.loads((cli_project / ".agent_state.json").read_text())
         sessions = state["session_count"]
@@ -67,6 +69,8 @@ def main() -> None:
             f"offline demo (real CLI):  {cli_s:7.1f} s  {sessions} sessions  "
             f"{cli_s / sessions:5.2f} s/session  {len(state['backlog']['passing'])}/{len(state['backlog']['features'])} passing"
         )
+        print(f"real CLI, --no-sandbox:   {bare_s:7.1f} s  {bare_s / sessions:5.2f} s/session")
+        print(f"the OS sandbox's cost:    {(cli_s - bare_s) / sessions:+5.2f} s/session ({cli_s / bare_s:4.2f}x)")
         print(f"in-process robot:         {local_s:7.1f} s  {local_s / sessions:5.2f} s/session")
         print(f"ratio real CLI / in-process: {cli_s / local_s:5.1f}x")
         print(f"model requests: {len(requests)} ({len(requests) / sessions:.1f} per session)")
