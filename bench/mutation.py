@@ -47,6 +47,8 @@ TARGETS: dict[str, Target] = {
     "events": Target(("events.py",), ("tests/test_events.py",), 0.85),
     "handoff": Target(("handoff_tools.py", "handoff_history.py"), ("tests/test_brief_and_tools.py",), 0.85),
     "refs": Target(("refs.py", "filestat.py"), ("tests/test_gitops.py", "tests/test_progress.py"), 0.85),
+    "confinement": Target(("confinement.py",), ("tests/test_confinement.py",), 0.85),
+    "safe_git": Target(("safe_git.py", "git_guard.py"), ("tests/test_safe_git.py",), 0.85),
 }
 
 EQUIVALENT: dict[str, str] = {
