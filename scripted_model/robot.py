@@ -8,9 +8,8 @@ whether the calls travel through the real Claude Code CLI or run in-process.
 Like a real agent it first asks where it is (`pwd`) and reads its brief (the `brief`
 hand-off tool: the session's feature, open review and earlier reviews, bounded in size),
 writes code with absolute paths, and records its session entry, reviews, fixes and passing
-features with the hand-off tools, never by rewriting the hand-off files. It runs git commands on their own, never chained with other commands:
-in the OS sandbox only a call made of allowed git commands alone runs outside it (the
-sandbox keeps `.git` read-only), as its scope text tells every agent.
+features with the hand-off tools, never by rewriting the hand-off files. Its git commands,
+like every command, run inside the OS sandbox.
 """
 
 from __future__ import annotations
