@@ -261,15 +261,17 @@ class ClaudeSessionRunner:
                             options.cli_path = self._cli_path or guarded_cli(request.log_dir)
                             stream = query(prompt=request.plan.kickoff, options=options)
                             try:
-                                async for message in stream:
-                                    last[0] = time.monotonic()
-                                    crashpoints.reached("cli_message")
-                                    transcript.write(
-                                        json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n"
-                                    )
-                                    self._observe(request, message, values, counter)
-                                    if isinstance(message, ResultMessage):
-                                        break  # the session is over, whatever it left running
+                                with anyio.CancelScope() as after_result:
+                                    async for message in stream:
+                                        last[0] = time.monotonic()
+                                        crashpoints.reached("cli_message")
+                                        transcript.write(
+                                            json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n"
+                                        )
+                                        self._observe(request, message, values, counter)
+                                        if isinstance(message, ResultMessage):  # the session is over: the CLI
+                                            # gets a moment to exit, then whatever it left running is stopped
+                                            after_result.deadline = anyio.current_time() + CLI_EXIT_GRACE_S
                             finally:
                                 left = await _close(stream, request.cwd, since)
                                 if left:
@@ -342,23 +344,14 @@ CLI_EXIT_GRACE_S = 1.0
 
 
 async def _close(stream: Any, folder: Path, since: float) -> list[int]:
-    """End the CLI's stream. A `run_in_background` task keeps the headless CLI alive after its
-    result (and the SDK would wait 5 s, then stop only the CLI): after CLI_EXIT_GRACE_S, the CLI
-    and everything started in the project since `since` are stopped, and once the CLI is gone,
-    whatever it left. The pids stopped."""
-    stopped: list[int] = []
-
-    async def sweep() -> None:
-        await anyio.sleep(CLI_EXIT_GRACE_S)
-        stopped.extend(await anyio.to_thread.run_sync(processes.stop_left_in, folder, since))
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(sweep)
+    """End the CLI's stream and stop what is left in the project: a `run_in_background` task
+    keeps the headless CLI alive after its result (the caller waits CLI_EXIT_GRACE_S for it to
+    exit), and a CLI that exited may leave such tasks behind. The pids stopped (none when the CLI
+    ended cleanly)."""
+    stopped = await anyio.to_thread.run_sync(processes.stop_left_in, folder, since)
+    with anyio.move_on_after(10):
         await stream.aclose()
-        group.cancel_scope.cancel()
-    # A CLI that exited by itself may have left its background tasks behind, now orphans.
-    stopped.extend(await anyio.to_thread.run_sync(processes.stop_left_in, folder, since))
-    return sorted(set(stopped))
+    return stopped
 
 
 async def _watchdog(idle: anyio.CancelScope, last: list[float], limit_s: float) -> None:
