@@ -28,6 +28,9 @@ from layout import LOG_DIR
 GUARDED = ("config", "config.worktree", "hooks", "info")
 """The entries of the git folder that are guarded, each with whatever lies under it."""
 UNGUARDED = frozenset({"info/refs"})
+SANDBOX_PLACEHOLDERS = frozenset({"config.worktree", "info/.claude-sandbox-noreplace"})
+"""Empty files Claude Code's sandbox leaves where it guards a path that did not exist: empty, they
+count as absent (git reads an empty config as none); with content, they are a change."""
 COPY_DIR = "git_guard"
 """Under the log folder: `copy/` (the guarded entries as the run found them) and `digest.json`."""
 
@@ -67,6 +70,8 @@ def fingerprints(git_dir: Path) -> dict[str, str]:
             found[rel] = "folder"
             pending += [f"{rel}/{child.name}" for child in path.iterdir()]
         elif stat.S_ISREG(info.st_mode):
+            if rel in SANDBOX_PLACEHOLDERS and info.st_size == 0:
+                continue
             executable = "executable " if info.st_mode & 0o111 else ""
             found[rel] = f"{executable}file {hashlib.sha256(path.read_bytes()).hexdigest()}"
         else:

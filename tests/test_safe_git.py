@@ -553,6 +553,19 @@ def test_info_refs_is_not_guarded(tmp_path: Path) -> None:
     assert not (project / ".git" / "info" / "refs").exists(), "a restored info/ leaves it out"
 
 
+def test_the_sandboxs_empty_placeholders_are_not_changes_but_content_is(tmp_path: Path) -> None:
+    """Claude Code's sandbox leaves empty `.git/config.worktree` and `.git/info/.claude-sandbox-noreplace`
+    behind in every session: not a change (each clean session was reported as two undos)."""
+    project, guard = guarded(tmp_path)
+    for name in ("config.worktree", "info/.claude-sandbox-noreplace"):
+        (project / ".git" / name).write_text("")
+    assert git_guard.check_and_restore(project, guard) == []
+    (project / ".git" / "config.worktree").write_text("[core]\n\tfsmonitor = touch /tmp/x\n")
+    assert git_guard.check_and_restore(project, guard) == [".git/config.worktree added"]
+    (project / ".git" / "info" / "other").write_text("")
+    assert git_guard.check_and_restore(project, guard) == [".git/info/other added"], "only the placeholders' names"
+
+
 def test_what_changed_since_the_last_run_is_named_and_kept(tmp_path: Path) -> None:
     project, first = guarded(tmp_path)
     assert first.since_last_run == ()
