@@ -19,7 +19,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Any
+
+import claude_agent_sdk
 
 from agent import SessionResult
 from machine import Outcome
@@ -55,8 +58,8 @@ class Classified:
     """AUTH: the model name the endpoint does not serve."""
 
 
-BUNDLED_CLI = "$(python -c 'import claude_agent_sdk, os; print(os.path.dirname(claude_agent_sdk.__file__))')/_bundled/claude"
-"""The bundled Claude Code CLI, spelled so a shell finds it from the scheduler's Python (it is not on PATH)."""
+BUNDLED_CLI = str(Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude")
+"""The Claude Code CLI bundled with the scheduler (not on PATH): the login hint names its path."""
 LOGIN_HELP = (
     f"Claude Code is not logged in or the key is invalid: run `{BUNDLED_CLI} auth login` (subscription) "
     "or set ANTHROPIC_API_KEY, or use --offline-demo to run against the scripted model"

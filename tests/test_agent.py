@@ -152,6 +152,8 @@ def test_the_login_hint_names_the_bundled_cli_as_it_spells_the_command() -> None
     from classify import LOGIN_HELP
 
     assert "/_bundled/claude auth login" in LOGIN_HELP and "`claude login`" not in LOGIN_HELP
+    cli = LOGIN_HELP.split("`")[1].removesuffix(" auth login")
+    assert Path(cli).is_file(), "the hint names the bundled CLI's path, ready to paste"
 
 
 @pytest.mark.e2e
