@@ -104,7 +104,10 @@ def preflight(
             settings["permissions"]["allow"] = ["Bash"]
         private_tmp(project).mkdir(exist_ok=True)
         (project / SETTINGS_FILE).write_text(json.dumps(settings), encoding="utf-8")
-        error = run_probe(project, outside, root / "home", cli_path)
+        try:
+            error = run_probe(project, outside, root / "home", cli_path)
+        finally:
+            shutil.rmtree(private_tmp(project), ignore_errors=True)  # outside `tmp`: nothing else removes it
         escaped = sorted(p.name for p in outside.iterdir())
         hooked = (project / ".git" / "hooks" / "post-checkout").exists()
         inside = (project / "inside").exists()

@@ -54,7 +54,7 @@ from machine import (
 from plan import SessionPlan, brief_for, plan_session, write_plan
 from policy import policy
 from report import RunReport, RunStatus
-from sandbox import Host
+from sandbox import Host, private_tmp
 from security import denial_rule
 from verify import PreSession, capture, heads_of, verify_session
 
@@ -184,6 +184,7 @@ class Scheduler:
             finally:
                 self.events.emit("run_ended", status=status, message=message, sessions=self.count)
                 self.events.sync()
+                shutil.rmtree(private_tmp(self.project), ignore_errors=True)  # the sessions' TMPDIR: made again next run
         except git.GitCommandError as exc:
             raise self._git_error(exc) from None
 

@@ -229,3 +229,12 @@ def test_numbers_that_are_not_numbers_are_refused(tmp_path: Path, option: list[s
     assert result.exit_code == 2  # a malformed command line, named by its option
     assert f"Invalid value for '{option[0]}'" in result.output and "not a finite number" in result.output
     assert "Traceback" not in result.output
+
+
+def test_nothing_is_left_in_the_temp_directory_after_a_run(tmp_path: Path) -> None:
+    from sandbox import private_tmp
+
+    project = new_project(tmp_path)
+    report, _ = run(project, Cutting({}, VirtualClock()), AgentConfig(**{**CFG.to_json(), "test_command": None}))
+    assert report.status == "done"  # type: ignore[attr-defined]
+    assert not private_tmp(project).exists(), "the sessions' TMPDIR is removed when the run ends"
