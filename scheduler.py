@@ -15,6 +15,7 @@ import git
 
 import crashpoints
 import events
+import git_backup
 import git_guard
 import gitops
 import handoff_history
@@ -126,6 +127,8 @@ class Scheduler:
         """Stashes noted before the run's first event, recorded once it has one."""
         self._git_guard: git_guard.GitGuard | None = None
         """`.git/config`, `.git/hooks`, `.git/info` as this run found them (taken when it opens the repository)."""
+        self._backup: git_backup.Backup | None = None
+        """The repository's objects and refs as the session in flight began (git_backup.py)."""
 
     # -- state -----------------------------------------------------------------
     def load(self) -> tuple[SessionState, dict[str, Any] | None]:
@@ -201,6 +204,10 @@ class Scheduler:
     def _open(self) -> git.Repo:
         """The project's repository, after the checks that refuse a project before anything runs."""
         progress.remove_half_written(self.project)
+        backup = git_backup.load(self.project)
+        damage = git_backup.repair(backup, at_open=True) if backup else None
+        if damage:  # a run killed during a session that damaged it
+            self.echo(f"  WARNING: {damage}")
         stashed = len(gitops.stashes(self.project))
         repo = gitops.open_repo(self.project)
         later = gitops.commits_after_setup(repo)
@@ -465,6 +472,9 @@ class Scheduler:
         )
         if pre is None:  # the restore point: full copies, replaced each session (not kept per session)
             pre = capture(self.project, repo, state, progress.restore_point(self.project, "pre"))
+        self._backup = git_backup.sync(self.project, Path(repo.common_dir))
+        if self._backup.error:
+            self.echo(f"  WARNING: {self._backup.error}")
         progress.snapshot(self.project, log_dir / "pre", progress.KEPT_PER_SESSION)
         self.save(state, self._in_progress(plan.number, log_dir, pre))
         crashpoints.reached("in_progress_saved")
@@ -515,8 +525,13 @@ class Scheduler:
         return Ran(result, outcome, judgement, in_progress)
 
     def _restore_git_settings(self, repo: git.Repo, number: int) -> None:
-        """Put back what a session changed in `.git/config`, `.git/hooks` or `.git/info`, each
-        change echoed and recorded as an undo; the drivers the config names are read again."""
+        """Rebuild what a session damaged in the repository from the scheduler's copy (first: git
+        works again), put back what it changed in `.git/config`, `.git/hooks` or `.git/info`, each
+        echoed and recorded as an undo; the drivers the config names are read again."""
+        damage = git_backup.repair(self._backup) if self._backup is not None else None
+        if damage:
+            self.echo(f"  undo: {damage}")
+            self.events.emit("undo", session=number, reason=damage)
         if self._git_guard is not None:
             for change in git_guard.check_and_restore(self.project, self._git_guard):
                 self.echo(f"  undo: {change}; restored as the run found it")

@@ -49,6 +49,7 @@ TARGETS: dict[str, Target] = {
     "refs": Target(("refs.py", "filestat.py"), ("tests/test_gitops.py", "tests/test_progress.py"), 0.85),
     "confinement": Target(("confinement.py",), ("tests/test_confinement.py",), 0.85),
     "safe_git": Target(("safe_git.py", "git_guard.py"), ("tests/test_safe_git.py",), 0.85),
+    "git_backup": Target(("git_backup.py",), ("tests/test_git_backup.py",), 0.85),
 }
 
 EQUIVALENT: dict[str, str] = {
