@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from config import SessionType as T
-from scripted_model.red_team import RedTeam, bash, run_red_team
+from scripted_model.red_team import KNOWN_HOLES, KNOWN_REFUSALS, RedTeam, bash, run_red_team
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from red_team import failures, known
@@ -31,6 +31,7 @@ def test_every_attack_is_contained_and_every_ordinary_command_allowed(tmp_path: 
     assert len(report.ordinary()) >= 66, report.line()
     assert len(report.later()) >= 10, report.line()
     assert failures(report) == []
+    assert KNOWN_HOLES == {} and KNOWN_REFUSALS == {}, "every attack contained, every ordinary command allowed"
 
 
 def test_the_containment_checks_fire_when_nothing_contains(tmp_path: Path) -> None:
