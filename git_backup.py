@@ -12,20 +12,24 @@ that: its own git commands would fail.
   the others live in the stash's reflog), kept as `refs/stash-log/<commit>`. Beside it
   (`scheduler/`) it records the project's `HEAD` and a copy of the stash's reflog. The refs it
   holds are the session's snapshot. A fetch that fails (history the project cannot read) leaves
-  the backup as the last one left it, and says so.
+  the backup as the last one left it, and says so. The backup keeps its refs packed and its
+  history in a commit-graph, so that a fetch reads thousands of refs quickly.
 - **After each session**, before anything else runs git, `repair` checks that the repository is
   sound: the git folder, `objects/` and `refs/` are folders, `HEAD` is readable and names a
   commit, every ref of the snapshot and every branch resolves to an object that exists (a branch
-  to a commit), no lock file is left and no link is in `refs/`, the index is readable: one
+  to a commit), no lock file is left and no link or special file is in `refs/`, `packed-refs`
+  is one git reads, the index is readable. The refs are resolved from their files as git resolves
+  them (a loose file first, a file where a ref's folder should be breaks it, then
+  `packed-refs`), and git is asked only whether their objects exist: one
   `git cat-file --batch-check` and one `git ls-files`, not an fsck. A branch simply gone while
   its commit is still there is not damage: verification undoes that, as it undoes a moved
-  branch. If anything is wrong it
-  rebuilds what is missing: the folders (a git folder that is gone is made again, with the run's
-  settings from git_guard's copy), `HEAD`, the lock files and links removed, a `packed-refs` git
-  cannot read cut to its readable lines, the backup's object files copied in when an object of
-  the snapshot is missing, every missing or broken ref of the snapshot set back and every other
-  broken branch removed, the stash's reflog, and the index read again from `HEAD` (the work tree
-  is left as it is). Verification then judges the session as usual.
+  branch. If anything is wrong it rebuilds what is missing: the folders (a git folder that is
+  gone is made again, with the run's settings from git_guard's copy), `HEAD`, the lock files,
+  links and special files removed, `packed-refs` cut to its readable lines, the backup's object
+  files copied in when an object of the snapshot is missing, every missing or broken ref of the
+  snapshot set back and every other broken branch removed, the stash's reflog, and the index
+  read again from `HEAD` (the work tree is left as it is). Verification then judges the session
+  as usual.
 - **When a run opens the repository** the same repair is made if the git folder, `HEAD` or
   `main` is damaged (a run killed during a session that damaged it); a person's changes between
   runs to other refs are kept.
@@ -35,17 +39,19 @@ and names its git folder. The fetch runs in the backup; for it git starts `git u
 project, with neither the system's nor the user's config and without the command-scope settings
 (git drops those across a local transport): only the repository's config, which cannot name a
 command that `upload-pack` runs (`uploadpack.packObjectsHook` is read from protected config only).
+Refs kept in a reftable (git 2.45 and later) are not files: such a repository is left alone.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import stat
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,15 +73,23 @@ RECORD = "scheduler"
 FETCH = ("-c", "protocol.file.allow=always", "-c", "protocol.version=2", "-c", "gc.autoDetach=false")
 """A local fetch (the scheduler's git allows no transport), protocol v2 (it fetches a stash entry
 by its commit), git's automatic upkeep of the backup run in the call, not left running after it."""
+LOOSE_KEPT = 64
+"""Loose refs in the backup beyond which they are packed (a fetch reads them all)."""
 LOCATION = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR")
 """Variables that would make git look elsewhere than the folders named here."""
 MINIMAL_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
 """The settings of a git folder made again when git_guard has no copy of the run's."""
 SHOWN = 4
 """Problems named in the one line of a repair; the rest are counted."""
+PART = ".restoring"
+"""The suffix of a file being written in the git folder before it takes its name."""
 _HEX = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
-_PACKED_LINE = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})? refs/\S+")
+_REF_NAME = r"refs/(?![/.]|.*(?:\.\.|@\{|//|/\.|\.lock/|\.lock$|[/.]$))[^\x00-\x20\x7f~^:?*\[\\]+"
+"""A ref name git accepts (refs.valid's rules, in one expression: `packed-refs` has thousands)."""
+_VALID_REF = re.compile(_REF_NAME)
+_PACKED_LINE = re.compile(rf"([0-9a-f]{{40}}(?:[0-9a-f]{{24}})?) ({_REF_NAME})")
 _PEELED_LINE = re.compile(r"\^[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_REFLOG_LINE = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})? ([0-9a-f]{40}(?:[0-9a-f]{24})?) ")
 _OBJECT_FILE = re.compile(r"[0-9a-f]{2}/[0-9a-f]{38}(?:[0-9a-f]{24})?|pack/pack-[0-9a-f]+\.(?:pack|rev|idx)")
 """The object files of the backup that a repair copies: loose objects and packs (no bitmaps, no
 multi-pack index: those describe the backup's packs only)."""
@@ -109,20 +123,24 @@ def sync(project: Path, git_dir: Path) -> Backup:
     as it then stands. A fetch that fails leaves the backup as an earlier one left it (`error`)."""
     store = store_of(project)
     if not (store / "HEAD").is_file():
-        _git(project, "init", "--bare", "--quiet", "--template=", str(store))
+        _run(["init", "--bare", str(store)])
     stash_log = git_dir / "logs" / "refs" / "stash"
     entries = list(dict.fromkeys(_stash_entries(stash_log)))
-    source = str(git_dir.resolve())
     try:  # only the stash entries that are commits there: a line written into the reflog would fail the fetch
-        stashes = [f"+{sha}:{STASHES}{sha}" for sha, kind in zip(entries, _probe(git_dir, entries), strict=True) if kind == "commit"]
-        _git(store, *FETCH, "fetch", "--quiet", "--atomic", "--prune", "--no-tags", "--no-write-fetch-head", source, f"+refs/*:{MIRROR}*", *stashes, git_dir=store)
+        kinds = _probe(git_dir, entries)
+        stashes = [f"+{sha}:{STASHES}{sha}" for sha in entries if kinds[sha] == "commit"]
+        _git(store, *FETCH, "fetch", "--atomic", "--prune", "--no-tags", "--no-write-fetch-head", str(git_dir.resolve()), f"+refs/*:{MIRROR}*", *stashes)
     except git.GitCommandError as exc:
         error = f"the scheduler's copy of the repository could not be brought up to date ({_first_line(exc)}); it keeps the repository as an earlier session found it"
         return _loaded(project, git_dir, error)
+    if not any((store / "objects" / "info" / name).exists() for name in ("commit-graph", "commit-graphs")):  # once; git's upkeep renews it
+        _git(store, "commit-graph", "write", "--reachable")
+    if sum(len(names) for _, _, names in os.walk(store / "refs")) > LOOSE_KEPT:
+        _git(store, "pack-refs", "--all")
     record = store / RECORD
     record.mkdir(exist_ok=True)
-    (record / "git-dir").write_text(f"{git_dir}\n", encoding="utf-8")
-    (record / "HEAD").write_text(_read(git_dir / "HEAD") or "", encoding="utf-8")
+    _write(record / "git-dir", f"{git_dir}\n")
+    _write(record / "HEAD", _text(git_dir / "HEAD"))
     if _is_file(stash_log):
         shutil.copyfile(stash_log, record / "stash-log")
     else:
@@ -132,15 +150,15 @@ def sync(project: Path, git_dir: Path) -> Backup:
 
 def load(project: Path) -> Backup | None:
     """The backup the last `sync` left (None when there is none)."""
-    recorded = _read(store_of(project) / RECORD / "git-dir")
-    return _loaded(project, Path(recorded.strip()), "") if recorded else None
+    recorded = _text(store_of(project) / RECORD / "git-dir").strip()
+    return _loaded(project, Path(recorded), "") if recorded else None
 
 
 def _loaded(project: Path, git_dir: Path, error: str) -> Backup:
     store = store_of(project)
-    head = _read(store / RECORD / "HEAD") or "ref: refs/heads/main\n"
+    head = _text(store / RECORD / "HEAD") or "ref: refs/heads/main\n"
     try:
-        listing = _git(store, "for-each-ref", "--format=%(objectname) %(refname)", MIRROR, git_dir=store)
+        listing = _git(store, "for-each-ref", "--format=%(objectname) %(refname)", MIRROR)
     except GitFailed as exc:  # the backup itself is damaged (it is the scheduler's; no session can write it)
         listing = ""
         error = f"the scheduler's copy of the repository cannot be read ({_first_line(exc)}); remove {store} to start a new one"
@@ -174,6 +192,8 @@ def check(backup: Backup, *, at_open: bool = False) -> list[str]:
     """What is wrong with the repository (empty: it is sound). `at_open`: only the git folder,
     `HEAD` and `main` (between runs a person may change the other refs, the index, the locks)."""
     g, label = backup.git_dir, _label(backup)
+    if (g / "reftable").is_dir():
+        return []
     if not _is_folder(g):
         return [f"{label} missing" if not os.path.lexists(g) else f"{label} is not a folder"]
     found = [f"{label}/{name} missing" for name in ("objects", "refs") if not _is_folder(g / name)]
@@ -181,14 +201,17 @@ def check(backup: Backup, *, at_open: bool = False) -> list[str]:
         found.append("HEAD unreadable")
     if found:
         return found  # git would not take it for a repository
-    names = [f"{refs.HEADS}main"] if at_open else _names(backup)
+    files = _RefFiles.of(g)
+    if files.packed is None:
+        return [f"{label}/packed-refs unreadable"]  # git reads no ref then
+    names = [f"{refs.HEADS}main"] if at_open else _names(backup, files)
     try:
-        found += _ref_problems(backup, ["HEAD", *names], deleted_branches=False).values()
+        found += _ref_problems(backup, files, ["HEAD", *names]).values()
     except git.GitCommandError as exc:
         return [f"git cannot read the repository ({_first_line(exc)})"]
     if not at_open:
-        found += [f"{label}/{path} {what}" for path, what in _strays(g)]
-        found += [] if _index_readable(backup) else ["the index unreadable"]
+        found += [f"{label}/{path} {what}" for path, what in files.strays]
+        found += [] if _index_readable(g) else ["the index unreadable"]
     return found
 
 
@@ -222,7 +245,7 @@ def _folders(backup: Backup) -> None:
         elif os.path.lexists(copy / name):
             shutil.copy2(copy / name, g / name, follow_symlinks=False)
     if not (g / "config").exists():
-        (g / "config").write_text(MINIMAL_CONFIG, encoding="utf-8")
+        _write(g / "config", MINIMAL_CONFIG)
 
 
 def _head_file(backup: Backup) -> None:
@@ -231,36 +254,30 @@ def _head_file(backup: Backup) -> None:
 
 
 def _strays_removed(backup: Backup) -> None:
-    for path, _ in _strays(backup.git_dir):
+    for path, _ in _RefFiles.of(backup.git_dir).strays:
         (backup.git_dir / path).unlink()  # a link goes, never what it points to
 
 
 def _packed_refs(backup: Backup) -> None:
-    """A `packed-refs` with a line git cannot read (git then refuses every ref) keeps its refs."""
+    """A `packed-refs` git cannot read (it refuses every ref then) keeps its readable ref lines."""
     path = backup.git_dir / "packed-refs"
-    lines = (_read(path) or "").splitlines()
-    readable = [
-        (i == 0 and line.startswith("#")) or bool(_PACKED_LINE.fullmatch(line) or _PEELED_LINE.fullmatch(line))
-        for i, line in enumerate(lines)
-    ]
-    if not all(readable):
-        _write(path, "".join(f"{line}\n" for line in lines if _PACKED_LINE.fullmatch(line)))
+    if _RefFiles.of(backup.git_dir).packed is None:
+        lines = [m for m in map(_PACKED_LINE.fullmatch, _text(path).splitlines()) if m]
+        _write(path, "".join(f"{m[0]}\n" for m in sorted(lines, key=lambda m: m[2])))
 
 
 def _objects(backup: Backup) -> bool:
     """The backup's object files copied in when an object of the snapshot is missing; whether they were."""
-    shas = sorted(set(backup.refs.values()))
-    if None not in _probe(backup.git_dir, shas):
+    if None not in _probe(backup.git_dir, sorted(set(backup.refs.values()))).values():
         return False
     source, target = backup.store / "objects", backup.git_dir / "objects"
-    files = [p for p in source.rglob("*") if _OBJECT_FILE.fullmatch(p.relative_to(source).as_posix())]
-    for path in sorted(files, key=lambda p: p.suffix == ".idx"):  # each pack's index last: git finds a pack by it
-        dest = target / path.relative_to(source)
-        if not dest.is_file() or dest.stat().st_size != path.stat().st_size:
+    for path in source.rglob("*"):
+        rel = path.relative_to(source)
+        dest = target / rel
+        if _OBJECT_FILE.fullmatch(rel.as_posix()) and (not dest.is_file() or dest.stat().st_size != path.stat().st_size):
             dest.parent.mkdir(exist_ok=True)
-            tmp = dest.with_name(dest.name + ".restoring")
-            shutil.copyfile(path, tmp)
-            os.replace(tmp, dest)
+            shutil.copyfile(path, dest.with_name(dest.name + PART))
+            os.replace(dest.with_name(dest.name + PART), dest)
     return True
 
 
@@ -268,61 +285,139 @@ def _refs(backup: Backup) -> None:
     """Every missing or broken ref of the snapshot set back and every other broken branch removed
     (`git update-ref` transactions); the stash's reflog put back with `refs/stash`."""
     g = backup.git_dir
-    broken = list(_ref_problems(backup, _names(backup), deleted_branches=True))
-    for name in broken:  # a loose file git cannot read would refuse the update (no link is left in refs/)
-        if refs.valid(name) and _is_file(g / name):
-            os.unlink(g / name)
+    files = _RefFiles.of(g)
+    broken = list(_ref_problems(backup, files, _names(backup, files), deleted_branches=True))
+    for name in broken:  # a loose file git cannot read would refuse the update
+        if name in files.loose:
+            (g / name).unlink()
     if broken:  # removed first, a packed line too, then set back
-        _git(g, "update-ref", "--stdin", git_dir=g, input="".join(f"delete {n}\n" for n in broken))
+        _git(g, "update-ref", "--stdin", input="".join(f"delete {n}\n" for n in broken))
     commands = "".join(f"update {n} {backup.refs[n]}\n" for n in broken if n in backup.refs)
     if commands:
-        _git(g, "update-ref", "-m", "scheduler: restored from its copy", "--stdin", git_dir=g, input=commands)
+        _git(g, "update-ref", "-m", "scheduler: restored from its copy", "--stdin", input=commands)
     stash_log, kept = g / "logs" / "refs" / "stash", backup.store / RECORD / "stash-log"
     if kept.is_file() and "refs/stash" in broken:  # `git update-ref` added an entry to it, or it is gone
-        stash_log.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(stash_log.parent, exist_ok=True)
         shutil.copyfile(kept, stash_log)
 
 
 def _head_target(backup: Backup) -> None:
-    if _probe(backup.git_dir, ["HEAD"]) != ["commit"]:
+    if _probe(backup.git_dir, ["HEAD"])["HEAD"] != "commit":
         _write(backup.git_dir / "HEAD", backup.head)
 
 
 def _index(backup: Backup, rebuild: bool) -> None:
     """An index git cannot read, or one from before objects were restored (it may name objects
     that are gone), is read again from `HEAD`; the work tree stays as it is."""
-    if rebuild or not _index_readable(backup):
-        (backup.git_dir / "index").unlink(missing_ok=True)
-        _git(backup.project, "read-tree", "HEAD", git_dir=backup.git_dir, work_tree=True)
+    if rebuild or not _index_readable(backup.git_dir):
+        _git(backup.git_dir, "read-tree", "HEAD")  # writes a new index whatever the old one holds
 
 
 # -- reading --------------------------------------------------------------------------------------
 
 
-def _names(backup: Backup) -> list[str]:
+@dataclass(frozen=True)
+class _RefFiles:
+    """The ref files of a git folder as git reads them."""
+
+    loose: dict[str, str]
+    """Each loose ref (full name) and its file's text."""
+    packed: dict[str, str] | None
+    """The refs in `packed-refs`; None when git cannot read it (a line it does not expect, lines
+    out of the order its header promises)."""
+    strays: list[tuple[str, str]] = field(default_factory=list)
+    """What must not be there, and why: a lock file left (no git runs between sessions; a lock
+    makes the scheduler's next git command that needs it fail), a link in `refs/` (git would
+    write a ref through it, outside the project), a file that is not a regular one (git would
+    block reading a pipe)."""
+
+    @classmethod
+    def of(cls, git_dir: Path) -> _RefFiles:
+        loose: dict[str, str] = {}
+        strays = [(p.name, "left behind") for p in git_dir.glob("*.lock") if not _is_folder(p)]
+        if os.path.lexists(git_dir / "packed-refs") and not _is_file(git_dir / "packed-refs"):
+            strays.append(("packed-refs", "is not a file"))
+        for folder, subfolders, names in os.walk(git_dir / "refs"):  # links to folders are listed, not followed
+            for name in [*subfolders, *names]:
+                path = Path(folder, name)
+                rel = path.relative_to(git_dir).as_posix()
+                if path.is_symlink():
+                    strays.append((rel, "is a link"))
+                elif name in subfolders:
+                    continue
+                elif not _is_file(path):
+                    strays.append((rel, "is not a file"))
+                elif name.endswith(".lock"):
+                    strays.append((rel, "left behind"))
+                elif _VALID_REF.fullmatch(rel):  # git takes no other file under refs/ for a ref
+                    loose[rel] = _text(path).strip()
+        return cls(loose, _packed(_text(git_dir / "packed-refs")), sorted(strays))
+
+    def resolve(self, name: str) -> str | None:
+        """The object a ref name points at, as git resolves it: its loose file, else its line in
+        `packed-refs`; None when a file stands where one of its folders should be, or its file
+        holds neither an object nor `ref: <name>` (followed at most five times, as git does)."""
+        for _ in range(5):
+            if name.startswith(self.folders):
+                return None
+            text = self.loose.get(name)
+            if text is None:
+                return (self.packed or {}).get(name)
+            if not text.startswith("ref:"):
+                return text if _HEX.fullmatch(text) else None
+            name = text.removeprefix("ref:").strip()
+        return None
+
+    @functools.cached_property
+    def folders(self) -> tuple[str, ...]:
+        """Each loose ref as the folder of the refs it would block."""
+        return tuple(f"{name}/" for name in self.loose)
+
+    def has(self, name: str) -> bool:
+        """Whether a file or a `packed-refs` line names the ref."""
+        return name in self.loose or name in (self.packed or {})
+
+
+def _packed(text: str) -> dict[str, str] | None:
+    """The refs of a `packed-refs` text, None when git would refuse it."""
+    lines = text.splitlines()
+    header = lines[0] if lines and lines[0].startswith("# pack-refs with:") else None
+    found: dict[str, str] = {}
+    for line in lines[1:] if header else lines:
+        ref = _PACKED_LINE.fullmatch(line)
+        if ref:
+            found[ref[2]] = ref[1]
+        elif not (_PEELED_LINE.fullmatch(line) and found):
+            return None
+    ordered = header is None or " sorted " not in f"{header} " or list(found) == sorted(found)
+    return found if ordered else None
+
+
+def _names(backup: Backup, files: _RefFiles) -> list[str]:
     """The refs a session must leave resolving: every ref of the snapshot and every branch now
     (a branch is what verification and the scheduler's git read)."""
-    now = [f"{refs.HEADS}{branch}" for branch in refs.heads(backup.git_dir)]
-    return [*backup.refs, *(name for name in now if name not in backup.refs)]
+    now = sorted(n for n in {*files.loose, *(files.packed or {})} if n.startswith(refs.HEADS) and n not in backup.refs)
+    return [*backup.refs, *now]
 
 
-def _ref_problems(backup: Backup, names: Sequence[str], *, deleted_branches: bool) -> dict[str, str]:
+def _ref_problems(backup: Backup, files: _RefFiles, names: Sequence[str], *, deleted_branches: bool = False) -> dict[str, str]:
     """Each name that does not resolve to an object that exists, or (`HEAD`, a branch) not to a
     commit, and what is wrong with it. Without `deleted_branches`, a branch of the snapshot that
     is simply gone (no ref file or packed line left) while its commit is still there is none:
     verification undoes that as it undoes a moved branch."""
-    g = backup.git_dir
-    shas = [] if deleted_branches else sorted({backup.refs[n] for n in names if n.startswith(refs.HEADS) and n in backup.refs})
-    answers = _probe(g, [*names, *shas])
-    kept = {sha for sha, kind in zip(shas, answers[len(names) :], strict=True) if kind is not None}
+    head = (_head_text(backup.git_dir) or "").removeprefix("ref:").strip()
+    points = {n: files.resolve(n) if n != "HEAD" else files.resolve(head) if head.startswith("refs/") else head for n in names}
+    kept = [backup.refs[n] for n in names if n.startswith(refs.HEADS) and n in backup.refs]
+    kinds = _probe(backup.git_dir, sorted({*filter(None, points.values()), *kept}))
     found = {}
-    for name, kind in zip(names, answers, strict=False):
+    for name in names:
+        kind = kinds.get(points[name] or "")
         branch = name.startswith(refs.HEADS)
+        gone = branch and not deleted_branches and not files.has(name) and kinds.get(backup.refs.get(name, "")) is not None
         if name == "HEAD":
             if kind != "commit":
                 found[name] = "HEAD points to no commit"
         elif kind is None:
-            gone = branch and backup.refs.get(name) in kept and not _is_file(g / name) and name not in refs.packed(g)
             if not gone:
                 found[name] = f"{name} missing"
         elif kind != "commit" and branch:
@@ -330,18 +425,18 @@ def _ref_problems(backup: Backup, names: Sequence[str], *, deleted_branches: boo
     return found
 
 
-def _probe(git_dir: Path, names: Sequence[str]) -> list[str | None]:
-    """The type of the object each name (a ref, `HEAD`, an object) resolves to, None when it does
-    not resolve or the object is missing (one `git cat-file --batch-check`)."""
+def _probe(git_dir: Path, names: Sequence[str]) -> dict[str, str | None]:
+    """The type of the object each name (an object, a ref, `HEAD`) resolves to, None when it
+    does not or the object is missing (one `git cat-file --batch-check`; none for no name)."""
     if not names:
-        return []
-    out = _git(git_dir, "cat-file", "--batch-check=%(objecttype)", git_dir=git_dir, input="".join(f"{n}\n" for n in names))
-    return [None if answer.endswith((" missing", " ambiguous")) else answer for answer in out.splitlines()]
+        return {}
+    out = _git(git_dir, "cat-file", "--batch-check=%(objecttype)", input="".join(f"{n}\n" for n in names))
+    return {n: None if answer.endswith(" missing") else answer for n, answer in zip(names, out.splitlines(), strict=True)}
 
 
-def _index_readable(backup: Backup) -> bool:
+def _index_readable(git_dir: Path) -> bool:
     try:
-        _git(backup.project, "ls-files", "--stage", git_dir=backup.git_dir, work_tree=True)
+        _git(git_dir, "ls-files")
     except git.GitCommandError:
         return False
     return True
@@ -349,30 +444,14 @@ def _index_readable(backup: Backup) -> bool:
 
 def _stash_entries(reflog: Path) -> list[str]:
     """The commit of each stash entry, from the stash's reflog (`<old> <new> <who> <when>\t<message>`)."""
-    lines = (_read(reflog) or "").splitlines()
-    return [words[1] for words in (line.split(" ", 2) for line in lines) if len(words) > 2 and _HEX.fullmatch(words[1])]
+    return [m[1] for m in map(_REFLOG_LINE.match, _text(reflog).splitlines()) if m]
 
 
 def _head_text(git_dir: Path) -> str | None:
     """`HEAD` when git can read it: a file holding `ref: <a ref name>` or a commit."""
-    text = (_read(git_dir / "HEAD") or "").strip()
+    text = _text(git_dir / "HEAD").strip()
     target = text.removeprefix("ref:").strip()
     return text if (text.startswith("ref:") and refs.valid(target)) or _HEX.fullmatch(text) else None
-
-
-def _strays(git_dir: Path) -> list[tuple[str, str]]:
-    """Lock files left in the git folder or its refs (no git runs between sessions: a lock makes
-    the scheduler's next git command that needs it fail), and links in its refs (git would write
-    a ref through them, outside the project); each with what is wrong."""
-    found = [(p.name, "left behind") for p in git_dir.glob("*.lock") if not _is_folder(p)]
-    for folder, subfolders, names in os.walk(git_dir / "refs"):  # links to folders are listed, not followed
-        for name in [*subfolders, *names]:
-            path = Path(folder, name)
-            if path.is_symlink():
-                found.append((path.relative_to(git_dir).as_posix(), "is a link"))
-            elif name.endswith(".lock") and name in names:
-                found.append((path.relative_to(git_dir).as_posix(), "left behind"))
-    return sorted(found)
 
 
 def _is_folder(path: Path) -> bool:
@@ -392,18 +471,17 @@ def _kind(path: Path) -> int | None:
         return None
 
 
-def _read(path: Path) -> str | None:
-    """A regular file's text (None for anything else)."""
+def _text(path: Path) -> str:
+    """A regular file's text; empty for anything else."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace") if _is_file(path) else None
+        return path.read_bytes().decode(errors="replace") if _is_file(path) else ""
     except OSError:
-        return None
+        return ""
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".restoring")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    path.with_name(path.name + PART).write_bytes(text.encode())
+    os.replace(path.with_name(path.name + PART), path)
 
 
 def _label(backup: Backup) -> str:
@@ -421,7 +499,7 @@ def _summary(problems: Iterable[str]) -> str:
 def _first_line(exc: BaseException) -> str:
     """What a failure says, in one line: git's first fatal error where it gave one."""
     text = exc.said if isinstance(exc, GitFailed) else str(exc)
-    lines = [line.strip(" \0") for line in text.splitlines() if line.strip(" \0")]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     lines = [line for line in lines if "fatal:" in line] or lines
     return lines[0][:200] if lines else type(exc).__name__
 
@@ -434,14 +512,17 @@ class GitFailed(git.GitCommandError):
         self.said = stderr
 
 
-def _git(cwd: Path, *args: str, git_dir: Path | None = None, work_tree: bool = False, input: str | None = None) -> str:
-    """One git command with the scheduler's hardened environment, in the git folder it names (none
-    is searched for); `work_tree`: `cwd` is its work tree."""
+def _git(git_dir: Path, *args: str, input: str | None = None) -> str:
+    """One git command in the git folder `git_dir` (none is searched for; no command here reads a
+    work tree)."""
+    return _run([f"--git-dir={git_dir}", *args], input)
+
+
+def _run(args: list[str], input: str | None = None) -> str:
+    """One git command with the scheduler's hardened environment."""
     env = {k: v for k, v in os.environ.items() if k not in LOCATION} | safe_git.environment()
-    where = [f"--git-dir={git_dir}"] if git_dir is not None else []
-    where += [f"--work-tree={cwd}"] if work_tree else []
-    command = ["git", *where, *args]
-    done = subprocess.run(command, cwd=cwd if cwd.is_dir() else None, env=env, input=input, capture_output=True, text=True, check=False)
+    command = ["git", *args]
+    done = subprocess.run(command, env=env, input=input, capture_output=True, text=True)  # its status is read below
     if done.returncode != 0:
         raise GitFailed(command, done.returncode, done.stderr)
     return done.stdout

@@ -45,6 +45,8 @@ def new_project(tmp_path: Path) -> Path:
     sh(project, "git update-ref refs/scheduler/undone/session-1/x HEAD && git pack-refs --all")
     sh(project, "m=$(git rev-parse main) && git update-ref -d refs/heads/main && git update-ref refs/heads/main $m")  # loose only
     sh(project, "echo 2 > a && git commit -qam b && echo 3 > a && git stash -q && echo 4 > a && git stash -q && git branch feature/F003")
+    (project / ".git" / "hooks" / "pre-push").symlink_to("/bin/true")  # links among the settings stay links
+    (project / ".git" / "config.worktree").symlink_to(os.devnull)
     git_guard.baseline(project)
     return project
 
@@ -91,6 +93,22 @@ def test_the_backup_holds_every_ref_and_stash_entry_and_follows_the_repository(p
     assert git_backup.load(project.parent) is None
 
 
+def test_the_backup_keeps_its_refs_packed_and_its_history_indexed(project: Path) -> None:
+    store = git_backup.sync(project, project / ".git").store
+    graph = (store / "objects" / "info" / "commit-graph").stat()
+    assert not (store / "FETCH_HEAD").exists()
+
+    def loose() -> int:
+        return sum(len(names) for _, _, names in os.walk(store / "refs"))
+
+    assert loose() == 7 + 2, "the project's refs and two stash entries"
+    sh(project, "for i in $(seq 55); do echo create refs/heads/many/$i HEAD; done | git update-ref --stdin")
+    assert len(git_backup.sync(project, project / ".git").refs) == 62 and loose() == git_backup.LOOSE_KEPT
+    sh(project, "git branch one-more")
+    assert len(git_backup.sync(project, project / ".git").refs) == 63 and loose() == 0
+    assert (store / "objects" / "info" / "commit-graph").stat().st_mtime_ns == graph.st_mtime_ns, "written once"
+
+
 def test_the_fetch_runs_no_command_the_repository_s_config_names(project: Path, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     hook = tmp_path / "hook"
@@ -104,12 +122,13 @@ def test_the_fetch_runs_no_command_the_repository_s_config_names(project: Path, 
 def test_a_sound_repository_is_left_as_it_is(project: Path) -> None:
     sh(project, "git tag blob HEAD:a")  # a ref to a blob that is not a branch
     backup = git_backup.sync(project, project / ".git")
+    (project / ".git" / "refs" / "heads" / ".main.tmp").write_text("garbage\n")  # no ref name: git reads no ref there
     sh(project, "git checkout -q feature/F001 && echo 5 > b && git add b && git commit -qm c && git checkout -q -b feature/F009")
     before = refs_of(project)
     assert git_backup.repair(backup) is None  # a branch moved or made is verification's to judge
     assert refs_of(project) == before
-    sh(project, "git branch -D feature/F001 feature/F003")  # and one deleted, its commit still there (packed, loose)
-    assert git_backup.repair(backup) is None
+    sh(project, "git branch -D feature/F003 && git checkout -q --detach && git branch -D feature/F009")  # and one deleted,
+    assert git_backup.repair(backup) is None  # its commit still there; HEAD detached
 
 
 DESTRUCTIONS: dict[str, tuple[Callable[[Path], object], str]] = {
@@ -126,8 +145,12 @@ DESTRUCTIONS: dict[str, tuple[Callable[[Path], object], str]] = {
         "refs/scheduler/undone/session-1/x missing, refs/tags/v1 missing",
     ),
     "packed-refs unreadable": (
-        lambda g: (g / "packed-refs").write_text((g / "packed-refs").read_text() + "garbage\n"),
-        "git cannot read the repository (fatal: unexpected line in {git}/packed-refs: garbage)",
+        lambda g: (g / "packed-refs").write_text("garbage\n" + (g / "packed-refs").read_text()),
+        ".git/packed-refs unreadable",
+    ),
+    "packed-refs out of order": (  # its header says sorted: git would look for refs where they are not
+        lambda g: sh(g, "sed -i 's/feature.F001$/feature\\/F00x/; s/feature.F002$/feature\\/F001/; s/feature.F00x$/feature\\/F002/' packed-refs"),
+        ".git/packed-refs unreadable",
     ),
 }
 
@@ -141,12 +164,12 @@ def test_a_destroyed_repository_is_rebuilt_as_it_was(project: Path, name: str) -
     assert any(p.suffix == ".pack" for p in (backup.store / "objects" / "pack").iterdir())
     before = refs_of(project)
     destroy(project / ".git")
-    damage = damage.format(git=project / ".git")
     assert git_backup.repair(backup) == f"the session damaged .git ({damage}); restored from the scheduler's copy"
     restored(project, before, backup)
     assert (project / ".git" / "config").read_text() == config, "the run's settings, identity included"
     assert (project / ".git" / "info" / "exclude").read_text() == exclude
-    assert git_guard.check_and_restore(project, git_guard.baseline(project)) == []
+    settings = json.loads((project / ".agent_logs" / "git_guard" / "digest.json").read_text())
+    assert git_guard.differences(settings, git_guard.fingerprints(project / ".git")) == [], "hooks, info, links as they were"
     assert sh(project, "git status --porcelain") == "", "the index matches the work tree again"
     if name in ("HEAD garbage", "refs removed"):  # a packed-refs git reads is left as it is
         assert (project / ".git" / "packed-refs").read_text() == packed and "\n^" in packed
@@ -196,16 +219,22 @@ def test_broken_branches_go_back_or_go_and_head_names_a_commit_again(project: Pa
     sh(project, f"echo {'1' * 40} > .git/refs/heads/feature/F009 && echo {blob} > .git/refs/heads/feature/F003")
     sh(project, "echo garbage > .git/refs/heads/main && echo 'ref: refs/heads/feature/F009' > .git/HEAD")
     sh(project, f"sed -i 's/^[0-9a-f]* refs.heads.feature.F002$/{'2' * 40} refs\\/heads\\/feature\\/F002/' .git/packed-refs")
+    sh(project, f"sed -i '/refs.heads.feature.F002$/a {'4' * 40} refs/heads/feature/F008' .git/packed-refs")
+    sh(project, f"echo HEAD > .git/refs/heads/feature/F007 && echo {'5' * 40} > .git/refs/tags/broken")  # a name is no object
     assert git_backup.check(backup) == [
         "HEAD points to no commit",
         "refs/heads/feature/F002 missing",
         "refs/heads/feature/F003 is not a commit",
         "refs/heads/main missing",
+        "refs/heads/feature/F007 missing",
+        "refs/heads/feature/F008 missing",
         "refs/heads/feature/F009 missing",
-    ]
+    ], "a broken tag the session made is not the scheduler's concern"
+    sh(project, "rm .git/refs/tags/broken")
     git_backup.repair(backup)
     restored(project, before, backup)
     assert (project / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert sh(project, "git log -g -1 --format=%gs refs/heads/main") == "scheduler: restored from its copy\n"
 
 
 def test_a_branch_gone_with_its_commit_is_damage(project: Path) -> None:
@@ -217,6 +246,14 @@ def test_a_branch_gone_with_its_commit_is_damage(project: Path) -> None:
     assert git_backup.check(backup) == ["refs/heads/feature/F004 missing"]
     git_backup.repair(backup)
     restored(project, before, backup)
+
+
+def test_a_symbolic_ref_is_followed(project: Path) -> None:
+    sh(project, "git symbolic-ref refs/remotes/origin/HEAD refs/heads/feature/F003")
+    backup = git_backup.sync(project, project / ".git")
+    assert backup.refs["refs/remotes/origin/HEAD"] == backup.refs["refs/heads/feature/F003"]
+    sh(project, "git branch -D feature/F003")
+    assert git_backup.check(backup) == ["refs/remotes/origin/HEAD missing"], "the branch is verification's, the ref it left dangling not"
 
 
 def test_a_corrupt_object_is_copied_back(project: Path) -> None:
@@ -232,12 +269,100 @@ def test_a_corrupt_object_is_copied_back(project: Path) -> None:
     restored(project, before, backup)
 
 
+def test_a_repair_that_needs_no_object_keeps_the_index_and_the_newer_stash_entries(project: Path) -> None:
+    backup = git_backup.sync(project, project / ".git")
+    sh(project, "echo 5 > a && git stash -q && echo 6 > a && git add a")  # a third stash entry, a staged change
+    (project / ".git" / "HEAD").write_text("garbage")
+    git_backup.repair(backup)
+    assert sh(project, "git status --porcelain") == "M  a\n"
+    assert len(sh(project, "git stash list").splitlines()) == 3
+
+
+def test_head_that_is_a_link_or_names_no_ref_is_unreadable(project: Path) -> None:
+    backup = git_backup.sync(project, project / ".git")
+    head = project / ".git" / "HEAD"
+    (project / "head").write_text("ref: refs/heads/main\n")
+    head.unlink()
+    head.symlink_to(project / "head")
+    assert git_backup.check(backup) == ["HEAD unreadable"]
+    git_backup.repair(backup)
+    assert not head.is_symlink() and head.read_text() == "ref: refs/heads/main\n"
+    head.write_text("ref: ../../head\n")
+    assert git_backup.check(backup) == ["HEAD unreadable"]
+
+
+def test_git_s_location_variables_and_the_repository_s_hooks_are_not_used(project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    backup = git_backup.sync(project, project / ".git")
+    (tmp_path / "index").write_text("garbage")
+    monkeypatch.setenv("GIT_INDEX_FILE", str(tmp_path / "index"))
+    assert git_backup.check(backup) == []
+    hook = project / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(f"#!/bin/sh\necho ran >> {tmp_path / 'ran'}\n")
+    hook.chmod(0o755)
+    (project / ".git" / "refs" / "stash").unlink()
+    assert git_backup.repair(backup) is not None
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_reftable_repository_is_left_alone(project: Path) -> None:
+    backup = git_backup.sync(project, project / ".git")
+    (project / ".git" / "reftable").mkdir()
+    (project / ".git" / "HEAD").write_text("ref: refs/heads/.invalid\n")
+    assert git_backup.repair(backup) is None
+
+
+def test_the_lines_say_what_failed_in_a_line_and_count_what_they_do_not_name() -> None:
+    failed = git_backup.GitFailed(["git", "x"], 128, "error: first\n\n  fatal: the cause  \nfatal: another\n")
+    assert failed.status == 128 and "fatal: the cause" in str(failed.stderr)
+    assert git_backup._first_line(failed) == "fatal: the cause"
+    assert git_backup._first_line(git_backup.GitFailed(["git"], 1, " error: only\n")) == "error: only"
+    assert git_backup._first_line(git_backup.GitFailed(["git"], 1, "")) == "GitFailed"
+    assert git_backup._first_line(OSError("x" * 300)) == "x" * 200
+    assert git_backup._summary(["a", "b", "c", "d"]) == "a, b, c, d"
+    assert git_backup._summary(["a", "b", "c", "d", "e"]) == "a, b, c, d and 1 more"
+
+
+def test_a_git_command_that_fails_says_how(project: Path) -> None:
+    with pytest.raises(git_backup.GitFailed) as failed:
+        git_backup._git(project / "nowhere", "ls-files")
+    assert failed.value.status == 128 and failed.value.said.startswith("fatal: ")
+    backup = git_backup.sync(project, project / ".git")
+    (project / ".git" / "config").write_text("[garbage\n")
+    assert git_backup.check(backup) == [f"git cannot read the repository (fatal: bad config line 1 in file {project}/.git/config)"]
+
+
+def test_packed_refs_are_read_as_git_reads_them() -> None:
+    a, b = "a" * 40, "b" * 40
+    assert git_backup._packed("") == {}
+    assert git_backup._packed(f"{a} refs/heads/x\n{b} refs/heads/w\n") == {"refs/heads/x": a, "refs/heads/w": b}
+    assert git_backup._packed(f"# pack-refs with: peeled\n{a} refs/tags/x\n^{b}\n{b} refs/heads/w\n") is not None
+    assert git_backup._packed(f"# pack-refs with: peeled sorted \n{a} refs/heads/x\n{b} refs/heads/w\n") is None
+    assert git_backup._packed(f"garbage\n{a} refs/heads/x\n") is None
+    assert git_backup._packed(f"{a} refs/heads/x\ngarbage\n") is None
+    assert git_backup._packed(f"^{b}\n{a} refs/heads/x\n") is None
+    assert git_backup._packed(f"{a} refs/heads/a..b\n") is None
+
+
 def test_lock_files_are_removed(project: Path) -> None:
     backup = git_backup.sync(project, project / ".git")
+    sh(project, "git checkout -q -b feature/F009")  # a branch of the session: HEAD stays on it
     sh(project, "touch .git/index.lock .git/refs/heads/main.lock .git/packed-refs.lock && mkdir .git/refs/heads/x.lock .git/y.lock")
     assert git_backup.check(backup) == [".git/index.lock left behind", ".git/packed-refs.lock left behind", ".git/refs/heads/main.lock left behind"]
     git_backup.repair(backup)
     sh(project, "git branch -f feature/F001 main && echo x > a && git stash -q")
+    assert sh(project, "git symbolic-ref HEAD") == "refs/heads/feature/F009\n"
+
+
+def test_pipes_and_links_where_git_reads_refs_are_removed(project: Path) -> None:
+    backup = git_backup.sync(project, project / ".git")
+    os.mkfifo(project / ".git" / "refs" / "heads" / "pipe")
+    packed = project / ".git" / "packed-refs"
+    os.rename(packed, project / "packed-refs.elsewhere")
+    packed.symlink_to(project / "packed-refs.elsewhere")
+    assert git_backup.check(backup)[-2:] == [".git/packed-refs is not a file", ".git/refs/heads/pipe is not a file"]
+    git_backup.repair(backup)
+    assert not (project / ".git" / "refs" / "heads" / "pipe").exists() and not packed.is_symlink()
+    assert (project / "packed-refs.elsewhere").exists()
 
 
 def test_links_in_refs_are_removed_and_what_they_point_to_is_left_alone(project: Path, tmp_path: Path) -> None:
@@ -263,6 +388,22 @@ def test_an_unreadable_index_is_read_again_from_head_and_the_work_tree_is_kept(p
     assert git_backup.check(backup) == ["the index unreadable"]
     git_backup.repair(backup)
     assert sh(project, "git status --porcelain").splitlines() == [" M a", "?? new"]
+
+
+@pytest.mark.parametrize("step", ["_strays_removed", "_index"])
+def test_a_step_that_fails_is_named_and_the_next_ones_run(project: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    backup = git_backup.sync(project, project / ".git")
+    real = getattr(git_backup, step)
+
+    def part_way(*args: object) -> None:
+        real(*args)
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(git_backup, step, part_way)
+    (project / ".git" / "HEAD").write_text("garbage")
+    line = git_backup.repair(backup)
+    assert line == "the session damaged .git (HEAD unreadable); restored from the scheduler's copy, except: No space left on device"
+    assert git_backup.check(backup) == []
 
 
 @pytest.mark.parametrize("fails", [False, True])
@@ -340,9 +481,10 @@ def test_a_backup_that_cannot_be_read_is_named(project: Path) -> None:
 
 def test_when_a_run_opens_the_repository_only_damage_is_repaired(project: Path) -> None:
     backup = git_backup.sync(project, project / ".git")
-    sh(project, "git branch -D feature/F002 && echo x > a && git commit -qam person && touch .git/index.lock")
+    sh(project, "git branch -D feature/F002 && git tag -d v1 && echo x > a && git commit -qam person && touch .git/index.lock")
     assert git_backup.repair(backup, at_open=True) is None, "a person's changes between runs are kept"
     assert "feature/F002" not in sh(project, "git branch") and (project / ".git" / "index.lock").exists()
+    assert sh(project, "git tag") == ""
     (project / ".git" / "refs" / "heads" / "main").unlink()
     line = git_backup.repair(backup, at_open=True)
     assert line == ".git was damaged since the last session began (HEAD points to no commit); restored from the scheduler's copy"
