@@ -131,14 +131,14 @@ def tool(kind: str, name: str, **tool_input: Any) -> Call:
 _MARK_CALL = re.compile(r"(?<![A-Z])(?:MARK|MAKEMARK|JSONMARK|CMARK)\(([\w.:-]+)\)")
 _MARK_FILE = re.compile(r"PYMARK\(([\w.:-]+)\)")
 _SH_MARK = (
-    '{ p=$$; while [ "$p" -gt 1 ] 2>/dev/null; do echo "$p $(tr "\\000" " " < /proc/$p/cmdline)"; '
+    '{ p=$$; while [ "$p" -gt 1 ] 2>/dev/null; do echo "$p $(tr "\\000\\n" "  " < /proc/$p/cmdline)"; '
     'p=$(sed -n "s/^PPid:[[:space:]]*//p" /proc/$p/status); done; } >> MARKERS/NAME 2>/dev/null'
 )
 _PY_MARK = """try:
     import os as _os
     _p, _chain = _os.getpid(), []
     while _p > 1:
-        _chain.append('%d %s' % (_p, open('/proc/%d/cmdline' % _p).read().replace(chr(0), ' ')))
+        _chain.append('%d %s' % (_p, open('/proc/%d/cmdline' % _p).read().replace(chr(0), ' ').replace(chr(10), ' ')))
         _p = int([_l.split()[1] for _l in open('/proc/%d/status' % _p) if _l.startswith('PPid')][0])
     open('MARKERS/NAME', 'a').write(chr(10).join(_chain) + chr(10))
 except (OSError, ValueError, IndexError):
