@@ -75,8 +75,6 @@ FETCH = ("-c", "protocol.file.allow=always", "-c", "protocol.version=2", "-c", "
 by its commit), git's automatic upkeep of the backup run in the call, not left running after it."""
 LOOSE_KEPT = 64
 """Loose refs in the backup beyond which they are packed (a fetch reads them all)."""
-LOCATION = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR")
-"""Variables that would make git look elsewhere than the folders named here."""
 MINIMAL_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
 """The settings of a git folder made again when git_guard has no copy of the run's."""
 SHOWN = 4
@@ -520,7 +518,7 @@ def _git(git_dir: Path, *args: str, input: str | None = None) -> str:
 
 def _run(args: list[str], input: str | None = None) -> str:
     """One git command with the scheduler's hardened environment."""
-    env = {k: v for k, v in os.environ.items() if k not in LOCATION} | safe_git.environment()
+    env = safe_git.without_location(os.environ) | safe_git.environment()
     command = ["git", *args]
     done = subprocess.run(command, env=env, input=input, capture_output=True, text=True)  # its status is read below
     if done.returncode != 0:

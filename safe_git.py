@@ -15,7 +15,11 @@ scheduler itself starts goes through a repository opened here (`open`, `init`): 
   object, and again after `refresh`), from the repository and from every nested repository its
   index records as a gitlink (git runs `git status` inside those, handing these settings down);
 - never prompts (`GIT_TERMINAL_PROMPT=0`) and sees no replacement objects
-  (`GIT_NO_REPLACE_OBJECTS=1`: verification reads the commits that are there).
+  (`GIT_NO_REPLACE_OBJECTS=1`: verification reads the commits that are there);
+- finds the repository from the project's folder alone: the variables that point git at another
+  repository, work tree, index or object store (`LOCATION`: `GIT_DIR`, `GIT_WORK_TREE`, ... set
+  in the person's shell) are dropped from the scheduler's process when a repository is opened
+  here, so they reach neither its git nor the sessions it starts.
 
 The scheduler's `git status` also passes `--ignore-submodules=all` (gitops.py); its diffs of two
 commits pass `--ignore-submodules=none`, so that they name gitlinks.
@@ -24,7 +28,7 @@ commits pass `--ignore-submodules=none`, so that they name gitlinks.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +67,41 @@ ENVIRONMENT: dict[str, str] = {
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_NO_REPLACE_OBJECTS": "1",
 }
+
+
+LOCATION: tuple[str, ...] = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+    "GIT_INTERNAL_SUPER_PREFIX",
+    "GIT_GRAFT_FILE",
+    "GIT_SHALLOW_FILE",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_CONFIG",
+    "GIT_QUARANTINE_PATH",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+)
+"""What points git at a repository, work tree, index or object store other than the one its
+folder holds (`git rev-parse --local-env-vars` and the discovery settings): never inherited."""
+
+
+def without_location(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without the variables that point git elsewhere (`LOCATION`)."""
+    return {key: value for key, value in env.items() if key not in LOCATION}
+
+
+def forget_location() -> None:
+    """Drop `LOCATION` from this process's environment: GitPython starts git with it, and the
+    sessions' CLI inherits it (a `GIT_DIR` left in the person's shell would send both elsewhere)."""
+    for name in LOCATION:
+        os.environ.pop(name, None)
 
 
 def environment(drivers: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
@@ -109,11 +148,13 @@ class HardenedGit(git.Git):
     the scheduler's settings down, the names neutralised here included."""
 
     def __init__(self, working_dir: Any = None) -> None:
+        forget_location()
         super().__init__(working_dir)
         self.update_environment(**environment())
         self.names_read = False
 
     def execute(self, *args: Any, **kwargs: Any) -> Any:
+        forget_location()
         if not self.names_read:
             self.names_read = True  # first: the reads below run through here
             try:

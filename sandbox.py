@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import command_sandbox
+import safe_git
 from confinement import SECRET_ENV_NAMES, denied_regions, kept_denied, reopened, toolchains
 from confinement import Host as Host  # imported from here by plan, scheduler, the CLI and the red team
 from layout import MAIN_REF_PATHS, SANDBOX_DENIED_WRITES, SETTINGS_FILE
@@ -130,7 +132,8 @@ PROVEN = "the OS sandbox is active: a probe could not write outside the project,
 
 def _git(project: Path, *args: str) -> str:
     """git on the probe's own throwaway repository (made here, nothing in it runs code)."""
-    done = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=project, capture_output=True, text=True, check=False)
+    env = safe_git.without_location(os.environ)  # the probe's repository, not one a GIT_DIR names
+    done = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=project, env=env, capture_output=True, text=True, check=False)
     return done.stdout.strip()
 
 

@@ -646,3 +646,48 @@ def test_allow_repo_code_is_an_option_that_is_saved() -> None:
     assert merge_config(saved, {"allow_repo_code": False}).allow_repo_code is False
     (option,) = [p for p in main.params if p.name == "allow_repo_code"]
     assert option.default is None and option.opts == ["--allow-repo-code"] and option.secondary_opts == ["--no-allow-repo-code"]
+
+
+def test_a_git_dir_in_the_persons_environment_reaches_neither_the_schedulers_git_nor_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE, ... left in the shell point git at another
+    repository: a run works on its project alone and the other repository is untouched."""
+    from click.testing import CliRunner
+    from helpers import cli_seams
+
+    other = tmp_path / "other"
+    other.mkdir()
+    sh(other, "git init -q -b main && git commit -q --allow-empty -m mine")
+    before = sh(other, "git for-each-ref; git rev-parse HEAD; git status --porcelain; git stash list; ls -a")
+    for name, value in {
+        "GIT_DIR": other / ".git",
+        "GIT_WORK_TREE": other,
+        "GIT_INDEX_FILE": other / ".git" / "index",
+        "GIT_OBJECT_DIRECTORY": other / ".git" / "objects",
+        "GIT_COMMON_DIR": other / ".git",
+    }.items():
+        monkeypatch.setenv(name, str(value))
+    project = tmp_path / "app"
+    result = CliRunner().invoke(
+        main,
+        ["--project-dir", str(project), "--max-iterations", "3"],
+        obj=cli_seams(lambda _: InProcessRobotRunner(Scenario.from_json({"features": 2}))),
+    )
+    assert result.exit_code == 3, result.output
+    for name in safe_git.LOCATION:
+        monkeypatch.delenv(name, raising=False)
+    assert sh(other, "git for-each-ref; git rev-parse HEAD; git status --porcelain; git stash list; ls -a") == before
+    assert int(sh(project, "git rev-list --count main")) >= 2, "the run committed in its own project"
+
+
+def test_the_hardened_git_finds_the_repository_from_its_folder_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    for folder in (here, elsewhere):
+        folder.mkdir()
+        sh(folder, "git init -q -b main")
+    monkeypatch.setenv("GIT_DIR", str(elsewhere / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(elsewhere))
+    repo = safe_git.open(here)
+    assert Path(repo.git.rev_parse("--absolute-git-dir")) == (here / ".git").resolve()
+    assert "GIT_DIR" not in os.environ and "GIT_WORK_TREE" not in os.environ, "not handed to the sessions either"
