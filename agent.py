@@ -87,6 +87,9 @@ class SessionResult:
     retrying_s: float = 0.0
     """How long the CLI had been retrying failed API requests when the session ended (0: it was
     not): the outage began that long before the end, the CLI's own retries included."""
+    cut_off: bool = False
+    """The CLI reported no result (a timeout, a stop at an API error, an exit without one): the
+    tokens are those its transcript shows, and its cost is not known (the scheduler estimates it)."""
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -294,6 +297,8 @@ class ClaudeSessionRunner:
                     values.update(error=why, terminal_reason=reason, is_error=True)
                     self._echo(f"  [{plan.role.value}] stopped: {line}")
         (request.log_dir / "cli_stderr.log").write_text("\n".join(stderr_lines), encoding="utf-8")
+        if "subtype" not in values:  # no result: what the model calls used, as the transcript shows it
+            values.update(tokens_in_transcript(request.log_dir / "transcript.jsonl"), cut_off=True)
         result_text = str(values.pop("result_text", None) or "")
         if values.get("is_error", True):  # an agent's own words never count as a login failure
             text = " ".join([str(values.get("error") or ""), result_text, _tail(stderr_lines)]).lower()

@@ -129,34 +129,41 @@ def backoff_s(outages: int, rng: random.Random | None = None) -> float:
     return float(delay * (1 + 0.2 * (rng or random.Random()).random()))
 
 
-def receipt(result: SessionResult, model: str, classified: Classified, verdict: str | None) -> dict[str, Any]:
-    """What one session cost and how it ended (the `receipt` of its session_ended event)."""
+def receipt(
+    result: SessionResult, model: str, classified: Classified, verdict: str | None, *, estimated_cost: float | None = None
+) -> dict[str, Any]:
+    """What one session cost and how it ended (the `receipt` of its session_ended event). A
+    session the CLI reported no result for (`result.cut_off`) carries the tokens its transcript
+    shows and `estimated_cost`, the scheduler's estimate (pricing.py)."""
     return {
         "model": model,
         "input_tokens": result.input_tokens,
         "cache_read_tokens": result.cache_read_tokens,
         "cache_write_tokens": result.cache_write_tokens,
         "output_tokens": result.output_tokens,
-        "cost_usd": round(result.cost_usd, 6),
+        "cost_usd": round(result.cost_usd if estimated_cost is None else estimated_cost, 6),
         "turns": result.num_turns,
         "tool_calls": result.tool_calls,
         "duration_s": round(result.duration_s, 2),
         "verdict": verdict,
         "retry_reason": None if classified.standing is Standing.VERIFIED else classified.reason,
-        "partial": False,
+        "partial": result.cut_off,
+        "cost_estimated": estimated_cost is not None,
     }
 
 
-def partial_receipt(model: str, tokens: dict[str, int], reason: str) -> dict[str, Any]:
-    """The receipt of a session cut off before the CLI reported: the tokens its transcript shows."""
+def partial_receipt(model: str, tokens: dict[str, int], reason: str, *, cost_usd: float, duration_s: float) -> dict[str, Any]:
+    """The receipt of a session cut off before the CLI reported: the tokens its transcript shows,
+    the scheduler's estimate of their cost, and how long it ran until its last recorded activity."""
     return {
         "model": model,
         **tokens,
-        "cost_usd": 0.0,
+        "cost_usd": round(cost_usd, 6),
         "turns": 0,
         "tool_calls": 0,
-        "duration_s": 0.0,
+        "duration_s": round(max(duration_s, 0.0), 2),
         "verdict": None,
         "retry_reason": reason,
         "partial": True,
+        "cost_estimated": True,
     }

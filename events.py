@@ -46,6 +46,15 @@ FIELDS: dict[str, tuple[str, ...]] = {
 NOTIFY_KINDS = frozenset({"run_ended", "feature_blocked", "budget_reached", "limit_wait", "resumed"})
 """The events a person cares about: those `--notify` runs its command on."""
 
+ROLES = ("INITIALIZER", "IMPLEMENT", "REVIEW", "FIX", "ARCHITECTURE")
+"""The roles in the order a project meets them: every listing by role uses it (stable across runs)."""
+
+
+def role_order(role: str) -> tuple[int, str]:
+    """The sort key of a role: its place in ROLES, then (an unknown role) its name."""
+    return (ROLES.index(role) if role in ROLES else len(ROLES), role)
+
+
 RECEIPT_TOKENS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
 COUNTED = frozenset({"verified", "failed"})
 """Standings that count as a session of their role (classify.Standing values)."""
@@ -154,6 +163,13 @@ def parse(lines: Iterable[bytes]) -> Iterator[Event]:
             yield event
 
 
+def owner(event: Event) -> str:
+    """The invocation an event belongs to: the run that wrote it, except the end of a session cut
+    off by a kill, which the next run records on behalf of the run the session belonged to."""
+    cut = event.get("cut")
+    return str((cut.get("run") if isinstance(cut, dict) else None) or event.get("run"))
+
+
 # -- the fold -------------------------------------------------------------------------------------
 
 
@@ -211,21 +227,29 @@ class Totals:
     """The last limit_wait, until a session starts again."""
     set_aside: list[Event] = field(default_factory=list)
     """Uncommitted work the scheduler stashed (git stash refs)."""
+    cut: list[Event] = field(default_factory=list)
+    """The session_ended events of sessions cut off before the CLI reported (a `cut` field:
+    by what, the run they belonged to, their last recorded activity), oldest first."""
+    started_runs: dict[int, str] = field(default_factory=dict)
+    """Session number -> the run its last start belongs to."""
     first_ts: float | None = None
     last_ts: float | None = None
     run_started: Event | None = None
     run_ended: Event | None = None
+    run: str | None = None
+    """Fold only the events that belong to this invocation (None: every event)."""
 
     @classmethod
     def of(cls, events: Iterable[Event], run: str | None = None) -> Totals:
-        """The fold of `events`; only those of invocation `run` when it is given."""
-        totals = cls()
+        """The fold of `events`; only those that belong to invocation `run` when it is given."""
+        totals = cls(run=run)
         for event in events:
-            if run is None or event.get("run") == run:
-                totals.apply(event)
+            totals.apply(event)
         return totals
 
     def apply(self, event: Event) -> None:
+        if self.run is not None and owner(event) != self.run:
+            return
         kind, ts = event["kind"], float(event.get("ts", 0.0))
         self.first_ts = ts if self.first_ts is None else self.first_ts
         self.last_ts = ts
@@ -241,6 +265,7 @@ class Totals:
 
     def _on_session_started(self, event: Event) -> None:
         self.in_flight, self.waiting = event, None
+        self.started_runs[int(event["session"])] = str(event.get("run"))
 
     def _on_session_ended(self, event: Event) -> None:
         receipt, role, feature = event["receipt"], event["role"], event.get("feature")
@@ -261,6 +286,8 @@ class Totals:
             self.not_counted[standing] = self.not_counted.get(standing, 0) + 1
         self.standings[number] = (role, standing, feature)
         self.ended.append(event)
+        if isinstance(event.get("cut"), dict):
+            self.cut.append(event)
         if self.in_flight is not None and self.in_flight.get("session") == number:
             self.in_flight = None
 
@@ -292,7 +319,7 @@ class Totals:
 
     @property
     def sessions_by_role(self) -> dict[str, int]:
-        return {role: spend.sessions for role, spend in sorted(self.by_role.items()) if spend.sessions}
+        return {role: self.by_role[role].sessions for role in sorted(self.by_role, key=role_order) if self.by_role[role].sessions}
 
     @property
     def sessions(self) -> int:

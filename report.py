@@ -8,7 +8,7 @@ from typing import Literal
 from rich.console import Console
 from rich.table import Table
 
-from events import Totals
+from events import Totals, role_order
 from humane import money, number, plural
 from machine import SessionState
 
@@ -44,7 +44,7 @@ def print_summary(console: Console, report: RunReport) -> None:
     table.add_row("features passing", f"+{len(this.passing)}", f"{len(backlog.passing)}/{len(backlog.features)}")
     table.add_row("features blocked", f"+{len(this.blocked)}", ", ".join(sorted(backlog.blocked)) or "none")
     table.add_row("sessions", number(this.sessions), number(totals.sessions))
-    for role in sorted(set(totals.sessions_by_role) | set(this.sessions_by_role)):
+    for role in sorted(set(totals.sessions_by_role) | set(this.sessions_by_role), key=role_order):
         table.add_row(f"  {role}", number(this.sessions_by_role.get(role, 0)), number(totals.sessions_by_role.get(role, 0)))
     table.add_row("  of them failed", number(this.failed), number(totals.failed))
     not_counted = ", ".join(f"{why} {n}" for why, n in sorted(totals.not_counted.items())) or "none"

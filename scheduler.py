@@ -19,8 +19,10 @@ import git_backup
 import git_guard
 import gitops
 import handoff_history
+import pricing
 import processes
 import progress
+import refs
 import safe_git
 import statefile
 from agent import SessionRequest, SessionResult, SessionRunner, tokens_in_transcript
@@ -120,10 +122,10 @@ class Scheduler:
         self.cost_basis = cost_basis
         self.totals = Totals()
         """The project's totals: the event log folded, kept current as events are appended."""
-        self.run_totals = Totals()
-        """This invocation's."""
+        self.run_totals = Totals(run=self.events.run)
+        """This invocation's (a killed run's session, whose end this run records, is not)."""
         self.count = 0
-        self._unrecorded: list[tuple[str, str]] = []
+        self._unrecorded: list[tuple[str, str, str]] = []
         """Stashes noted before the run's first event, recorded once it has one."""
         self._git_guard: git_guard.GitGuard | None = None
         """`.git/config`, `.git/hooks`, `.git/info` as this run found them (taken when it opens the repository)."""
@@ -361,7 +363,7 @@ class Scheduler:
             gitops.create_branch(repo, branch, tip)
         flight = self.totals.in_flight
         if flight is not None and flight.get("session") == interrupted["number"]:  # killed: it never ended
-            self._ended_partly(state.lane.role.value, flight, aside / "transcript.jsonl")
+            self._ended_partly(state.lane.role.value, flight, aside / "transcript.jsonl", killed=True)
         self.events.emit("resumed", session=interrupted["number"], role=state.lane.role.value, cause=why)
         cause = "interrupted" if why == Standing.INTERRUPTED.value else f"cut short ({why.replace('_', ' ')})"
         head = "Resuming: session" if self.count == 0 else "Running session"
@@ -393,7 +395,8 @@ class Scheduler:
                 f"  set aside: uncommitted work is kept as {ref} ({message}); "
                 f"`git stash show -p --include-untracked {ref}` shows it, `git stash pop {ref}` brings it back"
             )
-            self._unrecorded.append((ref, message))
+            commit = refs.sha(self.project / ".git", "refs/stash") or ""
+            self._unrecorded.append((ref, message, commit))
             self._record_set_aside()
         return len(entries)
 
@@ -401,8 +404,8 @@ class Scheduler:
         if self.totals.run_started is None:
             return
         while self._unrecorded:
-            ref, message = self._unrecorded.pop(0)
-            self.events.emit("set_aside", ref=ref, message=message)
+            ref, message, commit = self._unrecorded.pop(0)
+            self.events.emit("set_aside", ref=ref, message=message, commit=commit)
 
     def _check_handoff(self, state: SessionState) -> None:
         """Check that the hand-off files are intact and present (on start, and before each session
@@ -572,15 +575,21 @@ class Scheduler:
             )
 
     def _ended(self, plan: SessionPlan, result: SessionResult, classified: Classified, verdict: str | None) -> None:
-        """The session's one line on the console, and its receipt into the event log."""
+        """The session's one line on the console, and its receipt into the event log. A session
+        the CLI reported no result for gets its cost estimated from its transcript's tokens."""
         status = {Standing.VERIFIED: "verified", Standing.FAILED: f"FAILED: {classified.reason}"}.get(
             classified.standing, f"not counted: {classified.reason}"
         )
         tokens = result.input_tokens + result.cache_read_tokens + result.cache_write_tokens + result.output_tokens
+        estimate = None
+        if result.cut_off:
+            estimate = pricing.estimate(plan.model, {k: getattr(result, k) for k in events.RECEIPT_TOKENS}, (e["receipt"] for e in self.totals.ended))
+        cost = money(result.cost_usd) if estimate is None else f"~{money(estimate)} estimated"
         self.echo(
             f"--- Session {plan.number} {plan.role.value}{' ' + verdict if verdict else ''}: {status} "
-            f"({result.num_turns} turns, {duration(result.duration_s)}, {number(tokens)} tokens, {money(result.cost_usd)})"
+            f"({plural(result.num_turns, 'turn')}, {duration(result.duration_s)}, {number(tokens)} tokens, {cost})"
         )
+        cut = {"by": result.terminal_reason or "no_result", "run": self.events.run, "last_activity": round(time.time(), 3)}
         self.events.emit(
             "session_ended",
             session=plan.number,
@@ -588,12 +597,26 @@ class Scheduler:
             feature=plan.work.feature_id if plan.work else None,
             standing=classified.standing.value,
             reason=classified.reason,
-            receipt=receipt(result, plan.model, classified, verdict),
+            receipt=receipt(result, plan.model, classified, verdict, estimated_cost=estimate),
+            **({"cut": cut} if result.cut_off else {}),
         )
 
-    def _ended_partly(self, role: str, started: dict[str, Any], transcript: Path) -> None:
-        """A session cut off before the CLI reported: what its transcript shows it used."""
-        why = "the run was stopped during the session (Ctrl-C, a stop signal or a kill)"
+    def _ended_partly(self, role: str, started: dict[str, Any], transcript: Path, *, killed: bool = False) -> None:
+        """A session cut off before the CLI reported: what its transcript shows it used, its cost
+        estimated, and what cut it: this run's stop (Ctrl-C, a stop signal), or, recorded by the
+        next run, the kill of the run it belonged to (then it ended at its last recorded activity)."""
+        run = str(started.get("run") or self.events.run)
+        last = time.time()
+        if killed:
+            try:
+                last = max(float(started["ts"]), transcript.stat().st_mtime)
+            except OSError:
+                last = float(started["ts"])
+            why = f"the scheduler was killed during the session (its run {run} recorded no end: kill -9, a crash or a power cut)"
+        else:
+            why = "the run was stopped during the session (Ctrl-C or a stop signal)"
+        model, tokens = str(started.get("model", "")), tokens_in_transcript(transcript)
+        cost = pricing.estimate(model, tokens, (e["receipt"] for e in self.totals.ended))
         self.events.emit(
             "session_ended",
             session=started["session"],
@@ -601,7 +624,8 @@ class Scheduler:
             feature=started.get("feature"),
             standing=Standing.INTERRUPTED.value,
             reason=why,
-            receipt=partial_receipt(str(started.get("model", "")), tokens_in_transcript(transcript), why),
+            receipt=partial_receipt(model, tokens, why, cost_usd=cost, duration_s=last - float(started["ts"])),
+            cut={"by": "kill" if killed else "interrupt", "run": run, "last_activity": round(last, 3)},
         )
 
     def _after(self, repo: git.Repo, state: SessionState, outcome: Outcome) -> SessionState:
