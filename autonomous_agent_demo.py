@@ -17,9 +17,9 @@ import math
 import os
 import signal
 import sys
-import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,28 +29,32 @@ from rich.console import Console
 import crashpoints
 import events
 import progress
+import safe_git
 import statefile
 import status
 from clock import Clock, SystemClock
-from config import DEFAULT_ALLOWED_DOMAINS, DEFAULT_MODELS, ROLES, AgentConfig, SessionType
+from config import DEFAULT_ALLOWED_DOMAINS, DEFAULT_MODELS, ROLES, TERMINAL, AgentConfig, SessionType
 from errors import (
     EXIT_DONE,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_LIMIT,
+    BadInput,
     ConfigError,
+    NotLoggedIn,
     SchedulerError,
     UnknownModel,
 )
-from layout import LOG_DIR
+from layout import LOG_DIR, SETTINGS_FILE
 from live import LiveConsole, Verbosity
 from machine import SessionState, resume
-from plan import brief_for, plan_session, write_plan
+from plan import brief_for, plan_session
 from prompts import EXAMPLE_SPEC, template_path
 from sandbox import Host, Preflight, preflight
 from scripted_model.scenario import DEMO, Scenario
 
 if TYPE_CHECKING:
+    from agent import SessionRequest, SessionResult, SessionRunner
     from runners import RunnerFactory
 
 VERSION = "0.2.0"
@@ -59,9 +63,12 @@ SPEC_NAME = "app_spec.txt"
 OFFLINE_DEFAULTS: dict[str, Any] = {"test_command": "bash init.sh", "feature_count": 6}
 
 
+DEFAULT_GENERATIONS = HERE / "generations"
+
+
 def generations_dir() -> Path:
     """Home of projects given by a relative path (override: AGENT_GENERATIONS_DIR)."""
-    return Path(os.environ.get("AGENT_GENERATIONS_DIR") or HERE / "generations")
+    return Path(os.environ.get("AGENT_GENERATIONS_DIR") or DEFAULT_GENERATIONS)
 
 
 def resolve_project(project_dir: str) -> Path:
@@ -70,7 +77,7 @@ def resolve_project(project_dir: str) -> Path:
     resolved = project.resolve()
     if resolved == generations_dir().resolve() or HERE.resolve().is_relative_to(resolved):
         where = "the folder that holds all projects" if resolved == generations_dir().resolve() else "the scheduler's own folder or one above it"
-        raise ConfigError(
+        raise BadInput(
             f"--project-dir {project_dir} is {where} ({resolved}); give the project a folder of its own, "
             "for example --project-dir my_app"
         )
@@ -82,16 +89,19 @@ def _sha(path: Path) -> str:
 
 
 def read_spec(spec: Path) -> bytes:
+    """The spec's bytes; a spec that cannot be used is bad input (exit 2), said in one line."""
+    if spec.is_dir():
+        raise BadInput(f"--spec {spec} is a folder; pass the text file that describes the application")
     try:
         data = spec.read_bytes()
     except OSError as exc:
-        raise ConfigError(
+        raise BadInput(
             f"cannot read spec {spec}: {exc.strerror}; pass a readable text file to --spec"
         ) from None
     if not data.strip():
-        raise ConfigError(f"spec {spec} is empty; write the application's description in it")
+        raise BadInput(f"spec {spec} is empty; write the application's description in it")
     if not looks_like_text(data):
-        raise ConfigError(f"spec {spec} is not text (it holds binary data); pass a text file that describes the application")
+        raise BadInput(f"spec {spec} is not text (it holds binary data); pass a text file that describes the application")
     return data
 
 
@@ -106,7 +116,7 @@ def place_spec(project: Path, spec: Path | None, echo: Callable[[str], None]) ->
     target = project / SPEC_NAME
     if target.exists():
         if spec is not None and hashlib.sha256(read_spec(spec)).hexdigest() != _sha(target):
-            raise ConfigError(
+            raise BadInput(
                 f"{spec} differs from the spec this project was started with ({target}); "
                 "resume without --spec, or start a new project with --project-dir"
             )
@@ -135,14 +145,22 @@ def _open_runner(*args: Any) -> Any:
     return open_runner(*args)
 
 
+def _credentials_missing() -> str | None:
+    from runners import credentials_missing
+
+    return credentials_missing()
+
+
 @dataclass(frozen=True)
 class Seams:
-    """What the command line runs that tests replace: the session runner, the sandbox preflight
-    and the clock the scheduler waits on."""
+    """What the command line runs that tests replace: the session runner, the sandbox preflight,
+    the credentials check and the clock the scheduler waits on."""
 
     runner_factory: RunnerFactory = _open_runner
     preflight: Callable[[], Preflight] = preflight
     clock: Clock = field(default_factory=SystemClock)
+    credentials: Callable[[], str | None] = _credentials_missing
+    """What to do when Claude Code has no credentials (None: it has, or cannot say)."""
 
 
 def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentConfig:
@@ -184,22 +202,18 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
         return
     console.print(f"Next session: {role.value}{note}")
     plan = plan_session(state, config, project, brief=brief_for(state, config, project) if project.exists() else "", host=Host.of(os.environ))
-    out = Path(tempfile.mkdtemp(prefix="agent-dry-run-"))
-    settings_path = write_plan(plan, out)
-    prompt_path = out / "system_prompt.md"
-    prompt_path.write_text(plan.system_prompt, encoding="utf-8")
     console.print(f"Model: {plan.model}")
     work = plan.work
     console.print(f"Feature: {(work.feature_id if work else None) or '-'}  Branch: {work.branch if work else '-'}")
     console.print(f"Prompt template: {template_path(role)}", markup=False)
-    console.print(f"Settings: {settings_path}", markup=False)
     console.print("\n--- appended to Claude Code's system prompt ---", markup=False)
     console.print(plan.system_prompt, markup=False, highlight=False)
     console.print("--- first message ---", markup=False)
     console.print(plan.kickoff, markup=False, highlight=False)
+    console.print(f"--- settings ({SETTINGS_FILE}) ---", markup=False)
+    console.print(json.dumps(plan.settings, indent=2), markup=False, highlight=False)
     console.print("---", markup=False)
-    console.print(f"Rendered prompt: {prompt_path}", markup=False)
-    console.print("Dry run: nothing was launched.")
+    console.print("Dry run: nothing was launched, nothing was written.")
 
 
 class FiniteFloat(click.FloatRange):
@@ -219,11 +233,11 @@ class FiniteFloat(click.FloatRange):
 @click.version_option(VERSION, prog_name="autonomous_agent_demo")
 @click.option(
     "--project-dir",
-    help="The generated project's folder; a relative path goes under generations/ (required but with --check).",
+    help=f"The generated project's folder (required but with --check). A relative path lands in {DEFAULT_GENERATIONS} (or in $AGENT_GENERATIONS_DIR); give an absolute path to put it elsewhere, for example an existing repository.",
 )
 @click.option(
     "--spec",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(path_type=Path),
     help="Application spec, copied in as app_spec.txt on the first run (default: the shipped example). On resume only the same spec is accepted.",
 )
 @click.option(
@@ -334,14 +348,14 @@ class FiniteFloat(click.FloatRange):
     help="Print the next session's type, model, feature, prompt and settings; launch nothing.",
 )
 @click.option(
-    "--offline-demo",
-    is_flag=True,
-    help="Run against the built-in scripted model on 127.0.0.1: no API key, no network.",
+    "--offline-demo/--no-offline-demo",
+    default=None,
+    help="Run against the built-in scripted model on 127.0.0.1: no API key, no network (saved: rerunning the project resumes the demo; --no-offline-demo goes on against your real endpoint).",
 )
 @click.option(
     "--scenario",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    help="Scenario file for --offline-demo (verdicts and faults).",
+    type=click.Path(path_type=Path),
+    help="Scenario file for --offline-demo (verdicts and faults; given per invocation).",
 )
 @click.pass_context
 def main(
@@ -351,7 +365,7 @@ def main(
     spec: Path | None,
     max_iterations: int | None,
     dry_run: bool,
-    offline_demo: bool,
+    offline_demo: bool | None,
     scenario: Path | None,
     check: bool,
     no_sandbox: bool,
@@ -382,6 +396,7 @@ def main(
         sys.exit(EXIT_DONE if result.active else EXIT_ERROR)
     if not project_dir:
         raise click.UsageError("Missing option '--project-dir'.")
+    safe_git.forget_location()  # a GIT_DIR of the person's shell reaches neither our git nor the sessions
     options.update(sandbox=not no_sandbox, wait_for_limits=not no_wait, extra_domains=allow_domains)
     try:
         code = run_cli(console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options, seams, verbosity)
@@ -404,7 +419,7 @@ def run_cli(
     spec: Path | None,
     max_iterations: int | None,
     dry: bool,
-    offline_demo: bool,
+    offline_demo: bool | None,
     scenario: Path | None,
     options: dict[str, Any],
     seams: Seams | None = None,
@@ -412,8 +427,16 @@ def run_cli(
 ) -> int:
     seams = seams or Seams()
     project = resolve_project(project_dir)
+    if spec is not None:
+        read_spec(spec)
+    saved = progress.load_config(project) if project.exists() else None
+    saved_demo = bool(saved and saved.get("offline_demo"))
+    if offline_demo is None:  # saved with the project: a plain rerun of the demo goes on with it
+        offline_demo = saved_demo
+        if offline_demo and not dry:
+            console.print("Offline demo (saved with this project; --no-offline-demo goes on against your real endpoint)", markup=False)
     if scenario is not None and not offline_demo:
-        raise ConfigError("--scenario only applies to --offline-demo; add --offline-demo or drop --scenario")
+        raise BadInput("--scenario only applies to --offline-demo; add --offline-demo or drop --scenario")
     if offline_demo and spec is not None:
         console.print(
             "Note: --offline-demo builds its own small todo app; your spec is copied in as app_spec.txt, "
@@ -421,27 +444,31 @@ def run_cli(
             markup=False,
         )
     scenario_data = load_scenario(scenario) if offline_demo else None
-    if spec is not None:
-        read_spec(spec)
-    saved = progress.load_config(project) if project.exists() else None
     if offline_demo and saved is None:  # the demo's defaults, for a new project only
         options = {**OFFLINE_DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
-    config = merge_config(saved, dict(options))
+    config = merge_config(saved, {**options, "offline_demo": offline_demo})
     if dry:
         if project.exists() and spec is not None and (project / SPEC_NAME).exists():
             place_spec(project, spec, console.print)  # refuses a different spec
         dry_run(console, project, config)
         return EXIT_DONE
+    starts = session_would_start(project, config)
+    if starts and not offline_demo:  # before anything is created: a newcomer without credentials gets no folder
+        missing = seams.credentials()
+        if missing:
+            raise NotLoggedIn(missing)
     make_project_dir(project)
     view = LiveConsole(console, verbosity=verbosity)
     echo = view.echo
+    probe = _SandboxCheck(config, seams, echo)
     try:
         with progress.project_lock(project):  # the one owner of the lock: nothing is written before it
-            _check_sandbox(config, seams, echo)
+            if starts:  # a project with nothing left to run is not probed (the probe runs the real CLI)
+                probe.once()
             place_spec(project, spec, echo)
             crashpoints.reached("spec_placed")
             progress.save_config(project, config.to_json())
-            report = _run(project, config, saved, seams, view, scenario_data, max_iterations)
+            report = _run(project, config, saved, replace(seams, runner_factory=probe.guard(seams.runner_factory)), view, scenario_data, max_iterations)
     finally:
         view.close()
     from report import print_summary
@@ -497,22 +524,69 @@ def _error(line: str, style: str = "bold red") -> None:
     Console(stderr=True, highlight=False, soft_wrap=True).print(line, markup=False, style=style)
 
 
-def _check_sandbox(config: AgentConfig, seams: Seams, echo: Callable[[str], None]) -> None:
-    """Refuse to run without a proven sandbox unless --no-sandbox says so (then warn)."""
-    if not config.sandbox:
-        _error("WARNING: --no-sandbox: Bash commands of every session can write anywhere this user can")
-        return
-    result = seams.preflight()
-    if not result.active:
-        raise ConfigError(f"{result.message}; or pass --no-sandbox to run Bash unconfined (not recommended)")
-    echo(result.message)
+def session_would_start(project: Path, config: AgentConfig) -> bool:
+    """Whether a run of the project would start a session: not when every feature passes or is
+    blocked, nor when the project budget cannot cover one (the scheduler's own limits, read ahead
+    so that such a run neither probes the sandbox nor asks for credentials)."""
+    saved = statefile.load(project) if project.exists() else None
+    if saved is None:
+        return True
+    if resume(saved.state).lane.role in TERMINAL and saved.in_progress is None:
+        return False
+    budget, cap = config.max_budget_usd, config.max_session_budget_usd
+    if budget is None:
+        return True
+    spent = events.Totals.of(events.read(events.log_path(project))).cost_usd
+    return spent < budget and (cap is None or budget - spent >= cap)
+
+
+class _SandboxCheck:
+    """The sandbox proven once per run, before the first session: up front when the run will
+    start one, and in any case before a session starts (the runner is guarded)."""
+
+    def __init__(self, config: AgentConfig, seams: Seams, echo: Callable[[str], None]) -> None:
+        self.config, self.seams, self.echo = config, seams, echo
+        self.done = False
+
+    def once(self) -> None:
+        """Refuse to run without a proven sandbox unless --no-sandbox says so (then warn)."""
+        if self.done:
+            return
+        self.done = True
+        if not self.config.sandbox:
+            _error("WARNING: --no-sandbox: Bash commands of every session can write anywhere this user can")
+            return
+        result = self.seams.preflight()
+        if not result.active:
+            raise ConfigError(f"{result.message}; or pass --no-sandbox to run Bash unconfined (not recommended)")
+        self.echo(result.message)
+
+    def guard(self, factory: RunnerFactory) -> RunnerFactory:
+        @contextmanager
+        def opened(echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path) -> Iterator[SessionRunner]:
+            with factory(echo, scenario, log_dir) as runner:
+                yield _Guarded(runner, self)
+
+        return opened
+
+
+@dataclass(frozen=True)
+class _Guarded:
+    """A runner that proves the sandbox before its first session."""
+
+    runner: SessionRunner
+    check: _SandboxCheck
+
+    def run(self, request: SessionRequest) -> SessionResult:
+        self.check.once()
+        return self.runner.run(request)
 
 
 def load_scenario(path: Path | None) -> Scenario:
     try:
         return Scenario.load(path) if path else DEMO
     except ValueError as exc:
-        raise ConfigError(f"{exc}; see docs/scripted_model.md for the format") from None
+        raise BadInput(f"--scenario: {exc}; see docs/scripted_model.md for the format") from None
 
 
 def _umask() -> int:

@@ -91,6 +91,9 @@ class AgentConfig:
     """Wait in-process for a usage limit to reset, then go on (never saved: `--no-wait` stops instead)."""
     max_outage_minutes: float = 120.0
     """How long, in all, one run backs off from API outages before it stops with exit 3."""
+    offline_demo: bool = False
+    """Sessions talk to the built-in scripted model on loopback (`--offline-demo`, saved: a plain
+    rerun resumes the demo; `--no-offline-demo` leaves it)."""
     allow_repo_code: bool = False
     """Commits may add what makes git run code (nested repositories as gitlinks, filter, diff or merge
     drivers selected in .gitattributes); refused by verification otherwise."""
@@ -117,6 +120,8 @@ class AgentConfig:
             budget = getattr(self, name)
             if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or not (math.isfinite(budget) and budget > 0)):
                 raise ValueError(f"{name} must be a positive number of dollars, got {budget}")
+        if not isinstance(self.offline_demo, bool):
+            raise ValueError(f"offline_demo must be true or false, got {self.offline_demo!r}")
         unknown = set(self.models) - set(DEFAULT_MODELS)
         if unknown:
             raise ValueError(f"unknown role(s) in models: {', '.join(sorted(unknown))}")

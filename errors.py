@@ -25,6 +25,13 @@ class ConfigError(SchedulerError):
     """An option, a spec or a saved config that cannot be used."""
 
 
+class BadInput(ConfigError):
+    """A value on the command line that cannot be used (a missing or unreadable spec, a folder
+    given as a file): a malformed command line, exit 2 like click's own usage errors."""
+
+    exit_code = EXIT_USAGE
+
+
 class StateError(SchedulerError):
     """A scheduler or hand-off file that is missing, corrupt or invalid."""
 

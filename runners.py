@@ -30,3 +30,35 @@ def open_runner(echo: Echo, scenario: Scenario | None, log_dir: Path) -> Iterato
     with offline_environment(scenario=scenario, log_path=log_dir / REQUEST_LOG) as env:
         echo(f"Offline demo: scripted model at {env['ANTHROPIC_BASE_URL']} (no API key, no network)")
         yield ClaudeSessionRunner(echo, env=env)
+
+
+AUTH_STATUS_TIMEOUT_S = 30
+"""How long the bundled CLI may take to say whether it is logged in (it answers in a fraction of a second)."""
+
+
+def credentials_missing() -> str | None:
+    """What to do when Claude Code has no credentials, asked of the bundled CLI itself
+    (`claude auth status`: an API key, a token, a subscription login or a cloud provider); None
+    when it has some, or when it cannot say (the first session then tells)."""
+    import json
+    import os
+    import subprocess
+
+    from classify import BUNDLED_CLI, LOGIN_HELP
+
+    try:
+        done = subprocess.run(
+            [BUNDLED_CLI, "auth", "status", "--json"], capture_output=True, text=True, timeout=AUTH_STATUS_TIMEOUT_S, check=False
+        )
+        status = json.loads(done.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+    if not isinstance(status, dict) or status.get("loggedIn") is not False:
+        return None
+    base_url = os.environ.get("ANTHROPIC_BASE_URL")
+    if base_url:
+        return (
+            f"Claude Code has no credentials for the endpoint {base_url} (ANTHROPIC_BASE_URL): set ANTHROPIC_AUTH_TOKEN "
+            "or ANTHROPIC_API_KEY for it (any value if it needs none), or unset ANTHROPIC_BASE_URL"
+        )
+    return LOGIN_HELP

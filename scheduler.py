@@ -233,9 +233,7 @@ class Scheduler:
         if not state.backlog.features:  # a new project: the files agents append to start empty
             progress.ensure_handoff_files(self.project, self.project.name)
         if interrupted is None:  # a cut session's files are restored from its own copies instead
-            if state.backlog.features:
-                handoff_history.trim(self.project)  # first: the entries it moves were checked when appended
-            self._check_handoff(state)
+            self._check_handoff(state, trim=True)
         sandbox_faults = outages = 0
         while state.lane.role not in TERMINAL:
             limit = self._limit_before(max_iterations)
@@ -407,13 +405,17 @@ class Scheduler:
             ref, message, commit = self._unrecorded.pop(0)
             self.events.emit("set_aside", ref=ref, message=message, commit=commit)
 
-    def _check_handoff(self, state: SessionState) -> None:
+    def _check_handoff(self, state: SessionState, *, trim: bool = False) -> None:
         """Check that the hand-off files are intact and present (on start, and before each session
         reads them): a missing one comes back from the newest kept copy, and `passes` as the
-        scheduler verified it."""
+        scheduler verified it. On start (`trim`) their older entries move to the history first
+        (the entries it moves were checked when appended); a file that does not parse is named,
+        there as here, with where its good copies are."""
         if not state.backlog.features:
             return
         try:
+            if trim:
+                handoff_history.trim(self.project)
             self._restore_handoff(state)
         except StateError as exc:
             raise StateError(

@@ -43,6 +43,12 @@ def active_sandbox() -> Preflight:
     return Preflight(True, "the OS sandbox is active (a test stand-in)")
 
 
+def logged_in() -> str | None:
+    """A credentials check stand-in: Claude Code has credentials."""
+    return None
+
+
 def cli_seams(make: Callable[[Scenario | None], SessionRunner]) -> dict[str, object]:
-    """What tests hand the CLI (click's obj): the given runner and a sandbox preflight stand-in."""
-    return {"runner_factory": factory_of(make), "preflight": active_sandbox}
+    """What tests hand the CLI (click's obj): the given runner, a sandbox preflight stand-in and
+    a credentials check that finds some."""
+    return {"runner_factory": factory_of(make), "preflight": active_sandbox, "credentials": logged_in}

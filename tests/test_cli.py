@@ -19,6 +19,14 @@ def invoke(*args: str, scenario: dict[str, Any] | None = None) -> Result:
     return CliRunner().invoke(main, list(args), obj=cli_seams(lambda _: InProcessRobotRunner(Scenario.from_json(scenario or {"features": 2}))))
 
 
+def section(output: str, title: str) -> str:
+    """The text the dry run prints between `--- <title>` and the next `---` line."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"--- {title}"))
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("---"))
+    return "\n".join(lines[start + 1 : end])
+
+
 def test_help_explains_every_option() -> None:
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
@@ -44,10 +52,8 @@ def test_dry_run_prints_the_initializer_and_launches_nothing(spec_file: Path) ->
     assert "Model: sonnet" in result.output
     assert "initializer_prompt.md" in result.output and ".claude_settings.json" in result.output
     assert not resolve_project("demo").exists()
-    prompt = next(
-        line.split(": ", 1)[1] for line in result.output.splitlines() if line.startswith("Rendered prompt")
-    )
-    assert Path(prompt).read_text().startswith("# YOUR ROLE - INITIALIZER AGENT")
+    assert section(result.output, "appended to Claude Code's system prompt").startswith("# YOUR ROLE - INITIALIZER AGENT")
+    assert json.loads(section(result.output, "settings"))["permissions"]
 
 
 def test_a_full_run_through_the_cli_and_a_resume(spec_file: Path) -> None:
@@ -69,7 +75,7 @@ def test_without_a_spec_a_new_project_uses_the_example_and_says_so() -> None:
 
 def test_unreadable_spec_is_a_one_line_error(tmp_path: Path) -> None:
     result = invoke("--project-dir", "app", "--spec", str(tmp_path / "missing.txt"))
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert (
         result.output.strip().startswith("error: cannot read spec")
         and len(result.output.strip().splitlines()) == 1
@@ -81,7 +87,7 @@ def test_empty_spec_is_refused(tmp_path: Path) -> None:
     empty = tmp_path / "empty.txt"
     empty.write_text("  \n")
     result = invoke("--project-dir", "app", "--spec", str(empty))
-    assert result.exit_code == 1 and "is empty" in result.output
+    assert result.exit_code == 2 and "is empty" in result.output
 
 
 def test_unwritable_project_dir(tmp_path: Path) -> None:
@@ -97,7 +103,7 @@ def test_a_different_spec_on_resume_is_refused(spec_file: Path, tmp_path: Path) 
     other = tmp_path / "other.txt"
     other.write_text("A different application.\n")
     result = invoke("--project-dir", "app", "--spec", str(other))
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "differs from the spec this project was started with" in result.output
     same = invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1")
     assert same.exit_code == 3, same.output
@@ -219,16 +225,15 @@ def test_dry_run_shows_exactly_the_system_prompt_and_settings_the_session_gets(s
     invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "2")
     dry = invoke("--project-dir", "app", "--dry-run")
     assert "Next session: REVIEW" in dry.output and "Branch: feature/F001" in dry.output
-    shown = dict(line.split(": ", 1) for line in dry.output.splitlines() if line.startswith(("Rendered", "Settings")))
     robot = InProcessRobotRunner(Scenario.from_json({"features": 2}))
     result = CliRunner().invoke(
         main, ["--project-dir", "app", "--max-iterations", "1"], obj=cli_seams(lambda _: robot)
     )
     assert result.exit_code == 3, result.output
     (request,) = robot.requests
-    assert Path(shown["Rendered prompt"]).read_text() == request.plan.system_prompt
+    assert section(dry.output, "appended to Claude Code's system prompt").rstrip("\n") == request.plan.system_prompt.rstrip("\n")
     assert "# Scope of this session: REVIEW" in request.plan.system_prompt
-    assert json.loads(Path(shown["Settings"]).read_text()) == request.plan.settings
+    assert json.loads(section(dry.output, "settings")) == request.plan.settings
 
 
 def test_a_budget_that_is_not_a_number_is_refused_before_anything_is_saved() -> None:
@@ -240,4 +245,4 @@ def test_a_budget_that_is_not_a_number_is_refused_before_anything_is_saved() -> 
 
 def test_errors_go_to_stderr(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["--project-dir", "app", "--spec", str(tmp_path / "missing.txt")])
-    assert result.exit_code == 1 and result.stdout == "" and result.stderr.startswith("error: cannot read spec")
+    assert result.exit_code == 2 and result.stdout == "" and result.stderr.startswith("error: cannot read spec")

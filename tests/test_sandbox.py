@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from helpers import active_sandbox, factory_of, request_for, state_for
+from helpers import active_sandbox, factory_of, logged_in, request_for, state_for
 
 from autonomous_agent_demo import main
 from config import AgentConfig, SessionType
@@ -129,7 +129,7 @@ ACTIVE = Preflight(True, "active")
 def invoke(*args: str, check: Preflight = ACTIVE) -> Any:
     robot = InProcessRobotRunner(Scenario.from_json({"features": 1}))
     return CliRunner().invoke(
-        main, list(args), obj={"runner_factory": factory_of(lambda _: robot), "preflight": lambda: check}
+        main, list(args), obj={"runner_factory": factory_of(lambda _: robot), "preflight": lambda: check, "credentials": logged_in}
     )
 
 

@@ -1,0 +1,247 @@
+"""A person's first runs: bad input is a usage error in one line, nothing is created before the
+credentials are known, the demo stays a demo, a finished project is not probed, every restore
+hint works, `--help` says where a project lands, and nothing is left in the temp folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from helpers import active_sandbox, cli_seams, logged_in
+
+import autonomous_agent_demo
+from agent import SessionRequest, SessionResult, SessionRunner
+from autonomous_agent_demo import DEFAULT_GENERATIONS, main, resolve_project
+from sandbox import Preflight
+from scripted_model.hermetic import hermetic_env
+from scripted_model.inprocess import InProcessRobotRunner
+from scripted_model.scenario import Scenario
+
+REPO = Path(__file__).resolve().parents[1]
+NO_CREDENTIALS = "Claude Code is not logged in: run `claude auth login` (a test stand-in)"
+
+
+def invoke(*args: str, features: int = 1, **seams: Any) -> Result:
+    obj = {**cli_seams(lambda _: InProcessRobotRunner(Scenario.from_json({"features": features}))), **seams}
+    return CliRunner().invoke(main, list(args), obj=obj)
+
+
+def one_line(result: Result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+# --- bad input: exit 2, one line on stderr, nothing created ----------------------------------
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder", "empty", "binary"])
+def test_a_spec_that_cannot_be_used_is_a_usage_error_in_one_line(tmp_path: Path, kind: str) -> None:
+    spec = tmp_path / "spec.txt"
+    if kind == "folder":
+        spec.mkdir()
+    elif kind == "empty":
+        spec.write_text("\n")
+    elif kind == "binary":
+        spec.write_bytes(b"\x00\x01\x02" * 10)
+    result = invoke("--project-dir", "app", "--spec", str(spec))
+    assert result.exit_code == 2, result.output
+    line = one_line(result)
+    assert line.startswith("error: ") and str(spec) in line
+    assert "pass" in line or "write" in line, "it says how to fix it"
+    assert not resolve_project("app").exists()
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder", "without-demo"])
+def test_a_scenario_that_cannot_be_used_is_a_usage_error_in_one_line(tmp_path: Path, kind: str) -> None:
+    scenario = tmp_path / "scenario.json"
+    if kind == "folder":
+        scenario.mkdir()
+    if kind == "without-demo":
+        scenario.write_text('{"features": 1}')
+    args = ["--project-dir", "app", "--scenario", str(scenario)] + ([] if kind == "without-demo" else ["--offline-demo"])
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert one_line(result).startswith("error: ") and "scenario" in result.stderr
+    assert not resolve_project("app").exists()
+
+
+# --- credentials before anything is created ------------------------------------------------------
+
+
+def test_without_credentials_nothing_is_created_and_one_line_says_how_to_log_in(spec_file: Path) -> None:
+    probes: list[int] = []
+
+    def probe() -> Preflight:
+        probes.append(1)
+        return active_sandbox()
+
+    result = invoke("--project-dir", "app", "--spec", str(spec_file), credentials=lambda: NO_CREDENTIALS, preflight=probe)
+    assert result.exit_code == 1, result.output
+    assert one_line(result) == f"error: {NO_CREDENTIALS}"
+    assert not resolve_project("app").exists() and probes == []
+
+
+def test_the_credentials_check_asks_the_bundled_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`claude auth status` of the bundled CLI, with an empty home: not logged in; with a key: logged in."""
+    from classify import LOGIN_HELP
+    from runners import credentials_missing
+
+    env = hermetic_env("http://127.0.0.1:9", tmp_path)
+    for key in list(os.environ):
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert credentials_missing() is None, "a key is credentials"
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    assert "has no credentials for the endpoint http://127.0.0.1:9 (ANTHROPIC_BASE_URL)" in str(credentials_missing())
+    monkeypatch.delenv("ANTHROPIC_BASE_URL")
+    assert credentials_missing() == LOGIN_HELP
+
+
+# --- the demo is saved with the project ----------------------------------------------------------
+
+
+def recording_factory(seen: list[bool]) -> Callable[..., Any]:
+    def factory(echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path) -> Any:
+        @contextmanager
+        def opened() -> Iterator[SessionRunner]:
+            seen.append(scenario is not None)
+            yield InProcessRobotRunner(Scenario.from_json({"features": 1}))
+
+        return opened()
+
+    return factory
+
+
+def test_a_plain_rerun_of_the_demo_resumes_the_demo_and_no_offline_demo_leaves_it() -> None:
+    offline: list[bool] = []
+    seams = {"runner_factory": recording_factory(offline), "credentials": lambda: NO_CREDENTIALS}
+    first = invoke("--project-dir", "demo", "--offline-demo", "--max-iterations", "1", **seams)
+    assert first.exit_code == 3, first.output
+    assert json.loads((resolve_project("demo") / ".agent_config.json").read_text())["offline_demo"] is True
+    rerun = invoke("--project-dir", "demo", "--max-iterations", "1", **seams)
+    assert rerun.exit_code == 3, rerun.output
+    assert "Offline demo (saved with this project; --no-offline-demo goes on against your real endpoint)" in rerun.output
+    assert offline == [True, True], "the rerun talks to the scripted model and asks for no credentials"
+    real = invoke("--project-dir", "demo", "--no-offline-demo", **seams)
+    assert real.exit_code == 1 and one_line(real) == f"error: {NO_CREDENTIALS}", "left: credentials are needed now"
+
+
+# --- a finished project: no probe, no credentials ------------------------------------------------
+
+
+def test_rerunning_a_finished_project_neither_probes_the_sandbox_nor_asks_for_credentials(spec_file: Path) -> None:
+    assert invoke("--project-dir", "app", "--spec", str(spec_file)).exit_code == 0
+    probes: list[int] = []
+
+    def probe() -> Preflight:
+        probes.append(1)
+        return active_sandbox()
+
+    again = invoke("--project-dir", "app", preflight=probe, credentials=lambda: NO_CREDENTIALS)
+    assert again.exit_code == 0, again.output
+    assert probes == [] and "1/1 features passing" in again.output
+    unfinished = invoke("--project-dir", "other", "--max-iterations", "1", preflight=probe)
+    assert unfinished.exit_code == 3 and probes == [1], "a run that starts a session probes once"
+
+
+def test_a_session_never_starts_unprobed() -> None:
+    """The decision is read ahead; should a session start anyway, the sandbox is proven first."""
+    calls: list[str] = []
+
+    class Runner:
+        def run(self, request: SessionRequest) -> SessionResult:
+            calls.append("session")
+            return SessionResult()
+
+    @contextmanager
+    def factory(echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path) -> Iterator[SessionRunner]:
+        yield Runner()
+
+    def probe() -> Preflight:
+        calls.append("probe")
+        return active_sandbox()
+
+    seams = autonomous_agent_demo.Seams(preflight=probe, credentials=logged_in)
+    check = autonomous_agent_demo._SandboxCheck(autonomous_agent_demo.AgentConfig(), seams, lambda _: None)
+    with check.guard(factory)(print, None, Path("/nonexistent")) as runner:
+        runner.run(None)  # type: ignore[arg-type]
+        runner.run(None)  # type: ignore[arg-type]
+    assert calls == ["probe", "session", "session"]
+
+
+# --- restore hints that work ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["progress.json", "reviews.json", "feature_list.json"])
+def test_a_corrupt_handoff_file_gets_a_restore_hint_that_works(name: str) -> None:
+    assert invoke("--project-dir", "app", "--max-iterations", "3", features=2).exit_code == 3
+    project = resolve_project("app")
+    path = project / name
+    path.write_text("{ not json")
+    result = invoke("--project-dir", "app", features=2)
+    assert result.exit_code == 1, result.output
+    line = one_line(result)
+    assert f"{name} is not valid JSON" in line and ".agent_logs/restore/post/" in line
+    assert path.read_text() == "{ not json", "nothing lost"
+    copy = project / ".agent_logs" / "restore" / "post" / name
+    if not copy.exists():
+        copy = sorted(project.glob(f".agent_logs/session_*/post/{name}"))[-1]
+    path.write_bytes(copy.read_bytes())
+    again = invoke("--project-dir", "app", features=2)
+    assert again.exit_code == 0, again.output
+
+
+# --- where a relative --project-dir lands ----------------------------------------------------------
+
+
+def test_help_says_where_a_relative_project_dir_lands() -> None:
+    result = CliRunner().invoke(main, ["--help"], terminal_width=100)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert f"A relative path lands in {DEFAULT_GENERATIONS}" in text
+    assert DEFAULT_GENERATIONS == REPO / "generations"
+
+
+# --- nothing left in the system temp folder ------------------------------------------------------
+
+
+def test_dry_run_leaves_nothing_in_the_temp_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec_file: Path) -> None:
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setenv("TMPDIR", str(temp))
+    assert invoke("--project-dir", "app", "--spec", str(spec_file), "--dry-run").exit_code == 0
+    assert invoke("--project-dir", "app", "--max-iterations", "2").exit_code == 3
+    assert invoke("--project-dir", "app", "--dry-run").exit_code == 0
+    assert list(temp.iterdir()) == []
+
+
+@pytest.mark.e2e
+def test_a_run_check_and_dry_run_leave_the_temp_folder_empty(tmp_path: Path) -> None:
+    """Through the real CLI, the OS sandbox's probe and the offline demo (in a short temp folder
+    of its own: the sandbox's sockets live there, and a socket path is short)."""
+    temp = Path(tempfile.mkdtemp(prefix="t-", dir="/tmp"))
+    env = hermetic_env("http://127.0.0.1:9", tmp_path / "home")
+    env.update(TMPDIR=str(temp), AGENT_GENERATIONS_DIR=str(tmp_path / "generations"))
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text('{"features": 1}')
+    for args in (["--check"], ["--project-dir", "app", "--offline-demo", "--scenario", str(scenario)], ["--project-dir", "app", "--dry-run"]):
+        done = subprocess.run([sys.executable, "autonomous_agent_demo.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+        left = sorted(p.name for p in temp.iterdir())
+        if left:
+            shutil.rmtree(temp)
+        assert left == [], f"left behind by {args}"
+    temp.rmdir()
