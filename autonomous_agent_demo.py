@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.console import Console
 
+import adoption
 import crashpoints
 import events
 import progress
@@ -201,7 +202,10 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
         console.print("Nothing to run: every feature passes or is blocked (`status` or `report` shows the project).")
         return
     console.print(f"Next session: {role.value}{note}")
-    plan = plan_session(state, config, project, brief=brief_for(state, config, project) if project.exists() else "", host=Host.of(os.environ))
+    plan = plan_session(
+        state, config, project, brief=brief_for(state, config, project) if project.exists() else "", host=Host.of(os.environ),
+        adopted=adoption.preview(project),
+    )
     console.print(f"Model: {plan.model}")
     work = plan.work
     console.print(f"Feature: {(work.feature_id if work else None) or '-'}  Branch: {work.branch if work else '-'}")

@@ -22,6 +22,11 @@ from layout import NEVER_IN_GIT, ignore_pattern
 MAIN = "main"
 SCHEDULER_PATHS = tuple(ignore_pattern(name) for name in NEVER_IN_GIT)
 """Hand-off and scheduler files as ignore patterns: never in git, whatever a branch's .gitignore says."""
+SANDBOX_PLACEHOLDERS = (".bashrc", ".bash_profile", ".gitconfig", ".gitmodules", ".mcp.json", ".idea")
+"""Dotfiles Claude Code's sandbox mounts placeholders over (they break `git add`)."""
+EXCLUDED = (*SCHEDULER_PATHS, *SANDBOX_PLACEHOLDERS)
+"""What `.git/info/exclude` holds: enough, in a repository whose `.gitignore` the scheduler never
+changes (an existing one), for an agent's `git add -A` to stage nothing of the scheduler's."""
 IGNORED = (
     "# scheduler hand-off and state files: kept out of git so checkouts never change them",
     *SCHEDULER_PATHS,
@@ -35,24 +40,43 @@ IGNORED = (
     ".coverage",
     "*.egg-info/",
     "# dotfiles Claude Code's sandbox mounts placeholders over (they break `git add`)",
-    ".bashrc",
-    ".bash_profile",
-    ".gitconfig",
-    ".gitmodules",
-    ".mcp.json",
-    ".idea",
+    *SANDBOX_PLACEHOLDERS,
 )
+"""The `.gitignore` of a repository the scheduler creates."""
 
 
 TRACKED = (".gitignore", "app_spec.txt")
 
 
 SETUP_COMMIT = "chore: app spec and .gitignore for the scheduler's files"
+SPEC_COMMIT = "chore: app spec for the scheduler"
+"""The setup commit in an existing repository: the spec alone (its .gitignore is the person's)."""
+
+UNFINISHED = (
+    ("MERGE_HEAD", "a merge", "finish it (`git commit`) or abort it (`git merge --abort`)"),
+    ("rebase-merge", "a rebase", "finish it (`git rebase --continue`) or abort it (`git rebase --abort`)"),
+    ("rebase-apply", "a rebase or `git am`", "finish it (`--continue`) or abort it (`git rebase --abort` / `git am --abort`)"),
+    ("CHERRY_PICK_HEAD", "a cherry-pick", "finish it (`git cherry-pick --continue`) or abort it (`git cherry-pick --abort`)"),
+    ("REVERT_HEAD", "a revert", "finish it (`git revert --continue`) or abort it (`git revert --abort`)"),
+)
+"""Operations git leaves half done: (marker in the git folder, what it is, how a person ends it)."""
+
+
+def unfinished(project: Path) -> tuple[str, str] | None:
+    """The operation the repository is in the middle of, and how to end it; None when there is none
+    (read from the git folder, changing nothing)."""
+    git_dir = project / ".git"
+    for marker, what, fix in UNFINISHED:
+        if (git_dir / marker).exists():
+            return what, fix
+    return None
 
 
 def open_repo(project: Path) -> git.Repo:
     """Open the project's repository, creating it (branch `main`, identity, .gitignore) if needed;
-    every git command the scheduler runs in it is hardened (safe_git.py)."""
+    every git command the scheduler runs in it is hardened (safe_git.py). The work tree is left as
+    it is (nothing checked out, nothing set aside) unless the spec must first be committed on
+    `main`; each session checks out what it starts on itself."""
     try:
         repo = safe_git.open(project) if (project / ".git").exists() else safe_git.init(project, MAIN)
         _ensure_identity(repo)
@@ -62,7 +86,8 @@ def open_repo(project: Path) -> git.Repo:
         if repo.head.is_valid():
             if head(repo, MAIN) is None:  # an existing repository whose main line has another name
                 repo.git.branch(MAIN, "HEAD")
-            checkout(repo, MAIN)
+            if _spec_untracked(repo, project):  # the first run in an existing repository
+                checkout(repo, MAIN)
         if spec_text is not None and not spec.exists():  # set aside with a user's uncommitted work
             spec.write_bytes(spec_text)
         _ensure_gitignore(repo, project)
@@ -83,16 +108,24 @@ def _ensure_identity(repo: git.Repo) -> None:
                 writer.set_value("user", key, str(value))
 
 
+def _spec_untracked(repo: git.Repo, project: Path) -> bool:
+    return (project / "app_spec.txt").exists() and not repo.git.ls_files("app_spec.txt")
+
+
 def _ensure_gitignore(repo: git.Repo, project: Path) -> None:
     """Keep hand-off and scheduler files out of git.
 
     `.git/info/exclude` holds the scheduler's paths on every start (no commit can change
-    it); the project's `.gitignore` gets them too, together with the spec, in one commit on
-    `main` the first time only, so a resumed run never moves `main` under a session.
+    it). A repository the scheduler creates gets them in its `.gitignore` too, together with the
+    spec, in one commit on `main`; an existing repository's `.gitignore` is the person's and is
+    left alone: only the spec is committed. Either happens the first time only, so a resumed run
+    never moves `main` under a session.
     """
     _ensure_exclude(repo)
-    spec_untracked = (project / "app_spec.txt").exists() and not repo.git.ls_files("app_spec.txt")
-    if repo.head.is_valid() and not spec_untracked:
+    if repo.head.is_valid():
+        if _spec_untracked(repo, project):
+            repo.git.add("app_spec.txt")
+            repo.git.commit("-m", SPEC_COMMIT, "--no-verify")
         return
     path = project / ".gitignore"
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
@@ -108,15 +141,18 @@ def _ensure_exclude(repo: git.Repo) -> None:
     exclude = Path(repo.git_dir) / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
     known = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
-    if any(line not in known for line in SCHEDULER_PATHS):
-        extra = [line for line in SCHEDULER_PATHS if line not in known]
+    if any(line not in known for line in EXCLUDED):
+        extra = [line for line in EXCLUDED if line not in known]
         exclude.write_text("\n".join([*known, "# the scheduler's files", *extra]) + "\n", encoding="utf-8")
 
 
 def commits_after_setup(repo: git.Repo) -> int:
     """How many commits `main` has after the scheduler's own first one (0 when it has none)."""
     subjects = str(repo.git.log("--format=%s", MAIN)).splitlines() if head(repo, MAIN) else []
-    return subjects.index(SETUP_COMMIT) if SETUP_COMMIT in subjects else 0
+    for setup in (SETUP_COMMIT, SPEC_COMMIT):
+        if setup in subjects:
+            return subjects.index(setup)
+    return 0
 
 
 def head(repo: git.Repo, branch: str) -> str | None:

@@ -16,8 +16,9 @@ EVENTS_FILE = "events.jsonl"
 """The run's event log, inside LOG_DIR (events.py)."""
 CONSOLE_DIR = "console"
 """Inside LOG_DIR: a copy of each run's console output."""
+ADOPTION_FILE = "adoption.json"
+"""Inside LOG_DIR: the person's CLAUDE.md and branch as the first run found them (adoption.py)."""
 SETTINGS_FILE = ".claude_settings.json"
-SCOPE_FILE = "CLAUDE.md"
 CLAUDE_DIR = ".claude"
 """The folder Claude Code creates in its working directory."""
 
@@ -36,7 +37,6 @@ SCHEDULER_FILES: tuple[str, ...] = (
     LOCK_FILE,
     LOG_DIR,
     SETTINGS_FILE,
-    SCOPE_FILE,
     CLAUDE_DIR,
 )
 """Files and folders only the scheduler writes."""

@@ -1,9 +1,10 @@
 """One session plan: everything a session needs, built by one pure function from state and config.
 
 The loop and `--dry-run` both call `plan_session`; `write_plan` is the one writer that
-puts the role's files on disk. What the agent reads in its system prompt is exactly
-`SessionPlan.system_prompt` (the role's instructions followed by its scope), whichever
-caller built it.
+puts the role's settings on disk. What the agent reads in its system prompt is exactly
+`SessionPlan.system_prompt` (the role's instructions, its scope, and the project's own
+conventions when it has them), whichever caller built it. Nothing is written into the
+project's files: its CLAUDE.md is the person's (adoption.py).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import brief as briefs
+from adoption import NONE, Adoption, section
 from config import AgentConfig, SessionType, get_model_for_session
-from layout import SCOPE_FILE, SETTINGS_FILE
+from layout import SETTINGS_FILE
 from machine import SessionState, WorkItem
 from policy import policy
-from progress import atomic_write_json, atomic_write_text
+from progress import atomic_write_json
 from prompts import READS, kickoff, render, role_variables
 from sandbox import Host, sandbox_settings
 from security import scope_rules, settings_for, validate_settings
@@ -34,7 +36,7 @@ class SessionPlan:
     instructions: str
     """The role's rendered prompt template."""
     scope: str
-    """The CLAUDE.md text: the role's scope in words."""
+    """The role's scope in words."""
     kickoff: str
     """The first user message (with the session brief)."""
     brief: str
@@ -55,6 +57,8 @@ class SessionPlan:
     outage_allowance_s: float | None = None
     """How long the CLI may go on retrying failed API requests in this session before it is stopped
     (what is left of --max-outage-minutes); None: no limit."""
+    conventions: str = ""
+    """The project's own conventions section (its first-run CLAUDE.md), "" when it had none."""
 
     @property
     def sandboxed(self) -> bool:
@@ -62,9 +66,10 @@ class SessionPlan:
 
     @property
     def system_prompt(self) -> str:
-        """Appended to Claude Code's preset system prompt: the CLI does not read CLAUDE.md
-        itself with `setting_sources=[]`, so the scope travels here too."""
-        return f"{self.instructions}\n\n{self.scope}"
+        """Appended to Claude Code's preset system prompt: the CLI reads no CLAUDE.md itself with
+        `setting_sources=[]`, so the scope and the project's own conventions travel here."""
+        prompt = f"{self.instructions}\n\n{self.scope}"
+        return f"{prompt}\n{self.conventions}" if self.conventions else prompt
 
 
 def plan_session(
@@ -76,10 +81,12 @@ def plan_session(
     brief: str = "",
     host: Host | None = None,
     outage_s: float = 0.0,
+    adopted: Adoption = NONE,
 ) -> SessionPlan:
     """The plan of the session about to run in `state` in `project` (reads only the shipped templates;
     the brief is rendered by the caller, `brief_for`; `host` says what the sandbox hides on this
-    machine, read from its environment by the caller; `outage_s`, how long the API has been failing)."""
+    machine, read from its environment by the caller; `outage_s`, how long the API has been failing;
+    `adopted`, what the project was before the first run: its CLAUDE.md reaches the session)."""
     role, work = state.lane.role, state.lane.work
     settings = settings_for(role, config.test_command, project)
     if config.sandbox:
@@ -106,6 +113,7 @@ def plan_session(
         max_budget_usd=cap if capped_by_session else left,
         capped_by_session=capped_by_session,
         outage_allowance_s=max(config.max_outage_minutes * 60 - outage_s, 0.0),
+        conventions=section(adopted),
     )
 
 
@@ -115,7 +123,8 @@ def brief_for(state: SessionState, config: AgentConfig, project: Path) -> str:
 
 
 def write_plan(plan: SessionPlan, folder: Path) -> Path:
-    """Write the role's settings and CLAUDE.md into `folder`; return the settings file.
+    """Write the role's settings file into `folder`; return it (the scope and the conventions are
+    in the system prompt: no CLAUDE.md is written).
 
     The sandbox's private temp folder is created too: sandboxed commands can write nowhere else
     outside the code."""
@@ -123,5 +132,4 @@ def write_plan(plan: SessionPlan, folder: Path) -> Path:
         Path(plan.settings["env"]["TMPDIR"]).mkdir(mode=0o700, exist_ok=True)
     settings = folder / SETTINGS_FILE
     atomic_write_json(settings, plan.settings, durable=False)
-    atomic_write_text(folder / SCOPE_FILE, plan.scope, durable=False)
     return settings

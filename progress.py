@@ -22,7 +22,7 @@ import crashpoints
 import filestat
 from errors import AlreadyRunning, StateError
 from filestat import Signature
-from layout import CONFIG_FILE, HANDOFF_FILES, LOCK_FILE, LOG_DIR, SCOPE_FILE, SETTINGS_FILE, STATE_FILE
+from layout import CONFIG_FILE, HANDOFF_FILES, LOCK_FILE, LOG_DIR, SETTINGS_FILE, STATE_FILE
 from schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, LIST_ITEMS, SHELLS, schema_error
 
 
@@ -55,7 +55,7 @@ class Encoded(str):
 
 def remove_half_written(folder: Path) -> list[str]:
     """Delete the temp files of atomic writes a killed process never renamed into place."""
-    names = [*HANDOFF_FILES, STATE_FILE, CONFIG_FILE, SCOPE_FILE, SETTINGS_FILE, "app_spec.txt"]
+    names = [*HANDOFF_FILES, STATE_FILE, CONFIG_FILE, SETTINGS_FILE, "app_spec.txt"]
     stale = [p for name in names for p in folder.glob(f".{name}.*.tmp")]
     for path in stale:
         path.unlink(missing_ok=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 import git
 
+import adoption
 import crashpoints
 import events
 import git_backup
@@ -131,6 +132,8 @@ class Scheduler:
         """`.git/config`, `.git/hooks`, `.git/info` as this run found them (taken when it opens the repository)."""
         self._backup: git_backup.Backup | None = None
         """The repository's objects and refs as the session in flight began (git_backup.py)."""
+        self.adopted = adoption.NONE
+        """The person's CLAUDE.md and branch as the first run found them (read when the run opens the project)."""
 
     # -- state -----------------------------------------------------------------
     def load(self) -> tuple[SessionState, dict[str, Any] | None]:
@@ -179,6 +182,8 @@ class Scheduler:
             try:
                 report = self._loop(repo, max_iterations)
                 status, message = report.status, report.message
+                if self.count:
+                    self._leave_work_tree(repo)
                 return report
             except KeyboardInterrupt:
                 status, message = "interrupted", "interrupted; run the same command again to resume"
@@ -210,6 +215,14 @@ class Scheduler:
         damage = git_backup.repair(backup, at_open=True) if backup else None
         if damage:  # a run killed during a session that damaged it
             self.echo(f"  WARNING: {damage}")
+        adopting = adoption.pending(self.project)  # first: before anything is checked out or set aside
+        busy = gitops.unfinished(self.project) if adopting is not None else None
+        if busy is not None:
+            what, fix = busy
+            raise GitError(
+                f"the repository {self.project} is in the middle of {what}: {fix}, then run the same "
+                "command again (the scheduler takes over no half-done operation of yours)"
+            )
         stashed = len(gitops.stashes(self.project))
         repo = gitops.open_repo(self.project)
         later = gitops.commits_after_setup(repo)
@@ -219,6 +232,14 @@ class Scheduler:
                 "sessions (was the folder cleaned with `git clean -x`?); restore them from a backup of the "
                 "project, or start a new project with another --project-dir"
             )
+        if adopting is not None:
+            adoption.record(self.project, adopting)
+            if adopting.conventions:
+                self.echo(
+                    f"  the project's CLAUDE.md ({adopting.source}) goes to every session as its conventions; "
+                    "later edits to it are not handed on"
+                )
+        self.adopted = adoption.load(self.project)
         self._git_guard = git_guard.baseline(self.project, Path(repo.common_dir))
         for change in self._git_guard.since_last_run:
             self.echo(f"  WARNING: {change} since the last run (kept: the repository's settings are guarded during a run only)")
@@ -371,6 +392,19 @@ class Scheduler:
         )
         return PreSession(interrupted["main"], tip, progress.load_handoff(self.project), copies, heads_of(interrupted, copies))
 
+    def _leave_work_tree(self, repo: git.Repo) -> None:
+        """After a run that ran sessions, put a clean work tree back on the branch the person had
+        checked out before the first run (main when they had none, or theirs is gone or was set
+        aside); a tree a session left unclean stays as it is, for the next run to set aside."""
+        branch = self.adopted.branch
+        if branch is None or branch.startswith(WORK_BRANCHES) or gitops.head(repo, branch) is None:
+            branch = gitops.MAIN
+        if gitops.current_branch(repo) == branch or gitops.head(repo, branch) is None or gitops.dirty(repo):
+            return
+        repo.git.checkout("-q", branch)
+        if branch != gitops.MAIN:
+            self.echo(f"  work tree: back on your branch {branch}; the sessions' work is on main")
+
     def _set_aside_foreign_branches(self, repo: git.Repo) -> None:
         """Branches named as sessions name their work branches, in a repository before any session
         ran, are a person's: kept aside so that no session takes one over as its own."""
@@ -474,6 +508,7 @@ class Scheduler:
         plan = plan_session(
             state, self.config, self.project, spent_usd=self.totals.cost_usd, brief=brief, host=self.host,
             outage_s=0.0 if self._outage_since is None else self.clock.now() - self._outage_since,
+            adopted=self.adopted,
         )
         if pre is None:  # the restore point: full copies, replaced each session (not kept per session)
             pre = capture(self.project, repo, state, progress.restore_point(self.project, "pre"))

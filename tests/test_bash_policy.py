@@ -29,6 +29,9 @@ HEREDOC_MESSAGE = "git commit -m \"$(cat <<'EOF'\nfeat: add /api/todos\n\nWith t
 ROWS: list[tuple[SessionType, str | None, str, str | None]] = [
     # ordinary work
     (T.IMPLEMENT, WORK, "git status && git diff --stat", OK),
+    # a project's CLAUDE.md is the person's file (never read by the CLI, never handed on when edited)
+    (T.IMPLEMENT, WORK, "printf 'Use tabs.\\n' >> CLAUDE.md && git add CLAUDE.md docs/CLAUDE.md", OK),
+    (T.IMPLEMENT, WORK, "git add -A && git commit -m 'feat: all of it'", OK),
     (T.IMPLEMENT, WORK, "git add src/app.py tests/test_app.py && git commit -m 'feat: /api/users'", OK),
     (T.IMPLEMENT, WORK, HEREDOC_MESSAGE, OK),
     (T.IMPLEMENT, "main", "git checkout -b feature/F001", OK),
@@ -125,7 +128,6 @@ ROWS: list[tuple[SessionType, str | None, str, str | None]] = [
     (T.IMPLEMENT, WORK, "python3 -c \"open('.agent_config.json','w')\"", "the command names .agent_config.json"),
     (T.IMPLEMENT, WORK, "cp evil.sh .git/hooks/pre-commit", "the command names .git/hooks"),
     (T.IMPLEMENT, WORK, "tee -a .git/config < x", "the command names .git/config"),
-    (T.IMPLEMENT, WORK, "cat > CLAUDE.md <<'EOF'\nyou may push\nEOF", "the command names CLAUDE.md"),
     (T.IMPLEMENT, WORK, "mkdir -p .claude && cp s.json .claude/settings.json", "the command names .claude"),
     (T.IMPLEMENT, WORK, "rm -f .agent.lock .claude_settings.json", "the command names .agent.lock"),
     # what cannot be seen

@@ -185,7 +185,7 @@ def test_a_second_lock_holder_is_refused(tmp_path: Path) -> None:
         pass  # released after the first holder exits
 
 
-def test_an_existing_repository_gets_main_and_the_ignore_rules(tmp_path: Path) -> None:
+def test_an_existing_repository_gets_main_and_the_ignore_rules_and_keeps_its_work_tree(tmp_path: Path) -> None:
     import subprocess
 
     import gitops
@@ -195,17 +195,26 @@ def test_an_existing_repository_gets_main_and_the_ignore_rules(tmp_path: Path) -
 
     git("init", "-q", "-b", "master")
     (tmp_path / "app.py").write_text("print('hi')\n")
-    git("add", "app.py")
+    (tmp_path / ".gitignore").write_text("*.log\n")
+    git("add", "app.py", ".gitignore")
     git("commit", "-qm", "start")
     (tmp_path / "notes.txt").write_text("uncommitted work\n")
-    repo = gitops.open_repo(tmp_path)
-    assert gitops.current_branch(repo) == "main"
-    assert git("check-ignore", "progress.json", ".agent_state.json").split() == [
+    repo = gitops.open_repo(tmp_path)  # no spec to commit: nothing is checked out or set aside
+    assert gitops.head(repo, "main") == gitops.head(repo, "master")
+    assert gitops.current_branch(repo) == "master" and git("status", "--porcelain") == "?? notes.txt\n"
+    assert gitops.stashes(tmp_path) == []
+    assert git("check-ignore", "progress.json", ".agent_state.json", ".bashrc").split() == [
         "progress.json",
         ".agent_state.json",
+        ".bashrc",
     ]
-    assert git("status", "--porcelain") == ""
+    (tmp_path / "app_spec.txt").write_text("an app\n")  # the first run: the spec is committed on main
+    repo = gitops.open_repo(tmp_path)
+    assert gitops.current_branch(repo) == "main" and git("status", "--porcelain") == ""
     assert "notes.txt" in git("stash", "show", "--include-untracked", "--name-only", "stash@{0}")
+    assert git("show", "main:.gitignore") == "*.log\n"  # the person's .gitignore is left alone
+    assert git("log", "-1", "--format=%s%n%H", "main").split("\n")[0] == gitops.SPEC_COMMIT
+    assert git("show", "--name-only", "--format=", "main").split() == ["app_spec.txt"]
 
 
 def _copies_made(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -210,6 +210,16 @@ def test_implement_creating_another_branch(tmp_path: Path) -> None:
     refused(world, "IMPLEMENT changed branches it does not own: stray")
 
 
+def test_implement_committing_claude_md_with_everything_else(tmp_path: Path) -> None:
+    """A project's CLAUDE.md is an ordinary file (the person's), not the scheduler's: an agent that
+    stages everything, a CLAUDE.md among it, is verified like any other."""
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    world.sh("git checkout -qb feature/F001 && echo code > code.py && printf 'Use tabs.\\n' > CLAUDE.md")
+    world.sh("git add -A && git commit -qm 'feat: all of it'")
+    assert world.sh("git show --name-only --format= feature/F001").split() == ["CLAUDE.md", "code.py"]
+    assert world.verify() == Outcome(T.IMPLEMENT, True)
+
+
 @pytest.mark.parametrize("hidden", [False, True])
 def test_implement_committing_a_handoff_file(tmp_path: Path, hidden: bool) -> None:
     world = start(tmp_path, T.IMPLEMENT, feature("F001"))
@@ -405,11 +415,11 @@ def test_review_pass_merging_a_moved_branch(tmp_path: Path) -> None:
 
 def test_review_pass_whose_merge_adds_a_scheduler_file(tmp_path: Path) -> None:
     world = start(tmp_path, T.REVIEW, feature("F001"))
-    world.sh("git checkout -q main && git merge -q --no-ff --no-commit feature/F001 && touch CLAUDE.md .agent.lock")
-    world.sh("git add -f CLAUDE.md .agent.lock && git commit -qm merge && git rm -q --cached CLAUDE.md")
+    world.sh("git checkout -q main && git merge -q --no-ff --no-commit feature/F001 && touch .claude_settings.json .agent.lock")
+    world.sh("git add -f .claude_settings.json .agent.lock && git commit -qm merge && git rm -q --cached .claude_settings.json")
     world.add_review("PASS")
     world.mark_passing("F001")
-    refused(world, "hand-off or scheduler files were committed: .agent.lock, CLAUDE.md")
+    refused(world, "hand-off or scheduler files were committed: .agent.lock, .claude_settings.json")
 
 
 def test_review_pass_whose_tests_fail_on_main_is_undone(tmp_path: Path) -> None:
