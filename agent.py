@@ -271,6 +271,7 @@ class ClaudeSessionRunner:
                                         transcript.write(
                                             json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n"
                                         )
+                                        transcript.flush()  # a killed scheduler's next run reads its tokens from it
                                         self._observe(request, message, values, counter)
                                         if isinstance(message, ResultMessage):  # the session is over: the CLI
                                             # gets a moment to exit, then whatever it left running is stopped

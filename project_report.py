@@ -9,6 +9,7 @@ plain values. `render_html` and `render_markdown` are pure. The HTML page is sel
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,11 +17,13 @@ from html import escape
 from pathlib import Path
 
 import events
+import findings
 import statefile
 from errors import StateError
-from events import Event, Totals
+from events import Event, Totals, role_order
+from findings import Finding, SetAside
 from humane import duration, money, number, outcome, plural
-from status import is_running
+from status import CUT_BY, is_running
 
 ROLE_COLOURS = {"INITIALIZER": "#64748b", "IMPLEMENT": "#2563eb", "REVIEW": "#7c3aed", "FIX": "#d97706", "ARCHITECTURE": "#0d9488"}
 OTHER_COLOUR = "#a3a3a3"
@@ -64,6 +67,17 @@ class SessionRow:
     partial: bool
     start: float
     end: float
+    """When it ended: for a session cut off, its last recorded activity (not when a later run noted it)."""
+    estimated: bool = False
+    """The cost is the scheduler's estimate from the transcript's tokens (the CLI reported none)."""
+    cut: str = ""
+    """What cut it off before Claude Code reported, and the run it belonged to ('' when nothing did)."""
+
+    @property
+    def cost(self) -> str:
+        if self.estimated:
+            return f"~{money(self.cost_usd)} est."
+        return "unknown (cut off)" if self.partial else money(self.cost_usd)
 
 
 @dataclass(frozen=True)
@@ -97,6 +111,9 @@ class ReportData:
     blocked_at: tuple[float, ...]
     last_ts: float
     generated_at: float
+    findings: tuple[tuple[str, tuple[Finding, ...]], ...] = ()
+    """REVIEW's (and ARCHITECTURE's) reviews per feature, in the features' order, then the rest."""
+    set_aside: tuple[SetAside, ...] = ()
 
 
 def gather(project: Path, now: float | None = None) -> ReportData:
@@ -129,17 +146,24 @@ def gather(project: Path, now: float | None = None) -> ReportData:
         elif event["kind"] == "session_ended":
             sessions.append(_session_row(event, starts.get(int(event["session"]))))
     started = totals.run_started or {}
+    grouped = findings.by_subject(findings.reviews(project))
+    listed = [r.id for r in rows]
+    rest = sorted((s for s in grouped if s not in listed), key=lambda s: (s == findings.ARCHITECTURE or s.startswith("arch/"), s))
+    order = [fid for fid in listed if fid in grouped] + rest
     return ReportData(
         name=project.resolve().name, path=str(project), cost_basis=str(started.get("cost_basis", "api")),
         **_run_status(totals), features=tuple(rows),
         passing=sum(r.status == "passing" for r in rows), blocked=sum(r.status == "blocked" for r in rows),
         sessions=totals.sessions, failed=totals.failed, not_counted=tuple(sorted(totals.not_counted.items())),
         cost_usd=totals.cost_usd, tokens=totals.spend.total_tokens,
-        roles=tuple(RoleRow(role, s.sessions, s.failed, s.cost_usd, s.total_tokens) for role, s in totals.by_role.items()),
+        roles=tuple(RoleRow(role, s.sessions, s.failed, s.cost_usd, s.total_tokens)
+                    for role, s in sorted(totals.by_role.items(), key=lambda item: role_order(item[0]))),
         session_rows=tuple(sessions),
         listed_at=next((float(e["ts"]) for e in reversed(log) if e["kind"] == "features_listed"), None),
         blocked_at=tuple(sorted(ts for f, ts in totals.blocked.items() if f in totals.features)),
         last_ts=float(totals.last_ts or 0.0), generated_at=time.time() if now is None else now,
+        findings=tuple((subject, tuple(grouped[subject])) for subject in order),
+        set_aside=tuple(findings.set_aside(project, totals.set_aside)),
     )
 
 
@@ -154,14 +178,20 @@ def _descriptions(path: Path) -> dict[str, str]:
 
 
 def _session_row(event: Event, started: float | None) -> SessionRow:
-    receipt = event["receipt"]
+    receipt, cut = event["receipt"], event.get("cut") if isinstance(event.get("cut"), dict) else None
     end, took = float(event["ts"]), float(receipt.get("duration_s") or 0.0)
-    start = end - took if took > 0 or started is None else started  # a cut-off session reports no duration
+    if started is not None and (cut or receipt.get("partial")):  # from its start to its last activity
+        start = started
+        end = started + took if took > 0 else end
+    else:
+        start = end - took if took > 0 or started is None else started
+    why = f"{CUT_BY.get(str(cut.get('by')), str(cut.get('by')))}, run {cut.get('run')}" if cut else ""
     return SessionRow(
         int(event["session"]), str(event["role"]), str(event.get("feature") or ""), str(event["standing"]),
         event["standing"] in events.COUNTED, str(receipt.get("verdict") or ""), int(receipt.get("turns") or 0),
         end - start, sum(int(receipt.get(k) or 0) for k in events.RECEIPT_TOKENS),
         float(receipt.get("cost_usd") or 0.0), bool(receipt.get("partial")), start, end,
+        bool(receipt.get("cost_estimated")), why,
     )
 
 
@@ -173,7 +203,11 @@ def _run_status(totals: Totals) -> dict[str, str]:
     if is_running(totals):
         now = f": session {flight['session']} {flight['role']} {flight.get('feature') or ''}" if flight else ""
         return {"status": "running", "detail": f"a run is going on{now}".strip()}
-    return {"status": "stopped", "detail": "the last run was stopped before it could record its end"}
+    detail = "the last run was stopped before it could record its end"
+    if flight is not None:
+        detail += (f" (killed: session {flight['session']} {flight['role']} {flight.get('feature') or ''} was cut, "
+                   "run the same command to resume it)").replace("  ", " ")
+    return {"status": "stopped", "detail": detail}
 
 
 # -- HTML -----------------------------------------------------------------------------------------
@@ -232,7 +266,7 @@ def _x_ticks(height: int, x: Callable[[float], float], t0: float, span: float) -
 
 def _timeline(rows: tuple[SessionRow, ...]) -> str:
     t0, t1 = min(r.start for r in rows), max(r.end for r in rows)
-    roles = list(dict.fromkeys(r.role for r in rows))
+    roles = sorted({r.role for r in rows}, key=role_order)
     lane, height = 28, TOP + 28 * len(roles) + BOTTOM
 
     def x(t: float) -> float:
@@ -324,8 +358,9 @@ def render_html(data: ReportData) -> str:
     role_rows = [("", [f'<span class="sw" style="background:{_colour(r.role)}"></span>{escape(r.role)}', str(r.sessions),
                        str(r.failed), number(r.tokens), money(r.cost_usd)]) for r in data.roles]
     session_rows = [("uncounted" if not r.counted else r.standing,
-                     [str(r.number), escape(r.role), escape(r.feature), escape(r.standing), escape(r.verdict), str(r.turns),
-                      duration(r.duration_s), number(r.tokens), "unknown (cut off)" if r.partial else money(r.cost_usd)])
+                     [str(r.number), escape(r.role), escape(r.feature),
+                      escape(r.standing) + (f'<br><small class="cut">cut: {escape(r.cut)}</small>' if r.cut else ""),
+                      escape(r.verdict), str(r.turns), duration(r.duration_s), number(r.tokens), escape(r.cost)])
                     for r in data.session_rows]
     charts = (f"<h2>Session timeline</h2>{_timeline(data.session_rows)}<p class=legend>Colour: role. Solid: verified; "
               f"red outline: failed; faded, dashed: not counted (the session runs again).</p>"
@@ -339,17 +374,48 @@ def render_html(data: ReportData) -> str:
 <section><h2>Features</h2>{_table("features", ["Feature", "Description", "Status", "Attempts", "Sessions", "Cost", "Merge", "Review", "Tests"], feature_rows, {3, 4, 5})}</section>
 <section>{charts}{_table("roles", ["Role", "Sessions", "Failed", "Tokens", "Cost"], role_rows, {1, 2, 3, 4})}</section>
 <section><h2>Burndown</h2>{_burndown(data)}<p class=legend>Features not yet passing; a red dot marks a feature blocked.</p></section>
+<section><h2>Review findings</h2>{_findings_html(data)}</section>
+<section><h2>Set aside</h2>{_set_aside_html(data)}</section>
 <section><h2>Sessions</h2>{_table("sessions", ["#", "Role", "Feature", "Standing", "Verdict", "Turns", "Duration", "Tokens", "Cost"], session_rows, {0, 5, 6, 7, 8})}</section>
 </main></body></html>
 """
+
+
+def _findings_html(data: ReportData) -> str:
+    if not data.findings:
+        return '<p id="findings-none">No review yet.</p>'
+    rows = []
+    for subject, found in data.findings:
+        for f in found:
+            issues = "".join(f"<li><b>{escape(sev)}</b>: {escape(text)}</li>" for sev, text in f.issues)
+            fixed = ", ".join(f"#{n}" for n in f.fixed_by)
+            rows.append(("findings" if f.issues else "", [escape(subject), f"#{f.review_id}", escape(f.verdict),
+                                                          f"<ul>{issues}</ul>" if issues else "none", escape(fixed)]))
+    return _table("findings", ["Feature", "Review", "Verdict", "Issues raised", "Fixed by"], rows, set())
+
+
+def _set_aside_html(data: ReportData) -> str:
+    if not data.set_aside:
+        return '<p id="set-aside-none">Nothing was set aside: the scheduler moved none of your work.</p>'
+    rows = [("" if a.present else "uncounted",
+             [escape(a.what), f"<code>{escape(a.ref)}</code>", escape(a.message),
+              f"<code>{escape(a.show)}</code>" if a.present else "no longer there",
+              f"<code>{escape(a.restore)}</code>" if a.present else ""]) for a in data.set_aside]
+    return _table("set-aside", ["What", "Kept as", "Why", "Look at it", "Bring it back"], rows, set())
 
 
 # -- Markdown -------------------------------------------------------------------------------------
 
 
 def _md(text: str) -> str:
-    """Text that stays text in Markdown: no HTML, no broken table cells."""
-    text = " ".join(text.split())
+    """Text that stays text in Markdown: no HTML, no broken table cells. A code span the text
+    already has (`add TITLE`) stays a code span (its content is literal in Markdown: only a
+    pipe is escaped there, for the table); everything else is escaped, a stray backtick too."""
+    parts = re.split(r"(`[^`]+`)", " ".join(text.split()))
+    return "".join(part.replace("|", "\\|") if i % 2 else _escaped(part) for i, part in enumerate(parts))
+
+
+def _escaped(text: str) -> str:
     for ch in "\\`*[]<>|&":
         text = text.replace(ch, "\\" + ch)
     return text
@@ -377,6 +443,37 @@ def render_markdown(data: ReportData) -> str:
     lines += ["", f"### Last {plural(len(last), 'session')}", ""]
     lines += _md_table(["#", "Role", "Feature", "Standing", "Verdict", "Turns", "Duration", "Tokens", "Cost"],
                        [[str(r.number), _md(r.role), _md(r.feature), _md(r.standing), _md(r.verdict), str(r.turns),
-                         duration(r.duration_s), number(r.tokens), "unknown" if r.partial else money(r.cost_usd)]
+                         duration(r.duration_s), number(r.tokens), _md(r.cost.removesuffix(" (cut off)"))]
                         for r in last])
+    cut = [r for r in data.session_rows if r.cut]
+    if cut:
+        lines += ["", "### Cut off before Claude Code reported", ""]
+        lines += [f"- session {r.number} {_md(r.role)}{' ' + _md(r.feature) if r.feature else ''}: {_md(r.cut)}, "
+                  f"{duration(r.duration_s)} until its last activity, {number(r.tokens)} tokens, {_md(r.cost)}" for r in cut]
+    lines += ["", "### Review findings", ""]
+    rows = [[_md(subject), f"#{f.review_id}", _md(f.verdict),
+             "; ".join(f"{sev}: {_md(_cut(text, ISSUE_CHARS))}" for sev, text in f.issues) or "none", ", ".join(f"#{n}" for n in f.fixed_by)]
+            for subject, found in data.findings for f in found]
+    lines += _md_table(["Feature", "Review", "Verdict", "Issues raised", "Fixed by"], rows) if rows else ["No review yet."]
+    lines += ["", "### Set aside", ""]
+    if data.set_aside:
+        lines += [f"- {a.what} {_code(a.ref)} ({_md(a.message)}): " + (f"{_code(a.show)} shows it, {_code(a.restore)} brings it back"
+                                                                       if a.present else "no longer there") for a in data.set_aside]
+    else:
+        lines.append("Nothing was set aside.")
     return "\n".join(lines) + "\n"
+
+
+ISSUE_CHARS = 300
+"""An issue's text in the Markdown table is cut to this (the HTML page has it whole)."""
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _code(text: str) -> str:
+    """A command as an inline code span, fenced by more backticks than it holds."""
+    text = " ".join(text.split())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}" if len(fence) > 1 else f"`{text}`"

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from rich.console import Console
 from rich.table import Table
 
-from events import Totals, role_order
+import findings
+from events import COUNTED, Totals, role_order
 from humane import money, number, plural
 from machine import SessionState
+from status import CUT_BY
 
 RunStatus = Literal["done", "limit", "halted"]
 
@@ -55,8 +58,19 @@ def print_summary(console: Console, report: RunReport) -> None:
     table.add_row("tool calls denied", this_denials, denials)
     table.add_row("spent", _spent(this, basis), _spent(totals, basis))
     console.print(table)
-    for stash in this.set_aside:
-        console.print(f"set aside: uncommitted work kept as {stash['ref']} ({stash['message']}); `git stash pop` brings it back", markup=False)
+    for event in totals.cut:
+        if event.get("run") != this.run:  # each cut is told once: by the run that recorded it
+            continue
+        cut = event["cut"]
+        of = "of this run" if cut.get("run") == this.run else f"of the earlier run {cut.get('run')}, not counted in this one"
+        then = f"counted as {event['standing']}" if event["standing"] in COUNTED else "run again"
+        console.print(f"cut: session {event['session']} {event['role']} was {CUT_BY.get(str(cut.get('by')), cut.get('by'))} "
+                      f"({of}); {then}", markup=False)
+    project = Path(str((this.run_started or {}).get("project", ".")))
+    for aside in findings.set_aside(project, this.set_aside):
+        if aside.present:
+            console.print(f"set aside: {aside.what} kept as {aside.ref} ({aside.message}); `{aside.show}` shows it, "
+                          f"`{aside.restore}` brings it back", markup=False)
     console.print(f"status: {report.status}: {report.message}", markup=False)
     console.print(
         f"{len(backlog.passing)}/{len(backlog.features)} features passing, "
