@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sys
@@ -35,6 +36,10 @@ from bash_policy import BashContext, bash_refusal
 from handoff_tools import SERVER, HandoffTools, mcp_server
 from plan import SessionPlan
 from security import FILE_TOOLS_MATCHER, PERMISSION_MODE, file_tool_decision, git_rules
+
+logging.getLogger("claude_agent_sdk").addHandler(logging.NullHandler())
+"""The SDK logs a CLI the runner stopped ("Fatal error in message reader: ... exit code 143") to
+stderr by default; the runner reports how each session ended itself, in the session's result."""
 
 SANDBOX_FAILED = "Sandbox is required but failed to initialize"
 """What the CLI answers a Bash call with when bubblewrap or its socat bridges did not start."""
@@ -87,6 +92,9 @@ class SessionResult:
     retrying_s: float = 0.0
     """How long the CLI had been retrying failed API requests when the session ended (0: it was
     not): the outage began that long before the end, the CLI's own retries included."""
+    not_an_api: str | None = None
+    """What the endpoint (ANTHROPIC_BASE_URL) answered that no Anthropic API does, when the session
+    failed on an answer that suggested it (a 404 or 405, a page instead of JSON): `endpoint_answer`."""
     cut_off: bool = False
     """The CLI reported no result (a timeout, a stop at an API error, an exit without one): the
     tokens are those its transcript shows, and its cost is not known (the scheduler estimates it)."""
@@ -304,6 +312,8 @@ class ClaudeSessionRunner:
         if values.get("is_error", True):  # an agent's own words never count as a login failure
             text = " ".join([str(values.get("error") or ""), result_text, _tail(stderr_lines)]).lower()
             values["not_logged_in"] = any(hint in text for hint in NOT_LOGGED_IN_HINTS)
+            if values["base_url"] and (values.get("api_error_status") in NOT_API_STATUSES or any(h in text for h in NOT_API_HINTS)):
+                values["not_an_api"] = await anyio.to_thread.run_sync(endpoint_answer, values["base_url"])
         ended = time.monotonic()
         retrying_since = values.pop("retrying_since", None)
         retrying = ended - retrying_since if retrying_since is not None and values.get("is_error", True) else 0.0
@@ -393,6 +403,42 @@ def tokens_of(usage: dict[str, Any]) -> dict[str, int]:
         "cache_write_tokens": int(usage.get("cache_creation_input_tokens") or 0),
         "output_tokens": int(usage.get("output_tokens") or 0),
     }
+
+
+NOT_API_STATUSES = frozenset({404, 405, 501})
+"""Answers a web server gives to a POST it does not serve (the Messages API answers 404 only to an unknown model)."""
+NOT_API_HINTS = ("malformed response", "html")
+"""What the CLI says when an answer was not the API's JSON or stream (a page, an empty body)."""
+
+
+def endpoint_answer(base_url: str, timeout_s: float = 5.0) -> str | None:
+    """What `base_url` answers that no Anthropic API does, or None when it looks like one (or
+    cannot be reached). Asked with an empty Messages request, without credentials: any
+    Anthropic-compatible API answers that with a JSON error object; a web server that is not one
+    answers a page."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        base_url.rstrip("/") + "/v1/messages",
+        data=b"{}",
+        headers={"content-type": "application/json", "anthropic-version": "2023-06-01"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            status, kind, body = response.status, response.headers.get_content_type(), response.read(65536)
+    except urllib.error.HTTPError as exc:
+        status, kind, body = exc.code, exc.headers.get_content_type(), exc.read(65536)
+    except (OSError, ValueError):
+        return None
+    try:
+        if isinstance(json.loads(body), dict):
+            return None
+    except ValueError:
+        pass
+    page = "an HTML page" if b"<html" in body[:2048].lower() or kind == "text/html" else f"{kind}, not JSON" if body.strip() else "an empty body"
+    return f"HTTP {status} with {page}"
 
 
 def tokens_in_transcript(path: Path) -> dict[str, int]:

@@ -83,6 +83,12 @@ def cut_short(result: SessionResult, model: str, *, capped_by_session: bool = Fa
     status = result.api_error_status
     text = " ".join(str(part or "") for part in (result.error, result.terminal_reason)).lower()
     endpoint = f"the endpoint {base_url} (ANTHROPIC_BASE_URL)" if base_url else "the Anthropic API"
+    if result.not_an_api:
+        return Classified(
+            Standing.AUTH,
+            f"{endpoint} does not look like the Anthropic API (asked for /v1/messages it answered {result.not_an_api}): "
+            "set ANTHROPIC_BASE_URL to the base URL of an Anthropic-compatible API (without /v1/messages), or unset it",
+        )
     if status == 404 or "unrecognized_model" in text or "not_found_error" in text:
         return Classified(
             Standing.AUTH,

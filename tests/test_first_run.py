@@ -245,3 +245,114 @@ def test_a_run_check_and_dry_run_leave_the_temp_folder_empty(tmp_path: Path) -> 
             shutil.rmtree(temp)
         assert left == [], f"left behind by {args}"
     temp.rmdir()
+
+
+# --- what retrying cannot fix ends the run at once, in one line (the user's command, the real CLI) ---
+
+
+class PlainWebServer:
+    """A web server that is not an Anthropic API: every request gets `status` and an HTML page."""
+
+    def __init__(self, status: int) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                body = b"<html><body><h1>It works!</h1></body></html>"
+                self.send_response(status)
+                self.send_header("content-type", "text/html")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_HEAD = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def __enter__(self) -> PlainWebServer:
+        import threading
+
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def run_against(base_url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The user's command against `base_url`, with a key, and Claude Code allowed ten retries."""
+    env = hermetic_env(base_url, tmp_path / "home", max_retries=10)
+    env["AGENT_GENERATIONS_DIR"] = str(tmp_path / "generations")
+    return subprocess.run(
+        [sys.executable, "autonomous_agent_demo.py", "--project-dir", "app"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+REFUSALS = {
+    "http_401": ("refused the credentials (401)", "check ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"),
+    "http_402": ("refused the request for billing reasons", "check the account's credit"),
+    "http_404": ("does not know the model 'sonnet'", "--implement-model"),
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", sorted(REFUSALS))
+def test_a_refused_key_billing_or_model_ends_the_run_in_one_line(tmp_path: Path, kind: str) -> None:
+    """bench/reliability.py times these (under 15 s each)."""
+    from scripted_model.protocol import Fault, Turn
+    from scripted_model.server import ScriptedModelServer
+
+    class Refusing:
+        def respond(self, turn: Turn) -> Fault:
+            return Fault(kind)  # type: ignore[arg-type]
+
+    with ScriptedModelServer(Refusing()) as server:
+        done = run_against(server.base_url, tmp_path)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr
+    cause, fix = REFUSALS[kind]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and cause in lines[0] and fix in lines[0], done.stderr
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("status", [404, 405, 200])
+def test_an_endpoint_that_is_not_an_anthropic_api_ends_the_run_in_one_line(tmp_path: Path, status: int) -> None:
+    with PlainWebServer(status) as server:
+        done = run_against(server.base_url, tmp_path)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"the endpoint {server.base_url} (ANTHROPIC_BASE_URL) does not look like the Anthropic API" in lines[0]
+    assert f"answered HTTP {status} with an HTML page" in lines[0] and "set ANTHROPIC_BASE_URL" in lines[0]
+
+
+def test_a_refusal_of_a_json_api_is_not_taken_for_a_web_page() -> None:
+    from agent import endpoint_answer
+    from scripted_model.protocol import Fault, Turn
+    from scripted_model.server import ScriptedModelServer
+
+    class Refusing:
+        def respond(self, turn: Turn) -> Fault:
+            return Fault("http_404")
+
+    with ScriptedModelServer(Refusing()) as server:
+        assert endpoint_answer(server.base_url) is None
+    with PlainWebServer(404) as web:
+        assert endpoint_answer(web.base_url) == "HTTP 404 with an HTML page"
+    assert endpoint_answer("http://127.0.0.1:9") is None, "cannot be reached: nothing to say"
+
+
+def test_a_page_instead_of_the_api_stops_the_run_and_says_so() -> None:
+    from classify import Standing, cut_short
+
+    result = SessionResult(api_error_status=404, base_url="http://127.0.0.1:8080", not_an_api="HTTP 404 with an HTML page")
+    classified = cut_short(result, "sonnet")
+    assert classified is not None and classified.standing is Standing.AUTH and classified.unknown_model is None
+    assert classified.reason.startswith("the endpoint http://127.0.0.1:8080 (ANTHROPIC_BASE_URL) does not look like the Anthropic API")
