@@ -10,6 +10,8 @@ import shutil
 import struct
 import subprocess
 import sys
+from html import escape as escape_attr
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -253,3 +255,83 @@ def test_chromium_renders_the_page(data: ReportData, tmp_path: Path) -> None:
     assert all(f">{fid}</td>" in dom for fid in ("F001", "F002", "F003"))
     assert all(f'<svg id="{chart}"' in dom for chart in ("chart-timeline", "chart-cost", "chart-burndown"))
     assert dom.count('<rect class="session') == 13 and "<script" not in dom and "alert(1)" in dom
+
+
+def _states(root: Path) -> dict[str, Path]:
+    """The project states a person may open the report in, built from event logs and hand-off files."""
+    made: dict[str, Path] = {}
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    for name in ("no session yet", "only failed sessions", "interrupted first session"):
+        project = root / name.replace(" ", "_")
+        project.mkdir()
+        clock = Clock()
+        log = events.EventLog(project, "run-1", clock=clock)
+        log.emit("run_started", pid=int(dead.stdout), project=str(project), version="0.2.0", cost_basis="api")
+        if name == "only failed sessions":
+            for n in (1, 2):
+                _session(log, clock, n, "INITIALIZER", None, standing="failed")
+            _session(log, clock, 3, "INITIALIZER", None, standing="auth", partial=True)
+            log.emit("run_ended", status="error", message="the API refused the key", sessions=3)
+        elif name == "interrupted first session":  # killed: a start and no end, no run_ended
+            log.emit("session_started", session=1, role="INITIALIZER", model="sonnet", feature=None, branch=None,
+                     attempt=1, log_dir=".agent_logs/session_0001_INITIALIZER")
+        made[name] = project
+    (root / "finished").mkdir()
+    finished = make_project(root / "finished")
+    (finished / "reviews.json").write_text(json.dumps({"reviews": [
+        {"review_id": 4, "feature_id": "F003", "kind": "feature", "verdict": "REQUEST_CHANGES",
+         "issues": {"critical": [], "major": ["no test for `list --all`"], "minor": []}}], "fixes": []}))
+    events.append(events.log_path(finished), events.make_event(
+        "set_aside", "run-1", T0 + 9999, {"ref": "refs/scheduler/preexisting/feature/F001", "message": "your branch feature/F001"}))
+    made["finished run"] = finished
+    return made
+
+
+PROBE = """<script>
+window.addEventListener("load", () => {
+  const out = {};
+  for (const frame of document.querySelectorAll("iframe")) {
+    const doc = frame.contentDocument;
+    out[frame.dataset.state] = {
+      h2: [...doc.querySelectorAll("h2")].map(h => h.textContent),
+      svgs: [...doc.querySelectorAll("svg")].map(s => [s.id, Math.round(s.getBoundingClientRect().width)]),
+      status: doc.getElementById("run-status").textContent,
+      findings: doc.querySelectorAll("#findings tbody tr").length,
+      setAside: doc.querySelectorAll("#set-aside tbody tr").length,
+      text: doc.body.innerText,
+    };
+  }
+  const pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def test_chromium_renders_the_report_of_every_project_state(tmp_path: Path) -> None:
+    """No session yet, only failed sessions, a first session cut by a kill, a finished run (with
+    REVIEW's findings and set-aside work): each page is laid out by one Chromium launch, and
+    what it shows is read back from the rendered pages."""
+    chromium = _chromium()
+    states = _states(tmp_path)
+    frames = "".join(f'<iframe data-state="{escape_attr(name)}" width="1280" height="900" srcdoc="{escape_attr(render_html(gather(p, now=T0 + 3600)))}"></iframe>'
+                     for name, p in states.items())
+    index = tmp_path / "states.html"
+    index.write_text(f"<!DOCTYPE html><html><body>{frames}{PROBE}</body></html>", encoding="utf-8")
+    dom = _browse(chromium, tmp_path, "--virtual-time-budget=5000", "--dump-dom", index.as_uri()).stdout.decode()
+    probe = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert probe, dom[-2000:]
+    seen = json.loads(unescape(probe.group(1)))
+    assert set(seen) == set(states)
+    for name, page in seen.items():
+        assert page["h2"][:1] == ["Features"] and "Review findings" in page["h2"] and "Set aside" in page["h2"], name
+        assert any(i == "chart-burndown" and w > 500 for i, w in page["svgs"]), name  # laid out at the page's width
+    assert "No session has ended yet." in seen["no session yet"]["text"]
+    assert seen["only failed sessions"]["status"] == "stopped" and "auth" in seen["only failed sessions"]["text"]
+    killed = seen["interrupted first session"]
+    assert killed["status"] == "stopped" and "session 1 INITIALIZER was cut" in killed["text"]
+    done = seen["finished run"]
+    assert done["status"] == "done" and done["findings"] == 1 and done["setAside"] == 1
+    assert "no test for `list --all`" in done["text"] and "git branch feature/F001 refs/scheduler/preexisting/feature/F001" not in done["text"]
+    assert {i for i, _ in done["svgs"]} == {"chart-timeline", "chart-cost", "chart-burndown"}
