@@ -17,7 +17,9 @@ from pathlib import Path
 
 import git
 
+import gitops
 import safe_git
+from errors import GitError
 from layout import ADOPTION_FILE, LOG_DIR, STATE_FILE
 from progress import atomic_write_json
 
@@ -76,12 +78,30 @@ def _with_file(project: Path, committed: Adoption) -> Adoption:
     return committed
 
 
+def adopted(project: Path) -> bool:
+    """Whether the scheduler has run on the project (its record, or a state file of an older release)."""
+    return path(project).exists() or (project / STATE_FILE).exists()
+
+
+def refuse_unfinished(project: Path) -> None:
+    """Refuse, before anything is written, a repository not yet adopted that is in the middle of a
+    merge, rebase, cherry-pick or revert: that is the person's work, which no checkout may abort.
+    (Later, such a state is a session's leftover, which the next checkout aborts.)"""
+    if not project.is_dir() or adopted(project):
+        return
+    busy = gitops.unfinished(project)
+    if busy is not None:
+        what, fix = busy
+        raise GitError(
+            f"the repository {project} is in the middle of {what}: {fix}, then run the same "
+            "command again (the scheduler takes over no half-done operation of yours)"
+        )
+
+
 def pending(project: Path) -> Adoption | None:
     """What to record for a project the scheduler has never run (no state file, no record yet);
     None when it has been adopted (a project first run by a release that kept no record has none)."""
-    if path(project).exists() or (project / STATE_FILE).exists():
-        return None
-    return found(project)
+    return None if adopted(project) else found(project)
 
 
 def record(project: Path, adoption: Adoption) -> None:

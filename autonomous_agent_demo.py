@@ -457,6 +457,8 @@ def run_cli(
         dry_run(console, project, config)
         return EXIT_DONE
     starts = session_would_start(project, config)
+    if starts:  # a person's half-done merge: refused before anything is written into the project
+        adoption.refuse_unfinished(project)
     if starts and not offline_demo:  # before anything is created: a newcomer without credentials gets no folder
         missing = seams.credentials()
         if missing:

@@ -22,8 +22,21 @@ from layout import NEVER_IN_GIT, ignore_pattern
 MAIN = "main"
 SCHEDULER_PATHS = tuple(ignore_pattern(name) for name in NEVER_IN_GIT)
 """Hand-off and scheduler files as ignore patterns: never in git, whatever a branch's .gitignore says."""
-SANDBOX_PLACEHOLDERS = (".bashrc", ".bash_profile", ".gitconfig", ".gitmodules", ".mcp.json", ".idea")
-"""Dotfiles Claude Code's sandbox mounts placeholders over (they break `git add`)."""
+SANDBOX_PLACEHOLDERS = (
+    ".bashrc",
+    ".bash_profile",
+    ".gitconfig",
+    ".gitmodules",
+    ".mcp.json",
+    ".idea",
+    ".zshrc",
+    ".zprofile",
+    ".profile",
+    ".ripgreprc",
+    ".vscode",
+)
+"""Dotfiles Claude Code's sandbox mounts placeholders over where the project has none (character
+devices: `git add -A` fails on them, "can only add regular files"); the CLI's list, as bundled."""
 EXCLUDED = (*SCHEDULER_PATHS, *SANDBOX_PLACEHOLDERS)
 """What `.git/info/exclude` holds: enough, in a repository whose `.gitignore` the scheduler never
 changes (an existing one), for an agent's `git add -A` to stage nothing of the scheduler's."""

@@ -215,14 +215,8 @@ class Scheduler:
         damage = git_backup.repair(backup, at_open=True) if backup else None
         if damage:  # a run killed during a session that damaged it
             self.echo(f"  WARNING: {damage}")
+        adoption.refuse_unfinished(self.project)
         adopting = adoption.pending(self.project)  # first: before anything is checked out or set aside
-        busy = gitops.unfinished(self.project) if adopting is not None else None
-        if busy is not None:
-            what, fix = busy
-            raise GitError(
-                f"the repository {self.project} is in the middle of {what}: {fix}, then run the same "
-                "command again (the scheduler takes over no half-done operation of yours)"
-            )
         stashed = len(gitops.stashes(self.project))
         repo = gitops.open_repo(self.project)
         later = gitops.commits_after_setup(repo)
@@ -393,17 +387,16 @@ class Scheduler:
         return PreSession(interrupted["main"], tip, progress.load_handoff(self.project), copies, heads_of(interrupted, copies))
 
     def _leave_work_tree(self, repo: git.Repo) -> None:
-        """After a run that ran sessions, put a clean work tree back on the branch the person had
-        checked out before the first run (main when they had none, or theirs is gone or was set
-        aside); a tree a session left unclean stays as it is, for the next run to set aside."""
-        branch = self.adopted.branch
-        if branch is None or branch.startswith(WORK_BRANCHES) or gitops.head(repo, branch) is None:
-            branch = gitops.MAIN
-        if gitops.current_branch(repo) == branch or gitops.head(repo, branch) is None or gitops.dirty(repo):
-            return
-        repo.git.checkout("-q", branch)
-        if branch != gitops.MAIN:
-            self.echo(f"  work tree: back on your branch {branch}; the sessions' work is on main")
+        """After a run that ran sessions, leave a clean work tree on `main`, where every verified
+        merge lands (not on the branch the last session worked on), and name the branch the person
+        had checked out before the first run when that was another one; a tree a session left
+        unclean stays as it is, for the next run to set aside. (Not the person's branch itself:
+        the spec and the application are on `main`, and a rerun reads the spec from the work tree.)"""
+        if gitops.current_branch(repo) != gitops.MAIN and not gitops.dirty(repo):
+            repo.git.checkout("-q", gitops.MAIN)
+        mine = self.adopted.branch
+        if mine and mine != gitops.MAIN and not mine.startswith(WORK_BRANCHES) and gitops.head(repo, mine) is not None:
+            self.echo(f"  work tree: on main, with the sessions' work; your branch {mine} is as you left it (`git checkout {mine}`)")
 
     def _set_aside_foreign_branches(self, repo: git.Repo) -> None:
         """Branches named as sessions name their work branches, in a repository before any session

@@ -152,7 +152,7 @@ def faults(ctx: Ctx, files: Files) -> Steps:
         if fault.kind == "forbidden_command":
             yield [bash(fault.command or "git push origin main")]
         elif fault.kind == "forbidden_write":
-            yield [write(files.path(fault.file or "CLAUDE.md"), "# overwritten by the agent\n")]
+            yield [write(files.path(fault.file or ".claude_settings.json"), "# overwritten by the agent\n")]
         elif fault.kind == "invalid_json":  # read first: the CLI overwrites only a file it has read
             name = fault.file or "reviews.json"
             yield [read(files.path(name))]
@@ -167,9 +167,13 @@ def tests_passed(result: str) -> bool:
     return not result.lstrip().startswith("Exit code") and "FAILED" not in result
 
 
-def commit(paths: str, message: str) -> ToolCall:
+def commit(paths: str, message: str, ctx: Ctx | None = None) -> ToolCall:
+    """Stage `paths` and commit; everything (`git add -A`, as real agents do) when the scenario's
+    `stage_all` fault names the session."""
     # no backticks: the CLI would not recognise the call as git alone, so it would run sandboxed
     plain = message.replace("`", "")
+    if ctx is not None and ctx.scenario.has_fault(ctx.session, "stage_all"):
+        paths = "-A"
     return bash(f"git add {paths} && git commit -q -m {shlex.quote(plain)}; git rev-parse HEAD")
 
 
@@ -192,7 +196,7 @@ def initializer(ctx: Ctx) -> Script:
     paths = yield from put(files, dict(demo_app.SKELETON))
     yield [write_json(files.path("feature_list.json"), feature_list)]
     yield [bash(f"chmod +x init.sh && {RUN_TESTS}")]
-    end = last_line((yield [commit(paths, "chore: project skeleton and init.sh")])[0])
+    end = last_line((yield [commit(paths, "chore: project skeleton and init.sh", ctx)])[0])
     yield from faults(ctx, files)
     yield [session_entry("INITIALIZED", [], start, end)]
     return f"Wrote {len(chosen)} features, init.sh and the skeleton ({len(spec)} bytes of spec read)."
@@ -210,7 +214,7 @@ def implement(ctx: Ctx) -> Script:
     (result,) = yield [bash(f"git checkout -q {create}{branch} && git rev-parse main")]
     start = last_line(result)
     paths = yield from put(files, contents)
-    end = last_line((yield [commit(paths, f"feat({feature_id}): {item.description[:50]}")])[0])
+    end = last_line((yield [commit(paths, f"feat({feature_id}): {item.description[:50]}", ctx)])[0])
     if ctx.scenario.has_fault(ctx.session, "commit_on_main"):  # the Bash policy refuses the commit
         yield [
             bash("git checkout -q main"),

@@ -17,6 +17,7 @@ ROBOT_FAULTS: tuple[str, ...] = (
     "commit_on_main",
     "hidden_commit_on_main",
     "ignore_tests",
+    "stage_all",
 )
 WRITTEN_FAULTS = ("invalid_json", "forbidden_command", "forbidden_write")
 """Robot faults carried out as extra tool calls after the session's real work."""

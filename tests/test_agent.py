@@ -45,7 +45,7 @@ def test_options_carry_the_role(tmp_path: Path) -> None:
 async def test_the_file_path_hook_denies_scheduler_files(tmp_path: Path) -> None:
     hook = build_options(request(tmp_path), stderr=lambda _: None).hooks["PreToolUse"][0].hooks[0]  # type: ignore[index]
     denied = await hook(
-        {"tool_name": "Write", "tool_input": {"file_path": str(tmp_path / "CLAUDE.md")}}, None, None
+        {"tool_name": "Write", "tool_input": {"file_path": str(tmp_path / ".claude_settings.json")}}, None, None
     )
     assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert await hook({"tool_name": "Write", "tool_input": {"file_path": "reviews.json"}}, None, None) == {}

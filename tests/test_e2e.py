@@ -91,7 +91,7 @@ FAULT_SCENARIO: dict[str, Any] = {
     "faults": [
         {"session": 2, "kind": "http_429", "request": 2},
         {"session": 2, "kind": "forbidden_command", "command": "git push origin main"},
-        {"session": 2, "kind": "forbidden_write", "file": "CLAUDE.md"},
+        {"session": 2, "kind": "forbidden_write", "file": ".claude_settings.json"},
         {"session": 3, "kind": "invalid_json", "file": "reviews.json"},
         {"session": 4, "kind": "forbidden_write", "file": "todo/__main__.py"},
         {"session": 5, "kind": "commit_on_main"},
@@ -424,7 +424,7 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
     denied = {
         (d["tool_name"], d["tool_input"].get("command") or d["tool_input"].get("file_path")) for d in denials
     }
-    assert denied == {("Bash", "git push origin main"), ("Write", str(project / "CLAUDE.md"))}
+    assert denied == {("Bash", "git push origin main"), ("Write", str(project / ".claude_settings.json"))}
 
     # REVIEW may write only the hand-off files: a product file is refused in its session.
     review_denials = result_of(project, 4)["permission_denials"]
@@ -445,7 +445,7 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
     audit = [json.loads(line) for line in (session_dir(project, 2) / "denials.jsonl").read_text().splitlines()]
     assert {(a["role"], a["tool"], a["rule"]) for a in audit} == {
         ("IMPLEMENT", "Bash", "scheduler policy: `git push` with these arguments is not among IMPLEMENT's git commands"),
-        ("IMPLEMENT", "Write", "scheduler policy: CLAUDE.md belongs to the scheduler"),
+        ("IMPLEMENT", "Write", "scheduler policy: .claude_settings.json belongs to the scheduler"),
     }
     assert "DENIED Bash: git push origin main (scheduler policy: `git push`" in fault_run.proc.stdout
     assert totals_of(project).denials_by_role == {"IMPLEMENT": 3, "REVIEW": 1}
