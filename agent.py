@@ -34,6 +34,7 @@ import gitops
 import processes
 from bash_policy import BashContext, bash_refusal
 from handoff_tools import SERVER, HandoffTools, mcp_server
+from humane import plural
 from plan import SessionPlan
 from security import FILE_TOOLS_MATCHER, PERMISSION_MODE, file_tool_decision, git_rules
 
@@ -287,7 +288,7 @@ class ClaudeSessionRunner:
                             finally:
                                 left = await _close(stream, request.cwd, since)
                                 if left:
-                                    self._echo(f"  [{request.plan.role.value}] stopped {len(left)} process(es) left running after the result (pids {', '.join(map(str, left))})")
+                                    self._echo(f"  [{request.plan.role.value}] stopped {plural(len(left), 'process', 'processes')} left running after the result (pids {', '.join(map(str, left))})")
                         except _StopAtOnce:
                             cause = "which retrying cannot fix" if values["api_error_status"] in UNRETRYABLE_STATUSES else "past the outage allowance (--max-outage-minutes)"
                             self._echo(f"  [{request.plan.role.value}] stopped: the API answered {values['api_error_status'] or 'nothing'}, {cause}")

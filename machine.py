@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from config import AgentConfig, SessionType
+from humane import plural
 
 Verdict = Literal["PASS", "REQUEST_CHANGES", "REJECT"]
 T = SessionType
@@ -251,7 +252,7 @@ def _failed(state: SessionState, outcome: Outcome, config: AgentConfig) -> Step:
         return Step(replace(state, lane=retry), (Retry(lane.role, lane.attempts + 2, outcome.reason),))
     gave_up = GaveUp(lane.role, outcome.reason)
     if lane.role is T.INITIALIZER:  # never skipped: without a feature list nothing can run
-        reason = f"{lane.role.value} failed {config.max_attempts} times: {outcome.reason}"
+        reason = f"{lane.role.value} failed {plural(config.max_attempts, 'time')}: {outcome.reason}"
         return Step(replace(state, lane=Lane(T.HALTED), halt_reason=reason), (gave_up, Halted(reason)))
     if lane.role is T.FIX:
         return _continue(state, T.REVIEW, gave_up)

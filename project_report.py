@@ -340,7 +340,7 @@ def _burndown(data: ReportData) -> str:
 def _summary_figures(data: ReportData) -> list[tuple[str, str, str]]:
     uncounted = ", ".join(f"{n} {why.replace('_', ' ')}" for why, n in data.not_counted)
     return [
-        ("features-passing", str(data.passing), f"of {len(data.features)} features passing"),
+        ("features-passing", str(data.passing), f"of {plural(len(data.features), 'feature')} passing"),
         ("features-blocked", str(data.blocked), "blocked"),
         ("sessions-total", number(data.sessions), f"sessions, {data.failed} failed" + (f"; not counted: {uncounted}" if uncounted else "")),
         ("cost-total", money(data.cost_usd), f"spent ({data.cost_basis})"),

@@ -222,7 +222,7 @@ class Scheduler:
         later = gitops.commits_after_setup(repo)
         if later and not any((self.project / name).exists() for name in (STATE_FILE, *HANDOFF_FILES)):
             raise StateError(
-                f"{STATE_FILE} and the hand-off files are gone, but main has {later} commit(s) of earlier "
+                f"{STATE_FILE} and the hand-off files are gone, but main has {plural(later, 'commit')} of earlier "
                 "sessions (was the folder cleaned with `git clean -x`?); restore them from a backup of the "
                 "project, or start a new project with another --project-dir"
             )
@@ -535,7 +535,7 @@ class Scheduler:
         crashpoints.reached("cli_ended")
         left = processes.stop_left_in(self.project, started)
         if left:
-            self.echo(f"  stopped {len(left)} process(es) the session left running in the project (pids {', '.join(map(str, left))})")
+            self.echo(f"  stopped {plural(len(left), 'process', 'processes')} the session left running in the project (pids {', '.join(map(str, left))})")
         self._restore_git_settings(repo, plan.number)
         (log_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
         self._audit(plan, log_dir, result)
@@ -694,11 +694,11 @@ class Scheduler:
                 )
         elif isinstance(event, Blocked):
             self.events.emit("feature_blocked", feature=event.feature_id, rejections=self.config.max_rejections)
-            self.echo(f"  blocked: {event.feature_id} (rejected {self.config.max_rejections} times)")
+            self.echo(f"  blocked: {event.feature_id} (rejected {plural(self.config.max_rejections, 'time')})")
         elif isinstance(event, Retry):
             self.echo(f"  {event.role.value} runs again (attempt {event.attempt} of {self.config.max_attempts})")
         elif isinstance(event, GaveUp):
-            self.echo(f"  {event.role.value} failed {self.config.max_attempts} times; moving on")
+            self.echo(f"  {event.role.value} failed {plural(self.config.max_attempts, 'time')}; moving on")
 
     def _audit(self, plan: SessionPlan, log_dir: Path, result: SessionResult) -> None:
         """Every refused tool call, with the rule that refused it, into the session's denials.jsonl."""

@@ -135,7 +135,14 @@ def check_event_log(project: Path, sessions: int) -> list[str]:
     counted = events.Totals.of(log).sessions
     if counted != sessions:
         problems.append(f"the event log counts {counted} sessions, the state {sessions}")
-    runs = Counter(e["kind"] for e in log if e["kind"] in ("run_started", "run_ended"))
+    started = {(e["session"], e["run"]): float(e["ts"]) for e in log if e["kind"] == "session_started"}
+    for end in (e for e in log if e["kind"] == "session_ended" and (e.get("cut") or {}).get("by") == "kill"):
+        cut, at = end["cut"], started.get((end["session"], end["cut"].get("run")))
+        if at is None or not at <= cut["last_activity"] <= end["ts"] or cut["run"] == end["run"]:
+            problems.append(f"session {end['session']}'s kill is not told as of the killed run, ending at its last activity: {end}")
+        if not end["receipt"].get("cost_estimated"):
+            problems.append(f"session {end['session']}'s kill has no cost estimate: {end['receipt']}")
+        runs = Counter(e["kind"] for e in log if e["kind"] in ("run_started", "run_ended"))
     if runs["run_ended"] < 1:
         problems.append("no run ended in the event log")
     return problems

@@ -968,6 +968,7 @@ def test_a_hanging_session_is_stopped_by_the_session_timeout(tmp_path: Path) -> 
     assert proc.returncode == 0, explain(proc)
     result = json.loads((log_root(project) / "session_0002_IMPLEMENT" / "result.json").read_text())
     assert result["terminal_reason"] == "session_timeout" and 15 <= result["duration_s"] < 45
+    assert_cut_with_its_tokens(project, "session_timeout")
     assert sequence(project) == [INIT, IMPL, IMPL, REVIEW]
     assert not processes_in(project), "the stopped CLI process must not outlive its session"
 
@@ -985,9 +986,19 @@ def test_a_silent_session_is_stopped_by_the_idle_timeout_and_healthy_ones_are_no
     result = json.loads((log_root(project) / "session_0002_IMPLEMENT" / "result.json").read_text())
     assert result["terminal_reason"] == "idle_timeout" and 10 <= result["duration_s"] < 40
     assert "Claude Code sent nothing for 10 s and was stopped (--idle-timeout)" in result["error"]
+    assert_cut_with_its_tokens(project, "idle_timeout")
     assert proc.stdout.count("stopped: idle for 10 s") == 1
     assert sequence(project) == [INIT, IMPL, IMPL, REVIEW]
     assert not processes_in(project), "the stopped CLI process must not outlive its session"
+
+
+def assert_cut_with_its_tokens(project: Path, by: str) -> None:
+    """Session 2 was stopped before Claude Code reported: its end says so, with the tokens its
+    transcript shows (two requests were answered) and an estimated cost, never 0 tokens and $0."""
+    ended = next(e for e in events.read(events.log_path(project)) if e["kind"] == "session_ended" and e["session"] == 2)
+    receipt = ended["receipt"]
+    assert ended["cut"]["by"] == by and receipt["partial"] and receipt["cost_estimated"], ended
+    assert receipt["input_tokens"] > 0 and receipt["cost_usd"] > 0, receipt
 
 
 def processes_in(folder: Path) -> list[int]:

@@ -446,3 +446,8 @@ def test_a_changed_interval_on_resume_neither_skips_nor_repeats_a_review() -> No
     assert state.lane.role is T.ARCHITECTURE and state.backlog.completed == 5
     state = transition(state, Outcome(T.ARCHITECTURE, True, verdict="PASS", passing=four | {"F005"}), wider).state
     assert state.architecture_checked_at == 5 and state.lane == Lane(T.IMPLEMENT, feature("F006"))
+
+
+def test_a_single_attempt_is_told_in_the_singular() -> None:
+    step = transition(S(T.INITIALIZER, features=(), count=0), failed(T.INITIALIZER), replace(CFG, max_attempts=1))
+    assert step.state.halt_reason == "INITIALIZER failed 1 time: bad"
