@@ -1,6 +1,6 @@
 """What each role may do, in one table (pure data, no I/O).
 
-The permission settings and the file-path hook (security.py), the CLAUDE.md scope text,
+The permission settings and the file-path hook (security.py), the scope text (in the system prompt),
 the hand-off contract (invariants.py), the role's git checks (verify.py) and the
 scheduler's checkout before a session are all derived from `POLICIES`; none of them lists
 a role's rights beside it.
@@ -66,7 +66,7 @@ class RolePolicy:
     """One role's rights."""
 
     scope: str
-    """The role's scope in one sentence (the first line of its CLAUDE.md)."""
+    """The role's scope in one sentence (the first line of its scope text)."""
     writes_code: bool
     """May write any project file but the scheduler's; otherwise only `handoff_writes`."""
     handoff_writes: frozenset[str]

@@ -1,4 +1,4 @@
-"""Per-role permissions: Claude Code settings, CLAUDE.md scope rules, the file-path hook policy.
+"""Per-role permissions: Claude Code settings, the scope rules (in the system prompt), the file-path hook policy.
 
 Everything here is built as data by pure functions; `plan.write_plan` is the one place
 that writes them, after `plan.plan_session` validated the settings (the CLI silently
@@ -238,7 +238,7 @@ def _names(names: tuple[str, ...]) -> str:
 
 
 def scope_rules(role: SessionType, work: WorkItem | None) -> str:
-    """The CLAUDE.md text of a role: its scope in words (the settings and hooks enforce it)."""
+    """A role's scope in words, appended to its system prompt (the settings and hooks enforce it)."""
     feature = (work.feature_id or "none (architecture fixes)") if work else "none"
     branch = work.branch if work else "main"
     return "\n".join(
