@@ -227,6 +227,7 @@ th,td{border-bottom:1px solid #e5e7eb;padding:5px 8px;text-align:left;vertical-a
 th{background:#f1f5f9}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.passing td.st{color:#15803d;font-weight:600}tr.blocked td.st{color:#b91c1c;font-weight:600}
 tr.failed td.st{color:#b91c1c}tr.uncounted{color:#9ca3af}
+td ul{margin:0;padding-left:16px}small.cut{color:#b45309}
 code{font-size:12px}svg{width:100%;height:auto;background:#fff;border:1px solid #e5e7eb;border-radius:8px}
 svg text{font:12px system-ui,sans-serif;fill:#374151}.sw{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px}
 @media print{body{background:#fff;font-size:11px}main{max-width:none;padding:0}section{break-inside:avoid}
