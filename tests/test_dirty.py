@@ -72,7 +72,7 @@ def test_the_project_folder_cannot_hold_the_other_projects_or_the_scheduler(
     monkeypatch.setenv("AGENT_GENERATIONS_DIR", str(tmp_path / "generations"))
     folder = str(Path(__file__).resolve().parents[1]) if where == "HERE" else where
     result = CliRunner().invoke(main, ["--project-dir", folder], obj=cli_seams(lambda _: None))  # type: ignore[arg-type,return-value]
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "give the project a folder of its own, for example --project-dir my_app" in result.output
     assert not (tmp_path / "generations" / ".git").exists()
     assert CFG.max_attempts == 3
