@@ -70,7 +70,7 @@ CONNECTION_HINTS = ("connection", "econnreset", "socket hang up", "timed out", "
 BILLING_HINTS = ("credit balance", "billing", "payment")
 
 
-def cut_short(result: SessionResult, model: str, *, capped_by_session: bool = False) -> Classified | None:
+def cut_short(result: SessionResult, model: str, *, capped_by_session: bool = False, role: str | None = None) -> Classified | None:
     """A result that is not the agent's doing, decided before verification; None: verify it.
 
     A session that spent its own cap (`capped_by_session`) is the agent's doing: it is verified
@@ -92,8 +92,8 @@ def cut_short(result: SessionResult, model: str, *, capped_by_session: bool = Fa
     if status == 404 or "unrecognized_model" in text or "not_found_error" in text:
         return Classified(
             Standing.AUTH,
-            f"{endpoint} does not know the model {model!r}: give a model it serves with the role's "
-            "--<role>-model option (for example --implement-model)",
+            f"{endpoint} does not know the model {model!r}: give a model it serves with "
+            + (f"--{role.lower()}-model (the model of {role} sessions)" if role else "the role's --<role>-model option (for example --implement-model)"),
             unknown_model=model,
         )
     if status == 402 or any(hint in text for hint in BILLING_HINTS):

@@ -541,7 +541,7 @@ class Scheduler:
         self._audit(plan, log_dir, result)
         crashpoints.reached("result_written")
         in_progress = self._in_progress(plan.number, log_dir, pre)
-        cut = cut_short(result, plan.model, capped_by_session=plan.capped_by_session)
+        cut = cut_short(result, plan.model, capped_by_session=plan.capped_by_session, role=plan.role.value)
         if cut is not None:  # not the agent's doing: not verified; rerun from the same start
             self.save(state, {**in_progress, "why": cut.standing.value})
             self._ended(plan, result, cut, None)

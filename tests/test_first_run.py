@@ -298,7 +298,7 @@ def run_against(base_url: str, tmp_path: Path) -> subprocess.CompletedProcess[st
 REFUSALS = {
     "http_401": ("refused the credentials (401)", "check ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"),
     "http_402": ("refused the request for billing reasons", "check the account's credit"),
-    "http_404": ("does not know the model 'sonnet'", "--implement-model"),
+    "http_404": ("does not know the model 'sonnet'", "--initializer-model (the model of INITIALIZER sessions)"),
 }
 
 

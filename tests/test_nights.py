@@ -215,7 +215,7 @@ def test_a_model_the_endpoint_does_not_know_is_not_kept(tmp_path: Path, monkeypa
     assert result.exit_code == 1
     assert result.output.strip().splitlines()[-1] == (
         "error: the endpoint http://127.0.0.1:9 (ANTHROPIC_BASE_URL) does not know the model 'claude-nonexistent': "
-        "give a model it serves with the role's --<role>-model option (for example --implement-model)"
+        "give a model it serves with --initializer-model (the model of INITIALIZER sessions)"
     )
     saved = json.loads((project / ".agent_config.json").read_text())
     assert saved["models"]["INITIALIZER"] == "sonnet"
