@@ -142,7 +142,7 @@ def check_event_log(project: Path, sessions: int) -> list[str]:
             problems.append(f"session {end['session']}'s kill is not told as of the killed run, ending at its last activity: {end}")
         if not end["receipt"].get("cost_estimated"):
             problems.append(f"session {end['session']}'s kill has no cost estimate: {end['receipt']}")
-        runs = Counter(e["kind"] for e in log if e["kind"] in ("run_started", "run_ended"))
+    runs = Counter(e["kind"] for e in log if e["kind"] in ("run_started", "run_ended"))
     if runs["run_ended"] < 1:
         problems.append("no run ended in the event log")
     return problems
