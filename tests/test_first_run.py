@@ -109,6 +109,21 @@ def test_the_credentials_check_asks_the_bundled_cli(tmp_path: Path, monkeypatch:
     assert credentials_missing() == LOGIN_HELP
 
 
+@pytest.mark.e2e
+def test_a_newcomer_without_credentials_gets_one_line_and_no_folder(tmp_path: Path) -> None:
+    """The user's command with an empty home and no key: the bundled CLI says it is not logged in."""
+    from classify import LOGIN_HELP
+
+    env = {key: value for key, value in hermetic_env("http://127.0.0.1:9", tmp_path / "home").items() if not key.startswith("ANTHROPIC_")}
+    env["AGENT_GENERATIONS_DIR"] = str(tmp_path / "generations")
+    done = subprocess.run(
+        [sys.executable, "autonomous_agent_demo.py", "--project-dir", "my_app"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [f"error: {LOGIN_HELP}"]
+    assert not (tmp_path / "generations").exists(), "nothing is created"
+
+
 # --- the demo is saved with the project ----------------------------------------------------------
 
 
