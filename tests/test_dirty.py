@@ -85,7 +85,7 @@ def test_a_project_cleaned_with_git_clean_stops_with_one_line_instead_of_startin
     run(project, LIFECYCLE, max_iterations=3)
     subprocess.run(["git", "clean", "-xfdq"], cwd=project, check=True)
     main_before = git(project, "rev-parse", "main")
-    with pytest.raises(StateError, match=r"the hand-off files are gone, but main has \d+ commit\(s\) of earlier sessions"):
+    with pytest.raises(StateError, match=r"the hand-off files are gone, but main has \d+ commits? of earlier sessions"):
         run(project, LIFECYCLE)
     assert git(project, "rev-parse", "main") == main_before
     assert not (project / ".agent_logs").exists()
