@@ -112,13 +112,17 @@ def open_repo(project: Path) -> git.Repo:
 def _ensure_identity(repo: git.Repo) -> None:
     """Give the repository its own committer identity: agents run with a private HOME."""
     local = repo.config_reader("repository")
-    effective = repo.config_reader()
     defaults = {"name": "autonomous-agent", "email": "autonomous-agent@localhost"}
+    missing = {key: fallback for key, fallback in defaults.items() if not local.has_option("user", key)}
+    if not missing:  # every later run: the config is not even locked, so a kill here leaves nothing
+        return
+    effective = repo.config_reader()
+    stale = Path(repo.git_dir) / "config.lock"
+    if stale.is_file():  # left by a run killed while it wrote the identity (we hold the project lock)
+        stale.unlink()
     with repo.config_writer() as writer:
-        for key, fallback in defaults.items():
-            if not local.has_option("user", key):
-                value = effective.get_value("user", key, fallback)
-                writer.set_value("user", key, str(value))
+        for key, fallback in missing.items():
+            writer.set_value("user", key, str(effective.get_value("user", key, fallback)))
 
 
 def _spec_untracked(repo: git.Repo, project: Path) -> bool:

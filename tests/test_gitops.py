@@ -324,3 +324,21 @@ def test_main_gets_a_ref_file_of_its_own_and_packed_refs_exists(tmp_path: Path) 
     (git_dir / "packed-refs").unlink()
     assert not gitops.keep_loose(repo, gitops.MAIN) and (git_dir / "packed-refs").read_text() == ""
     assert repo.git.rev_parse("main") == sha and not gitops.keep_loose(repo, "no-such-branch")
+
+
+def test_a_config_lock_left_by_a_killed_run_does_not_stop_the_next(tmp_path: Path) -> None:
+    """A run killed while it wrote the repository's identity leaves `.git/config.lock`: the next
+    run removes it and writes the identity; once the identity is there, opening the repository does
+    not lock the config at all (so no later kill can leave the lock)."""
+    project = tmp_path / "p"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(project)], check=True)
+    (project / ".git" / "config.lock").write_text("[half written\n")
+    gitops.open_repo(project)
+    assert sh(project, "config", "--local", "user.name") != ""
+    assert not (project / ".git" / "config.lock").exists()
+    config = project / ".git" / "config"
+    before = config.stat().st_mtime_ns
+    (project / ".git" / "config.lock").write_text("[someone else's\n")
+    gitops.open_repo(project)
+    assert config.stat().st_mtime_ns == before and (project / ".git" / "config.lock").exists()
