@@ -43,6 +43,16 @@ FIELDS: dict[str, tuple[str, ...]] = {
 }
 """Every kind of event and the fields it carries (besides v, ts, run, kind)."""
 
+CUT_BY = {
+    "kill": "killed with its run",
+    "interrupt": "stopped with its run (Ctrl-C or a stop signal)",
+    "idle_timeout": "stopped by the idle timeout",
+    "session_timeout": "stopped by the session timeout",
+    "api_error": "stopped at an API error",
+    "no_result": "ended without a result from Claude Code",
+}
+"""What cut a session, as a person reads it (the `by` of a session_ended event's `cut`)."""
+
 NOTIFY_KINDS = frozenset({"run_ended", "feature_blocked", "budget_reached", "limit_wait", "resumed"})
 """The events a person cares about: those `--notify` runs its command on."""
 

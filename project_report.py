@@ -20,10 +20,10 @@ import events
 import findings
 import statefile
 from errors import StateError
-from events import Event, Totals, role_order
+from events import CUT_BY, Event, Totals, role_order
 from findings import Finding, SetAside
 from humane import duration, money, number, outcome, plural
-from status import CUT_BY, is_running
+from status import is_running
 
 ROLE_COLOURS = {"INITIALIZER": "#64748b", "IMPLEMENT": "#2563eb", "REVIEW": "#7c3aed", "FIX": "#d97706", "ARCHITECTURE": "#0d9488"}
 OTHER_COLOUR = "#a3a3a3"

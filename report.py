@@ -10,10 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 import findings
-from events import COUNTED, Totals, role_order
+from events import COUNTED, CUT_BY, Totals, role_order
 from humane import money, number, plural
 from machine import SessionState
-from status import CUT_BY
 
 RunStatus = Literal["done", "limit", "halted"]
 

@@ -15,7 +15,7 @@ from typing import Any
 import events
 import findings
 import statefile
-from events import Event, Totals
+from events import CUT_BY, Event, Totals
 from humane import duration, money, number, outcome, plural
 from layout import LOCK_FILE, LOG_DIR
 
@@ -53,17 +53,6 @@ def lock_holder(project: Path) -> int | None:
             if pid is not None and pid_alive(pid):
                 return pid
     return None
-
-
-CUT_BY = {
-    "kill": "killed with its run",
-    "interrupt": "stopped with its run (Ctrl-C or a stop signal)",
-    "idle_timeout": "stopped by the idle timeout",
-    "session_timeout": "stopped by the session timeout",
-    "api_error": "stopped at an API error",
-    "no_result": "ended without a result from Claude Code",
-}
-"""What cut a session, as a person reads it (the `by` of a session_ended event's `cut`)."""
 
 
 def cut_sessions(log: list[Event], totals: Totals, running: bool) -> list[dict[str, Any]]:
