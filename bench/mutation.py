@@ -39,53 +39,53 @@ class Target:
 
 
 TARGETS: dict[str, Target] = {
-    "machine": Target(("machine.py",), ("tests/test_machine.py",), 0.95),
+    "machine": Target(("session_scheduler/core/machine.py",), ("tests/test_machine.py",), 0.95),
     "verification": Target(
-        ("verify.py", "invariants.py"), ("tests/test_verify_rules.py", "tests/test_progress.py", "tests/test_gitops.py"), 0.90
+        ("session_scheduler/run/verify.py", "session_scheduler/run/invariants.py"), ("tests/test_verify_rules.py", "tests/test_progress.py", "tests/test_gitops.py"), 0.90
     ),
-    "bash_policy": Target(("bash_policy.py",), ("tests/test_bash_policy.py", "tests/test_policy.py"), 0.85),
-    "events": Target(("events.py",), ("tests/test_events.py",), 0.85),
-    "handoff": Target(("handoff_tools.py", "handoff_history.py"), ("tests/test_brief_and_tools.py",), 0.85),
-    "refs": Target(("refs.py", "filestat.py"), ("tests/test_gitops.py", "tests/test_progress.py"), 0.85),
-    "confinement": Target(("confinement.py",), ("tests/test_confinement.py",), 0.85),
-    "safe_git": Target(("safe_git.py", "git_guard.py"), ("tests/test_safe_git.py",), 0.85),
-    "git_backup": Target(("git_backup.py",), ("tests/test_git_backup.py",), 0.85),
+    "bash_policy": Target(("session_scheduler/guard/bash_policy.py",), ("tests/test_bash_policy.py", "tests/test_policy.py"), 0.85),
+    "events": Target(("session_scheduler/store/events.py",), ("tests/test_events.py",), 0.85),
+    "handoff": Target(("session_scheduler/store/handoff_tools.py", "session_scheduler/store/handoff_history.py"), ("tests/test_brief_and_tools.py",), 0.85),
+    "refs": Target(("session_scheduler/repo/refs.py", "session_scheduler/store/filestat.py"), ("tests/test_gitops.py", "tests/test_progress.py"), 0.85),
+    "confinement": Target(("session_scheduler/core/confinement.py",), ("tests/test_confinement.py",), 0.85),
+    "safe_git": Target(("session_scheduler/guard/safe_git.py", "session_scheduler/repo/git_guard.py"), ("tests/test_safe_git.py",), 0.85),
+    "git_backup": Target(("session_scheduler/repo/git_backup.py",), ("tests/test_git_backup.py",), 0.85),
 }
 
 EQUIVALENT: dict[str, str] = {
-    "invariants.x_check_invariants__mutmut_17": "the duplicate-id check run on a list whose features are the "
+    "session_scheduler.run.invariants.x_check_invariants__mutmut_17": "the duplicate-id check run on a list whose features are the "
     "earlier version's but for `passes`: their ids were checked when the list was made, so it finds none",
     **dict.fromkeys(
-        ("refs.x__read_packed__mutmut_15", "refs.x__read_packed__mutmut_17", "refs.x__read_packed__mutmut_20",
-         "refs.x_sha__mutmut_5", "refs.x_sha__mutmut_7", "refs.x_sha__mutmut_11"),
+        ("session_scheduler.repo.refs.x__read_packed__mutmut_15", "session_scheduler.repo.refs.x__read_packed__mutmut_17", "session_scheduler.repo.refs.x__read_packed__mutmut_20",
+         "session_scheduler.repo.refs.x_sha__mutmut_5", "session_scheduler.repo.refs.x_sha__mutmut_7", "session_scheduler.repo.refs.x_sha__mutmut_11"),
         "the codec of a ref file: ref names and commits are ASCII, which every ASCII-compatible codec "
         "(the locale's, `UTF-8` spelled in capitals) reads alike, and anything else is no commit either way",
     ),
     **dict.fromkeys(
-        ("refs.x__read_packed__mutmut_24", "refs.x__read_packed__mutmut_25"),
+        ("session_scheduler.repo.refs.x__read_packed__mutmut_24", "session_scheduler.repo.refs.x__read_packed__mutmut_25"),
         "skipping the header and the peeled `^` lines by their first character: neither starts with a "
         "commit, so the commit check that follows skips them anyway",
     ),
-    "refs.x__read_packed__mutmut_29": "`rpartition` for `partition`: git writes one space between the commit "
+    "session_scheduler.repo.refs.x__read_packed__mutmut_29": "`rpartition` for `partition`: git writes one space between the commit "
     "and the ref name, and a valid ref name holds no space",
     **dict.fromkeys(
-        ("refs.x__read_packed__mutmut_39", "refs.x__read_packed__mutmut_40"),
+        ("session_scheduler.repo.refs.x__read_packed__mutmut_39", "session_scheduler.repo.refs.x__read_packed__mutmut_40"),
         "how many parsed versions of packed-refs are kept in mind: one fewer or more changes speed only",
     ),
     **dict.fromkeys(
-        ("refs.x_keep_packed__mutmut_10", "refs.x_keep_packed__mutmut_11"),
+        ("session_scheduler.repo.refs.x_keep_packed__mutmut_10", "session_scheduler.repo.refs.x_keep_packed__mutmut_11"),
         "the name of the temporary link, removed before and after use",
     ),
-    "refs.x_valid__mutmut_9": "a name ending in `/` has an empty last component, which the component rule "
+    "session_scheduler.repo.refs.x_valid__mutmut_9": "a name ending in `/` has an empty last component, which the component rule "
     "refuses too",
-    "machine.x_architecture_due__mutmut_4": "`checked / interval` for `checked // interval`: with "
+    "session_scheduler.core.machine.x_architecture_due__mutmut_4": "`checked / interval` for `checked // interval`: with "
     "architecture_checked_at <= completed (it is only ever set to the completed count, which never "
     "shrinks), completed // i > checked / i exactly when completed // i > checked // i",
-    "invariants.x__holders__mutmut_2": "the separator of a message listing the roles with a right; every "
+    "session_scheduler.run.invariants.x__holders__mutmut_2": "the separator of a message listing the roles with a right; every "
     "right in policy.POLICIES belongs to exactly one role, so the join never places it",
-    "invariants.x__holders__mutmut_3": "the same separator, upper-cased; never placed for the same reason",
+    "session_scheduler.run.invariants.x__holders__mutmut_3": "the same separator, upper-cased; never placed for the same reason",
     **dict.fromkeys(
-        ("invariants.x_check_invariants__mutmut_4", "invariants.x_check_invariants__mutmut_6", "invariants.x_check_invariants__mutmut_9"),
+        ("session_scheduler.run.invariants.x_check_invariants__mutmut_4", "session_scheduler.run.invariants.x_check_invariants__mutmut_6", "session_scheduler.run.invariants.x_check_invariants__mutmut_9"),
         "`unchanged` only skips comparing a feature list with itself (the same validated object): "
         "without the shortcut the same checks run and find the same nothing",
     ),

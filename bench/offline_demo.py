@@ -21,13 +21,12 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scripted_model.scenario import DEMO
+from session_scheduler.core.config import AgentConfig
+from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.testing.inprocess import InProcessRobotRunner
 
-from config import AgentConfig  # noqa: E402
-from scheduler import Scheduler  # noqa: E402
-from scripted_model.inprocess import InProcessRobotRunner  # noqa: E402
-from scripted_model.scenario import DEMO  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_cli(project: Path, *extra: str) -> float:
@@ -44,7 +43,7 @@ def run_cli(project: Path, *extra: str) -> float:
 
 def run_inprocess(project: Path) -> float:
     project.mkdir()
-    (project / "app_spec.txt").write_text((ROOT / "prompts" / "app_spec.txt").read_text())
+    (project / "app_spec.txt").write_text((ROOT / "session_scheduler" / "prompts" / "app_spec.txt").read_text())
     started = time.perf_counter()
     config = AgentConfig(feature_count=6, test_command="bash init.sh")
     report = Scheduler(project, config, InProcessRobotRunner(DEMO), echo=lambda _: None).run()

@@ -27,51 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from scripted_model.red_team import KNOWN_HOLES, KNOWN_REFUSALS, Report, run_red_team
-
-
-def failures(report: Report) -> list[str]:
-    """Everything that does not hold as the red team expects (known holes and refusals aside)."""
-    lines = [
-        f"NOT CONTAINED [{o.role.value} {o.call.kind}] {o.call.label}: {'; '.join(o.problems)} | {o.result}"
-        for o in report.attacks()
-        if o.problems and o.call.label not in KNOWN_HOLES
-    ]
-    lines += [
-        f"KNOWN HOLE NOW CONTAINED (remove it from KNOWN_HOLES) [{o.call.kind}] {o.call.label}"
-        for o in report.outcomes
-        if o.call.label in KNOWN_HOLES and not o.problems
-    ]
-    lines += [
-        f"REFUSED [{o.role.value}] {o.call.label}: {'; '.join(o.problems)} | {o.result}"
-        for o in report.ordinary()
-        if (o.denied or o.problems) and o.call.label not in KNOWN_REFUSALS
-    ]
-    lines += [
-        f"KNOWN REFUSAL NOW ALLOWED (remove it from KNOWN_REFUSALS) {o.call.label}"
-        for o in report.ordinary()
-        if o.call.label in KNOWN_REFUSALS and not o.denied and not o.problems
-    ]
-    lines += [
-        f"LATER STEP {o.call.label}: {'; '.join(o.problems)} | {o.result}"
-        for o in report.later()
-        if o.problems and o.call.label not in KNOWN_HOLES
-    ]
-    lines += [
-        f"SETUP [{o.role.value}] {o.call.label}: {'; '.join(o.problems)} | {o.result}"
-        for o in report.outcomes
-        if o.call.kind == "setup" and o.problems
-    ]
-    return lines
-
-
-def known(report: Report) -> list[str]:
-    """The known holes seen in this run, each with why, then the known refusals."""
-    lines = [f"KNOWN HOLE [{o.call.kind}] {o.call.label}: {'; '.join(o.problems)} -- {KNOWN_HOLES[o.call.label]}" for o in report.known_holes()]
-    lines += [f"KNOWN REFUSAL {o.call.label}: {KNOWN_REFUSALS[o.call.label]}" for o in report.ordinary() if o.call.label in KNOWN_REFUSALS and o.denied]
-    return lines
+from session_scheduler.testing.red_team import failures, known, run_red_team
 
 
 def main() -> int:

@@ -21,16 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
 from click.testing import CliRunner
-from helpers import active_sandbox
-from test_nights import VirtualClock
 
-from autonomous_agent_demo import main as cli
-from scripted_model.kills import CASES, check_project, reference, run_case
-from scripted_model.kills import SCENARIO as KILL_SCENARIO
+from session_scheduler.testing.kills import CASES, check_project, reference, run_case
+from session_scheduler.testing.kills import SCENARIO as KILL_SCENARIO
+from session_scheduler.testing.seams import VirtualClock, active_sandbox
+from session_scheduler.view.cli import main as cli
 
 NIGHT_FAULTS = [
     {"session": 2, "kind": "usage_limit", "request": 2, "reset_in_seconds": 1800},

@@ -44,17 +44,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from session_scheduler.core import machine
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.core.layout import LOG_DIR
+from session_scheduler.repo import gitops
+from session_scheduler.run import scheduler
+from session_scheduler.run.agent import SessionRequest, SessionResult, tools_of
+from session_scheduler.store import statefile
+from session_scheduler.store.handoff_tools import HandoffTools
 
-import gitops  # noqa: E402
-import machine  # noqa: E402
-import scheduler  # noqa: E402
-import statefile  # noqa: E402
-from agent import SessionRequest, SessionResult, tools_of  # noqa: E402
-from config import AgentConfig, SessionType  # noqa: E402
-from handoff_tools import HandoffTools  # noqa: E402
-from layout import LOG_DIR  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SIZES = (10, 100, 1_000, 10_000)
 SESSIONS_PER_FEATURE = 10
@@ -242,7 +241,7 @@ def build(cache: Path, n: int, rebuild: bool = False) -> tuple[Path, float, bool
     started = time.perf_counter()
     shutil.rmtree(pristine.parent, ignore_errors=True)
     pristine.mkdir(parents=True)
-    shutil.copyfile(ROOT / "prompts" / "app_spec.txt", pristine / "app_spec.txt")
+    shutil.copyfile(ROOT / "session_scheduler" / "prompts" / "app_spec.txt", pristine / "app_spec.txt")
     gitops.open_repo(pristine)  # `main` with the scheduler's own setup commit
     features, history = generate(n)
     ids = tuple(f["id"] for f in features)

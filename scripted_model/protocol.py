@@ -13,6 +13,8 @@ FaultKind = Literal[
 ]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 SYSTEM_REMINDER = "<system-reminder>"
+HANDOFF_TOOLS = "mcp__handoff__"
+"""How the scheduler's hand-off tools are named to the model (its MCP server `handoff`)."""
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,8 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from handoff_tools import PREFIX
 from scripted_model import demo_app
-from scripted_model.protocol import ToolCall
+from scripted_model.protocol import HANDOFF_TOOLS, ToolCall
 from scripted_model.scenario import Scenario
 
 Script = Generator[list[ToolCall], list[str], str]
@@ -78,7 +77,7 @@ def write_json(path: str, data: Any) -> ToolCall:
 
 def handoff(name: str, **args: Any) -> ToolCall:
     """A call of one of the scheduler's hand-off tools."""
-    return ToolCall(PREFIX + name, args)
+    return ToolCall(HANDOFF_TOOLS + name, args)
 
 
 def brief_facts(text: str) -> dict[str, Any]:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schemas import schema_error
+import jsonschema
+
 from scripted_model.protocol import FAULT_KINDS
 
 ROBOT_FAULTS: tuple[str, ...] = (
@@ -101,9 +102,10 @@ class Scenario:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Scenario:
-        error = schema_error(data, SCHEMA)
-        if error is not None:
-            raise ValueError(f"scenario is invalid {error}")
+        problem = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMA).iter_errors(data))
+        if problem is not None:
+            where = "/".join(str(p) for p in problem.absolute_path) or "(top level)"
+            raise ValueError(f"scenario is invalid at {where}: {problem.message}")
         return cls(
             features=data.get("features", 6),
             reviews={k: tuple(v) for k, v in data.get("reviews", {}).items()},

@@ -6,13 +6,13 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from agent import SessionRequest, SessionRunner
-from config import AgentConfig, SessionType
-from machine import Backlog, Lane, SessionState, feature
-from plan import plan_session, write_plan
-from runners import RunnerFactory
-from sandbox import Preflight
 from scripted_model.scenario import Scenario
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.core.machine import Backlog, Lane, SessionState, feature
+from session_scheduler.run.agent import SessionRequest, SessionRunner
+from session_scheduler.run.plan import plan_session, write_plan
+from session_scheduler.run.runners import RunnerFactory
+from session_scheduler.testing.seams import active_sandbox
 
 
 def state_for(role: SessionType, feature_id: str = "F001", **lane: object) -> SessionState:
@@ -37,10 +37,6 @@ def factory_of(make: Callable[[Scenario | None], SessionRunner]) -> RunnerFactor
         return opened()
 
     return factory
-
-
-def active_sandbox() -> Preflight:
-    return Preflight(True, "the OS sandbox is active (a test stand-in)")
 
 
 def logged_in() -> str | None:

@@ -16,10 +16,10 @@ import pytest
 from helpers import state_for
 from test_lifecycle import CFG, git, new_project, run
 
-import adoption
-from config import SessionType
-from errors import GitError
-from plan import plan_session
+from session_scheduler.core.config import SessionType
+from session_scheduler.core.errors import GitError
+from session_scheduler.repo import adoption
+from session_scheduler.run.plan import plan_session
 
 ONE = {"features": 1}
 RULES = "Always use tabs.\n"

@@ -11,18 +11,18 @@ from claude_agent_sdk import ToolUseBlock
 from click.testing import CliRunner
 from helpers import cli_seams, request_for, state_for
 
-import processes
-from agent import (
+from scripted_model.hermetic import sdk_env
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.guard import processes
+from session_scheduler.run.agent import (
     ClaudeSessionRunner,
     SessionRequest,
     SessionResult,
     build_options,
     describe_tool_call,
 )
-from autonomous_agent_demo import main
-from classify import LOGIN_HELP
-from config import AgentConfig, SessionType
-from scripted_model.hermetic import sdk_env
+from session_scheduler.run.classify import LOGIN_HELP
+from session_scheduler.view.cli import main
 
 
 def request(tmp_path: Path) -> SessionRequest:
@@ -129,9 +129,9 @@ def test_a_session_ends_at_its_result_and_stops_what_it_left_in_the_background(t
 def test_what_retrying_cannot_fix_stops_the_session_at_the_first_answer(tmp_path: Path, kind: str, status: int) -> None:
     """The CLI retries a rejected key, a billing error or an unknown model like an outage (ten
     tries, minutes): the runner stops at the first such answer, and classify names the fix."""
-    from classify import Standing, cut_short
     from scripted_model.protocol import Fault, Turn
     from scripted_model.server import ScriptedModelServer
+    from session_scheduler.run.classify import Standing, cut_short
 
     class Refusing:
         def respond(self, turn: Turn) -> Fault:
@@ -149,7 +149,7 @@ def test_what_retrying_cannot_fix_stops_the_session_at_the_first_answer(tmp_path
 
 
 def test_the_login_hint_names_the_bundled_cli_as_it_spells_the_command() -> None:
-    from classify import LOGIN_HELP
+    from session_scheduler.run.classify import LOGIN_HELP
 
     assert "/_bundled/claude auth login" in LOGIN_HELP and "`claude login`" not in LOGIN_HELP
     cli = LOGIN_HELP.split("`")[1].removesuffix(" auth login")

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bash_policy import BashContext, bash_refusal
-from config import SessionType
-from machine import feature
-from security import git_rules, settings_for
+from session_scheduler.core.config import SessionType
+from session_scheduler.core.machine import feature
+from session_scheduler.guard.bash_policy import BashContext, bash_refusal
+from session_scheduler.guard.security import git_rules, settings_for
 
 T = SessionType
 PROJECT = Path("/work/project")

@@ -11,13 +11,12 @@ from helpers import state_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import brief
-import handoff_history
-import progress
-from config import SessionType
-from handoff_tools import PREFIX, HandoffTools, permission_rules, tool_names
-from machine import architecture_fixes, feature
-from schemas import HANDOFF_SCHEMAS, schema_error
+from session_scheduler.core.config import SessionType
+from session_scheduler.core.machine import architecture_fixes, feature
+from session_scheduler.core.schemas import HANDOFF_SCHEMAS, schema_error
+from session_scheduler.run import brief
+from session_scheduler.store import handoff_history, progress
+from session_scheduler.store.handoff_tools import PREFIX, HandoffTools, permission_rules, tool_names
 
 T = SessionType
 
@@ -250,7 +249,7 @@ def test_an_unchanged_file_is_not_read_again_and_a_changed_one_is(tmp_path: Path
 def test_the_sdk_serves_exactly_the_role_s_tools_and_answers_through_them(tmp_path: Path) -> None:
     import anyio
 
-    from handoff_tools import SERVER, mcp_server, sdk_tools
+    from session_scheduler.store.handoff_tools import SERVER, mcp_server, sdk_tools
 
     project = project_with(tmp_path)
     t = tools(project, T.FIX, work=feature("F00001"), open_review=None)
@@ -303,3 +302,9 @@ def test_the_newest_archived_id_is_read_from_the_end_of_a_large_history(tmp_path
     assert path.stat().st_size > 65_536
     assert handoff_history.largest_archived_id(tmp_path, "sessions") == 2000
     assert handoff_history.largest_archived_id(tmp_path, "fixes") == 0
+
+
+def test_the_scripted_model_names_the_hand_off_tools_as_the_scheduler_serves_them() -> None:
+    from scripted_model.protocol import HANDOFF_TOOLS
+
+    assert HANDOFF_TOOLS == PREFIX

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from agent import SessionResult
-from classify import BACKOFF_CAP_S, Classified, Standing, backoff_s, cut_short, judged
-from config import SessionType
-from machine import Outcome
+from session_scheduler.core.config import SessionType
+from session_scheduler.core.machine import Outcome
+from session_scheduler.run.agent import SessionResult
+from session_scheduler.run.classify import BACKOFF_CAP_S, Classified, Standing, backoff_s, cut_short, judged
 
 S = Standing
 OK = SessionResult(subtype="success", is_error=False, num_turns=5)

@@ -9,10 +9,10 @@ from typing import Any
 from click.testing import CliRunner, Result
 from helpers import cli_seams
 
-import progress
-from autonomous_agent_demo import main, resolve_project
-from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
+from session_scheduler.store import progress
+from session_scheduler.testing.inprocess import InProcessRobotRunner
+from session_scheduler.view.cli import main, resolve_project
 
 
 def invoke(*args: str, scenario: dict[str, Any] | None = None) -> Result:

@@ -17,10 +17,10 @@ from pathlib import Path
 import git
 import pytest
 
-import command_sandbox as cs
-import gitops
-from command_sandbox import Profile, SandboxUnavailable
-from confinement import Host
+from session_scheduler.core.confinement import Host
+from session_scheduler.guard import command_sandbox as cs
+from session_scheduler.guard.command_sandbox import Profile, SandboxUnavailable
+from session_scheduler.repo import gitops
 
 # --- pure: the profile and the settings as data ------------------------------------------------
 

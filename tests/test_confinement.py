@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from confinement import Host, denied_regions, kept_denied, reopened, toolchains
+from session_scheduler.core.confinement import Host, denied_regions, kept_denied, reopened, toolchains
 
 HOST = Host(homes=("/root", "/home"), config_dir=None, secret_env=(), path=(), temp="/tmp")
 

@@ -19,19 +19,18 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-import events
-import pricing
-import progress
-from agent import SessionRequest, SessionResult
-from config import AgentConfig
-from project_report import gather, render_html, render_markdown
-from report import print_summary
-from scheduler import Scheduler
-from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
-from status import render, status_of
+from session_scheduler.core import pricing
+from session_scheduler.core.config import AgentConfig
+from session_scheduler.run.agent import SessionRequest, SessionResult
+from session_scheduler.run.report import print_summary
+from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.store import events, progress
+from session_scheduler.testing.inprocess import InProcessRobotRunner
+from session_scheduler.view.project_report import gather, render_html, render_markdown
+from session_scheduler.view.status import render, status_of
 
-SPEC = Path(__file__).resolve().parent.parent / "prompts" / "app_spec.txt"
+SPEC = Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
 CFG = AgentConfig(feature_count=1, max_attempts=2)
 USAGE = {"input_tokens": 20_000, "cache_read_input_tokens": 10_000, "cache_creation_input_tokens": 0, "output_tokens": 400}
 
@@ -259,7 +258,7 @@ def test_status_and_the_report_list_review_findings_and_set_aside_work(tmp_path:
 
 
 def test_markdown_keeps_code_spans_and_escapes_what_is_not_one(tmp_path: Path) -> None:
-    from project_report import _md
+    from session_scheduler.view.project_report import _md
 
     assert _md("`add TITLE [--due DATE]` adds a task") == "`add TITLE [--due DATE]` adds a task"
     assert _md("`a|b` and [x]") == r"`a\|b` and \[x\]"

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from helpers import cli_seams
 from test_lifecycle import CFG, EXPECTED, LIFECYCLE, SPEC, git, new_project, run, sessions
 
-from autonomous_agent_demo import main
+from session_scheduler.view.cli import main
 
 
 def test_an_existing_repository_with_uncommitted_work_keeps_it_and_the_spec(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_the_project_folder_cannot_hold_the_other_projects_or_the_scheduler(
 
 
 def test_a_project_cleaned_with_git_clean_stops_with_one_line_instead_of_starting_over(tmp_path: Path) -> None:
-    from errors import StateError
+    from session_scheduler.core.errors import StateError
 
     project = new_project(tmp_path)
     run(project, LIFECYCLE, max_iterations=3)

@@ -38,18 +38,16 @@ from typing import Any
 import filelock
 import pytest
 
-import events
-import gitops
-import layout
-import progress
-import statefile
-from config import SessionType
-from invariants import check_invariants
-from schemas import HANDOFF_SCHEMAS
 from scripted_model.hermetic import hermetic_env
 from scripted_model.offline import RobotBrain
 from scripted_model.scenario import Scenario
 from scripted_model.server import ScriptedModelServer
+from session_scheduler.core import layout
+from session_scheduler.core.config import SessionType
+from session_scheduler.core.schemas import HANDOFF_SCHEMAS
+from session_scheduler.repo import gitops
+from session_scheduler.run.invariants import check_invariants
+from session_scheduler.store import events, progress, statefile
 
 pytestmark = pytest.mark.e2e
 
@@ -723,9 +721,9 @@ def test_one_invocation_waits_out_a_usage_limit_and_backs_off_a_529_burst(
     that outlasts the CLI's own retries in session 3. One invocation finishes, exit 0, having
     waited for the reset and backed off (on a clock that does not really sleep)."""
     from click.testing import CliRunner
-    from helpers import active_sandbox
 
-    from autonomous_agent_demo import main
+    from session_scheduler.testing.seams import active_sandbox
+    from session_scheduler.view.cli import main
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     scenario = write_scenario(
@@ -901,8 +899,8 @@ def build_at_size(project: Path, features: int, sessions_per_feature: int = 10) 
                      "features_completed": len(passing), "sessions": entries}
     (project / "progress.json").write_text(json.dumps(progress_data, indent=2))
     (project / "reviews.json").write_text(json.dumps({"reviews": reviews, "fixes": []}, indent=2))
-    from machine import Backlog, Lane, SessionState, feature
-    from statefile import save
+    from session_scheduler.core.machine import Backlog, Lane, SessionState, feature
+    from session_scheduler.store.statefile import save
 
     state = SessionState(Backlog(tuple(ids), frozenset(passing)), Lane(SessionType.IMPLEMENT, feature(nxt)),
                          architecture_checked_at=len(passing), session_count=len(entries))

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import events
-from events import EventLog, Totals, make_event
+from session_scheduler.store import events
+from session_scheduler.store.events import EventLog, Totals, make_event
 
 
 def receipt(cost: float = 0.0, tokens: int = 0, **extra: Any) -> dict[str, Any]:
@@ -242,7 +242,7 @@ def test_sync_puts_what_was_appended_on_disk_once(tmp_path: Path, monkeypatch: p
 def test_the_scheduler_syncs_the_log_before_each_save_of_its_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from test_lifecycle import LIFECYCLE, new_project, run
 
-    import scheduler
+    from session_scheduler.run import scheduler
 
     order: list[str] = []
     appended, sync, save = events.append, EventLog.sync, scheduler.statefile.save

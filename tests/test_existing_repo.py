@@ -29,13 +29,13 @@ from pathlib import Path
 import pytest
 from test_e2e import IMPL, INIT, REVIEW, command, explain, run, sequence
 
-import adoption
-import events
 from scripted_model.hermetic import hermetic_env
 from scripted_model.offline import RobotBrain
 from scripted_model.protocol import Fault, Reply, Turn
 from scripted_model.scenario import Scenario
 from scripted_model.server import ScriptedModelServer
+from session_scheduler.repo import adoption
+from session_scheduler.store import events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from helpers import request_for, state_for
 
-from agent import ClaudeSessionRunner
-from config import AgentConfig, SessionType
 from scripted_model import ScriptedModelServer, ToolCall, sdk_env
-from scripted_model.probe import CallsBrain, bash_calls
-from security import file_tool_decision
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.guard.probe import CallsBrain, bash_calls
+from session_scheduler.guard.security import file_tool_decision
+from session_scheduler.run.agent import ClaudeSessionRunner
 
 T = SessionType
 

@@ -19,13 +19,13 @@ import pytest
 from click.testing import CliRunner, Result
 from helpers import active_sandbox, cli_seams, logged_in
 
-import autonomous_agent_demo
-from agent import SessionRequest, SessionResult, SessionRunner
-from autonomous_agent_demo import DEFAULT_GENERATIONS, main, resolve_project
-from sandbox import Preflight
 from scripted_model.hermetic import hermetic_env
-from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
+from session_scheduler.guard.sandbox import Preflight
+from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
+from session_scheduler.testing.inprocess import InProcessRobotRunner
+from session_scheduler.view import cli as autonomous_agent_demo
+from session_scheduler.view.cli import DEFAULT_GENERATIONS, main, resolve_project
 
 REPO = Path(__file__).resolve().parents[1]
 NO_CREDENTIALS = "Claude Code is not logged in: run `claude auth login` (a test stand-in)"
@@ -94,8 +94,8 @@ def test_without_credentials_nothing_is_created_and_one_line_says_how_to_log_in(
 
 def test_the_credentials_check_asks_the_bundled_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`claude auth status` of the bundled CLI, with an empty home: not logged in; with a key: logged in."""
-    from classify import LOGIN_HELP
-    from runners import credentials_missing
+    from session_scheduler.run.classify import LOGIN_HELP
+    from session_scheduler.run.runners import credentials_missing
 
     env = hermetic_env("http://127.0.0.1:9", tmp_path)
     for key in list(os.environ):
@@ -112,7 +112,7 @@ def test_the_credentials_check_asks_the_bundled_cli(tmp_path: Path, monkeypatch:
 @pytest.mark.e2e
 def test_a_newcomer_without_credentials_gets_one_line_and_no_folder(tmp_path: Path) -> None:
     """The user's command with an empty home and no key: the bundled CLI says it is not logged in."""
-    from classify import LOGIN_HELP
+    from session_scheduler.run.classify import LOGIN_HELP
 
     env = {key: value for key, value in hermetic_env("http://127.0.0.1:9", tmp_path / "home").items() if not key.startswith("ANTHROPIC_")}
     env["AGENT_GENERATIONS_DIR"] = str(tmp_path / "generations")
@@ -349,9 +349,9 @@ def test_an_endpoint_that_is_not_an_anthropic_api_ends_the_run_in_one_line(tmp_p
 
 
 def test_a_refusal_of_a_json_api_is_not_taken_for_a_web_page() -> None:
-    from agent import endpoint_answer
     from scripted_model.protocol import Fault, Turn
     from scripted_model.server import ScriptedModelServer
+    from session_scheduler.run.agent import endpoint_answer
 
     class Refusing:
         def respond(self, turn: Turn) -> Fault:
@@ -365,7 +365,7 @@ def test_a_refusal_of_a_json_api_is_not_taken_for_a_web_page() -> None:
 
 
 def test_a_page_instead_of_the_api_stops_the_run_and_says_so() -> None:
-    from classify import Standing, cut_short
+    from session_scheduler.run.classify import Standing, cut_short
 
     result = SessionResult(api_error_status=404, base_url="http://127.0.0.1:8080", not_an_api="HTTP 404 with an HTML page")
     classified = cut_short(result, "sonnet")

@@ -12,16 +12,14 @@ from pathlib import Path
 
 import pytest
 
-import git_backup
-import git_guard
-import gitops
-from agent import SessionRequest, SessionResult
-from config import AgentConfig
-from scheduler import Scheduler
-from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
+from session_scheduler.core.config import AgentConfig
+from session_scheduler.repo import git_backup, git_guard, gitops
+from session_scheduler.run.agent import SessionRequest, SessionResult
+from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.testing.inprocess import InProcessRobotRunner
 
-SPEC = Path(__file__).resolve().parent.parent / "prompts" / "app_spec.txt"
+SPEC = Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
 
 
 def sh(cwd: Path, command: str) -> str:

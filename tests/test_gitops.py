@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gitops
+from session_scheduler.repo import gitops
 
 
 def sh(project: Path, *args: str) -> str:
@@ -70,7 +70,7 @@ def test_loose_packed_detached_and_broken_refs_read_as_git_reads_them(project: P
 
 
 def test_symbolic_tagged_hidden_and_unsafe_refs_read_as_git_reads_them(project: Path) -> None:
-    import refs
+    from session_scheduler.repo import refs
 
     repo = git.Repo(project)
     sh(project, "tag", "-a", "v1", "-m", "annotated")  # packed with a peeled ^ line
@@ -182,9 +182,9 @@ def test_checkout_sets_aside_leftovers_and_a_half_done_merge(project: Path) -> N
 
 
 def test_the_saved_heads_are_what_differs_from_a_kept_packed_refs(project: Path, tmp_path: Path) -> None:
-    import refs
-    from progress import Handoff
-    from verify import PreSession, heads_of
+    from session_scheduler.repo import refs
+    from session_scheduler.run.verify import PreSession, heads_of
+    from session_scheduler.store.progress import Handoff
 
     repo = git.Repo(project)
     sh(project, "branch", "packed-only")
@@ -233,7 +233,7 @@ SHAS = tuple(c * 40 for c in "123")
     copies=st.booleans(),
 )
 def test_the_changed_branches_are_exactly_those_that_differ(before: dict[str, str], after: dict[str, str], copies: bool) -> None:
-    import refs
+    from session_scheduler.repo import refs
 
     if copies:  # equal commits as other string objects, as two reads of a loose ref give
         after = {b: "".join(list(s)) for b, s in after.items()}
@@ -242,7 +242,7 @@ def test_the_changed_branches_are_exactly_those_that_differ(before: dict[str, st
 
 
 def test_ref_names_follow_git_s_rules() -> None:
-    import refs
+    from session_scheduler.repo import refs
 
     for good in ("refs/heads/main", "refs/heads/feature/F001", "refs/heads/v1.2", "refs/tags/x-y_z", "refs/stash"):
         assert refs.valid(good), good
@@ -257,7 +257,7 @@ def test_ref_names_follow_git_s_rules() -> None:
 
 
 def test_unreadable_bytes_and_garbled_packed_lines_are_no_refs(tmp_path: Path) -> None:
-    import refs
+    from session_scheduler.repo import refs
 
     git_dir = tmp_path / "g"
     (git_dir / "refs/heads").mkdir(parents=True)
@@ -275,7 +275,7 @@ def test_unreadable_bytes_and_garbled_packed_lines_are_no_refs(tmp_path: Path) -
 
 
 def test_packed_refs_are_parsed_once_per_version_even_through_a_kept_link(tmp_path: Path) -> None:
-    import refs
+    from session_scheduler.repo import refs
 
     git_dir, kept = tmp_path / "g", tmp_path / "kept"
     git_dir.mkdir()
@@ -290,7 +290,7 @@ def test_packed_refs_are_parsed_once_per_version_even_through_a_kept_link(tmp_pa
 
 
 def test_packed_refs_are_copied_where_they_cannot_be_linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import refs
+    from session_scheduler.repo import refs
 
     git_dir, kept = tmp_path / "g", tmp_path / "kept"
     git_dir.mkdir()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import crashpoints
-from scripted_model.kills import CASES, REDUCED, Final, reference, run_case
+from session_scheduler.store import crashpoints
+from session_scheduler.testing.kills import CASES, REDUCED, Final, reference, run_case
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-import gitops
-from agent import SessionRequest, SessionResult
-from config import AgentConfig, SessionType
-from progress import HANDOFF_FILES, load_handoff
-from scheduler import Scheduler
-from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.repo import gitops
+from session_scheduler.run.agent import SessionRequest, SessionResult
+from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.store.progress import HANDOFF_FILES, load_handoff
+from session_scheduler.testing.inprocess import InProcessRobotRunner
 
-SPEC = Path(__file__).resolve().parent.parent / "prompts" / "app_spec.txt"
+SPEC = Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
 LIFECYCLE = {"features": 3, "reviews": {"F001": ["REQUEST_CHANGES", "PASS"], "F002": ["REJECT", "PASS"]}}
 EXPECTED = [
     "INITIALIZER",

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from config import AgentConfig, SessionType
-from machine import (
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.core.machine import (
     ArchitectureDue,
     Backlog,
     Blocked,
@@ -350,7 +350,7 @@ def test_resume_retries_a_halted_initializer_and_leaves_other_states_alone() -> 
 
 
 def test_model_for_each_role() -> None:
-    from config import get_model_for_session
+    from session_scheduler.core.config import get_model_for_session
 
     assert [get_model_for_session(t, AgentConfig()) for t in (T.INITIALIZER, T.IMPLEMENT, T.FIX)] == ["sonnet"] * 3
     assert [get_model_for_session(t, AgentConfig()) for t in (T.REVIEW, T.ARCHITECTURE)] == ["opus"] * 2

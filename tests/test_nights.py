@@ -12,37 +12,21 @@ from click.testing import CliRunner
 from helpers import cli_seams, state_for
 from test_lifecycle import CFG, SPEC, git, new_project
 
-import events
-from agent import SessionRequest, SessionResult
-from classify import BACKOFF_BASE_S, LIMIT_MARGIN_S
-from config import AgentConfig, SessionType
-from errors import NotLoggedIn
-from events import Totals
-from humane import duration
-from plan import plan_session
-from scheduler import Scheduler
-from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
-from statefile import load
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.core.errors import NotLoggedIn
+from session_scheduler.core.humane import duration
+from session_scheduler.run.agent import SessionRequest, SessionResult
+from session_scheduler.run.classify import BACKOFF_BASE_S, LIMIT_MARGIN_S
+from session_scheduler.run.plan import plan_session
+from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.store import events
+from session_scheduler.store.events import Totals
+from session_scheduler.store.statefile import load
+from session_scheduler.testing.inprocess import InProcessRobotRunner
+from session_scheduler.testing.seams import START, VirtualClock
 
 SCENARIO = {"features": 2}
-START = 1_900_000_000.0
-
-
-class VirtualClock:
-    """Time that moves only when the scheduler sleeps; `stop_at` raises KeyboardInterrupt in a sleep."""
-
-    def __init__(self, start: float = START, stop_at: int | None = None) -> None:
-        self.t, self.sleeps, self.stop_at = start, [], stop_at
-
-    def now(self) -> float:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        if self.stop_at is not None and len(self.sleeps) == self.stop_at:
-            raise KeyboardInterrupt
-        self.t += seconds
 
 
 class Cutting:
@@ -200,7 +184,7 @@ def test_authentication_and_unknown_models_stop_at_once(tmp_path: Path, result: 
 
 
 def test_a_model_the_endpoint_does_not_know_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from autonomous_agent_demo import main
+    from session_scheduler.view.cli import main
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "spec.txt").write_text(SPEC.read_text())
@@ -223,7 +207,7 @@ def test_a_model_the_endpoint_does_not_know_is_not_kept(tmp_path: Path, monkeypa
 
 @pytest.mark.parametrize("option", [["--max-budget-usd", "nan"], ["--max-budget-usd", "inf"], ["--max-outage-minutes", "nan"]])
 def test_numbers_that_are_not_numbers_are_refused(tmp_path: Path, option: list[str]) -> None:
-    from autonomous_agent_demo import main
+    from session_scheduler.view.cli import main
 
     result = CliRunner().invoke(main, ["--project-dir", str(tmp_path / "p"), "--dry-run", *option], obj=cli_seams(lambda _: None))  # type: ignore[arg-type,return-value]
     assert result.exit_code == 2  # a malformed command line, named by its option
@@ -232,7 +216,7 @@ def test_numbers_that_are_not_numbers_are_refused(tmp_path: Path, option: list[s
 
 
 def test_nothing_is_left_in_the_temp_directory_after_a_run(tmp_path: Path) -> None:
-    from sandbox import private_tmp
+    from session_scheduler.guard.sandbox import private_tmp
 
     project = new_project(tmp_path)
     report, _ = run(project, Cutting({}, VirtualClock()), AgentConfig(**{**CFG.to_json(), "test_command": None}))

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from helpers import request_for, state_for
 
-from agent import ClaudeSessionRunner
-from config import AgentConfig, SessionType
 from scripted_model import ScriptedModelServer, sdk_env
-from scripted_model.probe import CallsBrain, bash_calls
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.guard.probe import CallsBrain, bash_calls
+from session_scheduler.run.agent import ClaudeSessionRunner
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from helpers import state_for
 
-from bash_policy import BashContext, bash_refusal
-from config import ROLES, AgentConfig, SessionType
-from layout import HANDOFF_FILES
-from machine import Backlog, Lane, SessionState, architecture_fixes
-from policy import POLICIES, policy
-from prompts import PROMPTS_DIR, TEMPLATES, role_variables, substitute
-from security import bash_decision, git_rules, path_decision, settings_for
+from session_scheduler.core.config import ROLES, AgentConfig, SessionType
+from session_scheduler.core.layout import HANDOFF_FILES
+from session_scheduler.core.machine import Backlog, Lane, SessionState, architecture_fixes
+from session_scheduler.core.policy import POLICIES, policy
+from session_scheduler.guard.bash_policy import BashContext, bash_refusal
+from session_scheduler.guard.security import bash_decision, git_rules, path_decision, settings_for
+from session_scheduler.run.prompts import PROMPTS_DIR, TEMPLATES, role_variables, substitute
 
 T = SessionType
 COMMAND_WORDS = ("git", "./init.sh", "bash", "sh", "python3", "python", "npm", "pytest", "make", "ls", "cat")
@@ -80,7 +80,7 @@ def test_the_settings_and_the_path_hook_follow_the_table(role: SessionType, name
 
 @pytest.mark.parametrize("role", ROLES, ids=lambda r: r.value)
 def test_the_scope_text_is_the_tables(role: SessionType) -> None:
-    from security import scope_rules
+    from session_scheduler.guard.security import scope_rules
 
     assert policy(role).scope in scope_rules(role, None)
 
@@ -124,6 +124,6 @@ def test_every_role_has_a_policy_and_the_ends_have_none() -> None:
 def test_every_denial_names_the_rule_that_refused_it(
     role: SessionType, tool: str, tool_input: dict[str, str], rule: str, tmp_path: Path
 ) -> None:
-    from security import denial_rule
+    from session_scheduler.guard.security import denial_rule
 
     assert denial_rule(settings_for(role), role, tmp_path, tool, tool_input) == rule

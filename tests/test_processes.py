@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import processes
+from session_scheduler.guard import processes
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from config import SessionType
-from errors import AlreadyRunning, StateError
-from invariants import check_invariants
-from progress import (
+from session_scheduler.core.config import SessionType
+from session_scheduler.core.errors import AlreadyRunning, StateError
+from session_scheduler.core.schemas import FEATURE_LIST
+from session_scheduler.run.invariants import check_invariants
+from session_scheduler.store.progress import (
     MAX_JSON_BYTES,
     Handoff,
     atomic_write_json,
@@ -21,7 +22,6 @@ from progress import (
     read_json,
     read_regular,
 )
-from schemas import FEATURE_LIST
 
 FEATURES = {
     "features": [
@@ -188,7 +188,7 @@ def test_a_second_lock_holder_is_refused(tmp_path: Path) -> None:
 def test_an_existing_repository_gets_main_and_the_ignore_rules_and_keeps_its_work_tree(tmp_path: Path) -> None:
     import subprocess
 
-    import gitops
+    from session_scheduler.repo import gitops
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
@@ -218,7 +218,7 @@ def test_an_existing_repository_gets_main_and_the_ignore_rules_and_keeps_its_wor
 
 
 def _copies_made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    import progress
+    from session_scheduler.store import progress
 
     made: list[str] = []
     real = progress.shutil.copy2
@@ -247,8 +247,8 @@ def _edit_in_place_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) ->
 
 
 def test_snapshot_copies_a_version_once_and_links_it_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import progress
-    from progress import snapshot
+    from session_scheduler.store import progress
+    from session_scheduler.store.progress import snapshot
 
     made = _copies_made(monkeypatch)
     project, pre, post = tmp_path / "p", tmp_path / "pre", tmp_path / "post"
@@ -275,7 +275,7 @@ def test_snapshot_copies_a_version_once_and_links_it_elsewhere(tmp_path: Path, m
 
 
 def test_snapshot_copies_again_what_changed_behind_its_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from progress import snapshot
+    from session_scheduler.store.progress import snapshot
 
     made = _copies_made(monkeypatch)
     project, dest = tmp_path / "p", tmp_path / "dest"
@@ -294,7 +294,7 @@ def test_snapshot_copies_again_what_changed_behind_its_back(tmp_path: Path, monk
 
 
 def test_the_feature_list_copy_is_a_base_restored_with_the_verified_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from progress import restore, snapshot
+    from session_scheduler.store.progress import restore, snapshot
 
     made = _copies_made(monkeypatch)
     project, dest = tmp_path / "p", tmp_path / "dest"
@@ -336,7 +336,7 @@ def test_only_passes_differ_agrees_with_comparing_everything() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from progress import only_passes_differ
+    from session_scheduler.store.progress import only_passes_differ
 
     feature = st.fixed_dictionaries({"id": st.sampled_from(("F1", "F2")), "passes": st.booleans()}, optional={"steps": st.lists(st.sampled_from("ab"), max_size=2)})
 

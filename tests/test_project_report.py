@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-import events
-from errors import StateError
-from humane import money
-from project_report import ReportData, gather, render_html, render_markdown
+from session_scheduler.core.errors import StateError
+from session_scheduler.core.humane import money
+from session_scheduler.store import events
+from session_scheduler.view.project_report import ReportData, gather, render_html, render_markdown
 
 HOSTILE = '<script>alert(1)</script> & "quoted" | piped'
 T0 = 1_800_000_000.0

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from helpers import state_for
 
-from config import ROLES, AgentConfig, SessionType
-from errors import PromptError
-from machine import Backlog, Lane, SessionState, architecture_fixes
-from prompts import PROMPTS_DIR, TEMPLATES, render, role_variables, substitute
+from session_scheduler.core.config import ROLES, AgentConfig, SessionType
+from session_scheduler.core.errors import PromptError
+from session_scheduler.core.machine import Backlog, Lane, SessionState, architecture_fixes
+from session_scheduler.run.prompts import PROMPTS_DIR, TEMPLATES, render, role_variables, substitute
 
 STATES = {
     SessionType.INITIALIZER: SessionState(),
@@ -63,7 +63,7 @@ def test_a_template_without_its_role_line_is_refused(tmp_path: Path) -> None:
 
 def test_the_example_spec_is_what_a_new_project_without_spec_gets(tmp_path: Path) -> None:
     """The shipped example is a real spec that validates the product's own fallback path."""
-    from autonomous_agent_demo import place_spec
+    from session_scheduler.view.cli import place_spec
 
     lines: list[str] = []
     place_spec(tmp_path, None, lines.append)

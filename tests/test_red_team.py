@@ -7,16 +7,20 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from config import SessionType as T
-from scripted_model.red_team import KNOWN_HOLES, KNOWN_REFUSALS, RedTeam, bash, run_red_team
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from red_team import failures, known
+from session_scheduler.core.config import SessionType as T
+from session_scheduler.testing.red_team import (
+    KNOWN_HOLES,
+    KNOWN_REFUSALS,
+    RedTeam,
+    bash,
+    failures,
+    known,
+    run_red_team,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
 

@@ -19,15 +19,14 @@ from pathlib import Path
 import git
 import pytest
 
-import git_guard
-import gitops
-import safe_git
-from agent import SessionRequest, SessionResult
-from autonomous_agent_demo import main, merge_config
-from config import AgentConfig
-from scheduler import Scheduler
-from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
+from session_scheduler.core.config import AgentConfig
+from session_scheduler.guard import safe_git
+from session_scheduler.repo import git_guard, gitops
+from session_scheduler.run.agent import SessionRequest, SessionResult
+from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.testing.inprocess import InProcessRobotRunner
+from session_scheduler.view.cli import main, merge_config
 
 HOOKS = ("post-checkout", "pre-commit", "commit-msg", "post-commit", "reference-transaction", "post-index-change", "post-merge")
 
@@ -597,7 +596,7 @@ def test_a_git_folder_outside_the_project_is_named_by_its_path(tmp_path: Path) -
 def test_a_session_that_plants_a_hook_and_an_fsmonitor_is_undone_and_the_run_goes_on(tmp_path: Path, payloads: Payloads) -> None:
     project = tmp_path / "app"
     project.mkdir()
-    (project / "app_spec.txt").write_text((Path(__file__).resolve().parent.parent / "prompts" / "app_spec.txt").read_text())
+    (project / "app_spec.txt").write_text((Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt").read_text())
     hook, monitor, nested = payloads.make("planted-hook"), payloads.make("planted-fsmonitor"), payloads.make("nested", "cat")
 
     class Planting(InProcessRobotRunner):

@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from helpers import active_sandbox, factory_of, logged_in, request_for, state_for
+from helpers import factory_of, logged_in, request_for, state_for
 
-from autonomous_agent_demo import main
-from config import AgentConfig, SessionType
-from sandbox import PROVEN, Host, Preflight, preflight, private_tmp, sandbox_settings
-from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.guard.sandbox import PROVEN, Host, Preflight, preflight, private_tmp, sandbox_settings
+from session_scheduler.testing.inprocess import InProcessRobotRunner
+from session_scheduler.testing.seams import active_sandbox
+from session_scheduler.view.cli import main
 
 NEEDS_BWRAP = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("socat") is None, reason="no bwrap/socat")
 
@@ -142,7 +143,7 @@ def test_check_says_in_one_line_whether_the_sandbox_is_active() -> None:
 
 
 def test_a_run_without_a_working_sandbox_is_refused_and_changes_nothing(spec_file: Path) -> None:
-    from autonomous_agent_demo import resolve_project
+    from session_scheduler.view.cli import resolve_project
 
     result = invoke("--project-dir", "app", "--spec", str(spec_file), check=Preflight(False, "no sandbox here"))
     assert result.exit_code == 1
@@ -161,7 +162,7 @@ def test_no_sandbox_runs_with_a_warning_on_every_session(spec_file: Path) -> Non
 def test_allowed_domains_are_added_and_saved(spec_file: Path) -> None:
     import json
 
-    from autonomous_agent_demo import resolve_project
+    from session_scheduler.view.cli import resolve_project
 
     invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1", "--allow-domain", "example.org")
     saved = json.loads((resolve_project("app") / ".agent_config.json").read_text())

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from helpers import request_for, state_for
 
-from config import ROLES, SessionType
-from errors import SettingsError
-from security import path_decision, settings_for, validate_settings
+from session_scheduler.core.config import ROLES, SessionType
+from session_scheduler.core.errors import SettingsError
+from session_scheduler.guard.security import path_decision, settings_for, validate_settings
 
 T = SessionType
 
@@ -54,8 +54,8 @@ def test_role_files_are_written_and_the_person_s_claude_md_is_not(tmp_path: Path
 
 
 def test_the_scope_names_every_scheduler_file() -> None:
-    from layout import HANDOFF_FILES, SCHEDULER_FILES
-    from security import scope_rules
+    from session_scheduler.core.layout import HANDOFF_FILES, SCHEDULER_FILES
+    from session_scheduler.guard.security import scope_rules
 
     text = scope_rules(T.IMPLEMENT, None)
     assert all(name in text for name in (*SCHEDULER_FILES, *HANDOFF_FILES))

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-import statefile
-from config import SessionType
-from errors import StateError
-from machine import Backlog, Lane, SessionState, architecture_fixes, feature
+from session_scheduler.core.config import SessionType
+from session_scheduler.core.errors import StateError
+from session_scheduler.core.machine import Backlog, Lane, SessionState, architecture_fixes, feature
+from session_scheduler.store import statefile
 
 STATES = [
     SessionState(),

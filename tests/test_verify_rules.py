@@ -17,11 +17,19 @@ from typing import Any
 import git
 import pytest
 
-import gitops
-import progress
-from config import AgentConfig, SessionType
-from machine import Backlog, Lane, Outcome, SessionState, WorkItem, architecture_fixes, feature
-from verify import PreSession, capture, verify_session
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.core.machine import (
+    Backlog,
+    Lane,
+    Outcome,
+    SessionState,
+    WorkItem,
+    architecture_fixes,
+    feature,
+)
+from session_scheduler.repo import gitops
+from session_scheduler.run.verify import PreSession, capture, verify_session
+from session_scheduler.store import progress
 
 T = SessionType
 CFG = AgentConfig(test_command="bash init.sh")
@@ -593,7 +601,7 @@ def test_undo_removes_new_branches_and_keeps_their_commits(tmp_path: Path) -> No
 
 
 def test_capture_needs_main(tmp_path: Path) -> None:
-    from errors import StateError
+    from session_scheduler.core.errors import StateError
 
     world = start(tmp_path, T.ARCHITECTURE)
     world.sh("git checkout -q -b other && git branch -D main")

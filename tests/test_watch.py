@@ -15,18 +15,18 @@ from helpers import cli_seams
 from rich.console import Console
 from test_lifecycle import CFG, new_project
 
-import events
-import status
-from agent import SessionRequest, SessionResult
-from autonomous_agent_demo import main
-from config import AgentConfig
-from events import EventLog, Totals, make_event
-from humane import duration, money, number, outcome, plural
-from live import LiveConsole, cut, status_line
-from notify import Notifier, wanted
-from scheduler import Scheduler
-from scripted_model.inprocess import InProcessRobotRunner
 from scripted_model.scenario import Scenario
+from session_scheduler.core.config import AgentConfig
+from session_scheduler.core.humane import duration, money, number, outcome, plural
+from session_scheduler.run.agent import SessionRequest, SessionResult
+from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.store import events
+from session_scheduler.store.events import EventLog, Totals, make_event
+from session_scheduler.testing.inprocess import InProcessRobotRunner
+from session_scheduler.view import status
+from session_scheduler.view.cli import main
+from session_scheduler.view.live import LiveConsole, cut, status_line
+from session_scheduler.view.notify import Notifier, wanted
 
 ONE = {"features": 2}
 
@@ -348,7 +348,7 @@ def test_a_closed_output_pipe_does_not_stop_the_run(tmp_path: Path) -> None:
     project = new_project(tmp_path)
     script = (
         "import sys; from pathlib import Path; from rich.console import Console\n"
-        "from live import LiveConsole; from events import EventLog; from scheduler import Scheduler\n"
+        "from session_scheduler.view.live import LiveConsole; from session_scheduler.store.events import EventLog; from session_scheduler.run.scheduler import Scheduler\n"
         "from test_lifecycle import CFG; from test_watch import Priced\n"
         "view = LiveConsole(Console(soft_wrap=True)); log = EventLog(Path(sys.argv[1]), 'r')\n"
         "log.subscribe(view.on_event)\n"

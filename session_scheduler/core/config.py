@@ -1,0 +1,152 @@
+"""The options of a project and the closed set of session roles (pure: no I/O).
+
+The state machine that moves between roles lives in `machine.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class SessionType(enum.StrEnum):
+    """A session role, plus the two ends of a run."""
+
+    INITIALIZER = "INITIALIZER"
+    IMPLEMENT = "IMPLEMENT"
+    REVIEW = "REVIEW"
+    FIX = "FIX"
+    ARCHITECTURE = "ARCHITECTURE"
+    DONE = "DONE"
+    """Every feature passes or is blocked: the run is over."""
+    HALTED = "HALTED"
+    """The run cannot go on without a person (the initializer kept failing)."""
+
+
+ROLES: tuple[SessionType, ...] = (
+    SessionType.INITIALIZER,
+    SessionType.IMPLEMENT,
+    SessionType.REVIEW,
+    SessionType.FIX,
+    SessionType.ARCHITECTURE,
+)
+TERMINAL: frozenset[SessionType] = frozenset({SessionType.DONE, SessionType.HALTED})
+
+DEFAULT_ALLOWED_DOMAINS: tuple[str, ...] = (
+    "pypi.org",
+    "files.pythonhosted.org",
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "deb.debian.org",
+)
+"""Package registries a sandboxed session may reach unless the project says otherwise."""
+
+DEFAULT_MODELS: dict[str, str] = {
+    "INITIALIZER": "sonnet",
+    "IMPLEMENT": "sonnet",
+    "REVIEW": "opus",
+    "FIX": "sonnet",
+    "ARCHITECTURE": "opus",
+}
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Options of a project; saved to `.agent_config.json` and reused on resume."""
+
+    architecture_interval: int = 5
+    """An ARCHITECTURE review runs each time features_completed reaches a new multiple."""
+    feature_count: int = 8
+    """How many features the initializer should aim for."""
+    max_fix_rounds: int = 3
+    """FIX sessions allowed per review cycle before REQUEST_CHANGES counts as REJECT."""
+    max_rejections: int = 2
+    """A feature is blocked by its this-many-th rejection (at least 1)."""
+    max_attempts: int = 3
+    """Consecutive failed (unverified) sessions of one role before the scheduler gives up on it."""
+    max_turns: int = 200
+    """Turn limit handed to each Claude Code session."""
+    session_timeout_s: int = 3600
+    """Wall-clock limit of one session in seconds; a session that hangs is stopped and verified."""
+    idle_timeout_s: int = 600
+    """A session from which Claude Code sends nothing for this many seconds is stopped and verified."""
+    max_budget_usd: float | None = None
+    """Spending limit of the whole project in USD, as the CLI reports cost (None: no limit)."""
+    max_session_budget_usd: float | None = None
+    """Spending limit of one session in USD, handed to the CLI (None: only the project's)."""
+    notify: str | None = None
+    """A shell command run with each event a person cares about as JSON on its input (notify.py)."""
+    test_command: str | None = None
+    """The project's own test command, run on `main` after every merge (None: not checked)."""
+    models: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODELS))
+    """Model name (CLI alias or full name) per role."""
+    sandbox: bool = True
+    """Bash runs in Claude Code's OS sandbox (never saved: `--no-sandbox` is given per invocation)."""
+    allowed_domains: tuple[str, ...] = DEFAULT_ALLOWED_DOMAINS
+    """Network domains sandboxed commands may reach (package registries by default)."""
+    wait_for_limits: bool = True
+    """Wait in-process for a usage limit to reset, then go on (never saved: `--no-wait` stops instead)."""
+    max_outage_minutes: float = 120.0
+    """How long, in all, one run backs off from API outages before it stops with exit 3."""
+    offline_demo: bool = False
+    """Sessions talk to the built-in scripted model on loopback (`--offline-demo`, saved: a plain
+    rerun resumes the demo; `--no-offline-demo` leaves it)."""
+    allow_repo_code: bool = False
+    """Commits may add what makes git run code (nested repositories as gitlinks, filter, diff or merge
+    drivers selected in .gitattributes); refused by verification otherwise."""
+
+    def __post_init__(self) -> None:
+        for name in (
+            "architecture_interval",
+            "feature_count",
+            "max_attempts",
+            "max_turns",
+            "session_timeout_s",
+            "idle_timeout_s",
+            "max_rejections",
+        ):
+            value = getattr(self, name)
+            if not _whole(value) or value < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+        if not _whole(self.max_fix_rounds) or self.max_fix_rounds < 0:
+            raise ValueError(f"max_fix_rounds must be a whole number of at least 0, got {self.max_fix_rounds!r}")
+        outage = self.max_outage_minutes
+        if isinstance(outage, bool) or not isinstance(outage, int | float) or not (math.isfinite(outage) and outage >= 0):
+            raise ValueError(f"max_outage_minutes must be a number of minutes of at least 0, got {outage!r}")
+        for name in ("max_budget_usd", "max_session_budget_usd"):
+            budget = getattr(self, name)
+            if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or not (math.isfinite(budget) and budget > 0)):
+                raise ValueError(f"{name} must be a positive number of dollars, got {budget}")
+        if not isinstance(self.offline_demo, bool):
+            raise ValueError(f"offline_demo must be true or false, got {self.offline_demo!r}")
+        unknown = set(self.models) - set(DEFAULT_MODELS)
+        if unknown:
+            raise ValueError(f"unknown role(s) in models: {', '.join(sorted(unknown))}")
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        del data["sandbox"], data["wait_for_limits"]
+        data["allowed_domains"] = list(self.allowed_domains)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AgentConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["models"] = {**DEFAULT_MODELS, **values.get("models", {})}
+        values["allowed_domains"] = tuple(values.get("allowed_domains", DEFAULT_ALLOWED_DOMAINS))
+        return cls(**values)
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def get_model_for_session(session_type: SessionType, config: AgentConfig) -> str:
+    """The model for a role: the configured override or the role's default."""
+    if session_type in TERMINAL:
+        raise ValueError(f"{session_type} does not run a session")
+    return config.models.get(session_type.value, DEFAULT_MODELS[session_type.value])

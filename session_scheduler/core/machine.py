@@ -1,0 +1,336 @@
+"""The session state machine: one pure transition from a verified outcome to the next state.
+
+`transition(state, outcome, config)` applies what the scheduler verified about the session
+that just ran and returns the new state together with the events it implies; the loop acts
+on the events (deleting a rejected branch, printing a block) and never compares states.
+The rules read like DESIGN.md's table; `get_next_session_type` is derived from them.
+
+The state is split for later parallel lanes: a `Backlog` (the feature set, shared) and a
+`Lane` (one line of sessions working one item at a time). Nothing here reads a file.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.core.humane import plural
+
+Verdict = Literal["PASS", "REQUEST_CHANGES", "REJECT"]
+T = SessionType
+
+
+# -- what a session works on -----------------------------------------------------------------
+
+
+FEATURE_BRANCH, ARCHITECTURE_BRANCH = "feature/", "arch/"
+WORK_BRANCHES = (FEATURE_BRANCH, ARCHITECTURE_BRANCH)
+"""The prefixes of the branches sessions work on: the scheduler's namespace in the repository."""
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One feature, or the fixes an architecture review asked for; exactly one is set."""
+
+    feature_id: str | None = None
+    architecture_review: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.feature_id is None) == (self.architecture_review is None):
+            raise ValueError("a work item is a feature or an architecture review's fixes, not both")
+
+    @property
+    def branch(self) -> str:
+        if self.feature_id is not None:
+            return f"{FEATURE_BRANCH}{self.feature_id}"
+        return f"{ARCHITECTURE_BRANCH}{self.architecture_review}"
+
+    def __str__(self) -> str:
+        return self.feature_id or f"the fixes of architecture review {self.architecture_review}"
+
+    def to_json(self) -> dict[str, Any]:
+        if self.feature_id is not None:
+            return {"feature": self.feature_id}
+        return {"architecture_review": self.architecture_review}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> WorkItem | None:
+        if not data:
+            return None
+        return cls(data.get("feature"), data.get("architecture_review"))
+
+
+def feature(feature_id: str) -> WorkItem:
+    return WorkItem(feature_id=feature_id)
+
+
+def architecture_fixes(review_id: int) -> WorkItem:
+    return WorkItem(architecture_review=review_id)
+
+
+# -- the state ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """The feature set and what is verified about each feature (shared by every lane)."""
+
+    features: tuple[str, ...] = ()
+    passing: frozenset[str] = frozenset()
+    blocked: frozenset[str] = frozenset()
+    rejections: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def completed(self) -> int:
+        """Features merged and passing: only a verified REVIEW PASS sets `passes`."""
+        return len(self.passing)
+
+    def settled(self) -> bool:
+        """Every feature passes or is blocked (and a feature list exists)."""
+        return bool(self.features) and (self.passing | self.blocked).issuperset(self.features)
+
+    def next_open(self) -> str | None:
+        """The first feature in list order that neither passes nor is blocked."""
+        return next(itertools.filterfalse((self.passing | self.blocked).__contains__, self.features), None)
+
+    def rejection_count(self, feature_id: str) -> int:
+        return dict(self.rejections).get(feature_id, 0)
+
+    def reject(self, feature_id: str, max_rejections: int) -> Backlog:
+        """Count a rejection; the max_rejections-th one blocks the feature."""
+        counts = dict(self.rejections)
+        counts[feature_id] = counts.get(feature_id, 0) + 1
+        blocked = self.blocked | {feature_id} if counts[feature_id] >= max_rejections else self.blocked
+        return replace(self, rejections=tuple(sorted(counts.items())), blocked=blocked)
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One line of sessions: the role that runs next and the item it works on."""
+
+    role: SessionType = T.INITIALIZER
+    work: WorkItem | None = None
+    attempts: int = 0
+    """Failed (unverified) sessions of `role` in a row."""
+    fix_rounds: int = 0
+    """FIX sessions in the current review cycle of `work`."""
+    open_review: int | None = None
+    """The review a FIX session answers."""
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """Everything the scheduler knows between sessions (saved as `.agent_state.json`)."""
+
+    backlog: Backlog = Backlog()
+    lane: Lane = Lane()
+    architecture_checked_at: int = 0
+    """backlog.completed when the last ARCHITECTURE review ran (0: none yet)."""
+    session_count: int = 0
+    halt_reason: str = ""
+
+    @property
+    def next_number(self) -> int:
+        return self.session_count + 1
+
+
+# -- outcomes and events ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The verified outcome of one session: what the scheduler checked, not what the agent said."""
+
+    role: SessionType
+    ok: bool
+    """The session did what its role requires, checked against files and git."""
+    verdict: Verdict | None = None
+    """REVIEW / ARCHITECTURE: the verified verdict (a PASS whose merge failed its checks is not PASS)."""
+    feature_ids: tuple[str, ...] = ()
+    """INITIALIZER: the IDs of the verified feature list, in order."""
+    passing: frozenset[str] = frozenset()
+    """Features whose `passes` is true after the session (verified)."""
+    review_id: int | None = None
+    """REVIEW / ARCHITECTURE: the ID of the review the session appended."""
+    reason: str = ""
+    undone: str = ""
+    """What the scheduler undid of a session that still counts (a merge whose tests failed)."""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The session failed its checks and runs again (`attempt` is the try about to run)."""
+
+    role: SessionType
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class GaveUp:
+    """The role failed its checks on every attempt."""
+
+    role: SessionType
+    reason: str
+
+
+@dataclass(frozen=True)
+class Merged:
+    """A REVIEW's PASS was verified: the work is on `main` (a feature is completed)."""
+
+    work: WorkItem
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """The work is dropped: its branch goes, a feature is retried from `main` later."""
+
+    work: WorkItem
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A feature was rejected too often; the run goes on without it."""
+
+    feature_id: str
+
+
+@dataclass(frozen=True)
+class ArchitectureDue:
+    completed: int
+
+
+@dataclass(frozen=True)
+class Halted:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """Every feature passes or is blocked."""
+
+
+Event = Retry | GaveUp | Merged | Rejected | Blocked | ArchitectureDue | Halted | Done
+
+
+@dataclass(frozen=True)
+class Step:
+    """The state for the next session and the events that led to it."""
+
+    state: SessionState
+    events: tuple[Event, ...] = ()
+
+
+# -- the transition -----------------------------------------------------------------------------
+
+
+def transition(state: SessionState, outcome: Outcome, config: AgentConfig) -> Step:
+    """Apply the verified outcome of the session that ran in `state`."""
+    lane = state.lane
+    if outcome.role is not lane.role:
+        raise ValueError(f"a {outcome.role} outcome cannot follow a {lane.role} session")
+    state = replace(state, session_count=state.session_count + 1)
+    if not outcome.ok:
+        return _failed(state, outcome, config)
+    state = replace(state, backlog=replace(state.backlog, passing=outcome.passing))
+    if lane.role is T.INITIALIZER:
+        return _choose_work(replace(state, backlog=replace(state.backlog, features=outcome.feature_ids)), config)
+    if lane.role is T.IMPLEMENT or lane.role is T.FIX:
+        return _continue(state, T.REVIEW)
+    if lane.role is T.ARCHITECTURE:
+        return _architecture_reviewed(state, outcome, config)
+    return _reviewed(state, outcome, config)
+
+
+def _failed(state: SessionState, outcome: Outcome, config: AgentConfig) -> Step:
+    """Retried a bounded number of times; then each role gives up in its own way."""
+    lane = state.lane
+    if lane.attempts + 1 < config.max_attempts:
+        retry = replace(lane, attempts=lane.attempts + 1)
+        return Step(replace(state, lane=retry), (Retry(lane.role, lane.attempts + 2, outcome.reason),))
+    gave_up = GaveUp(lane.role, outcome.reason)
+    if lane.role is T.INITIALIZER:  # never skipped: without a feature list nothing can run
+        reason = f"{lane.role.value} failed {plural(config.max_attempts, 'time')}: {outcome.reason}"
+        return Step(replace(state, lane=Lane(T.HALTED), halt_reason=reason), (gave_up, Halted(reason)))
+    if lane.role is T.FIX:
+        return _continue(state, T.REVIEW, gave_up)
+    if lane.role is T.ARCHITECTURE:  # given up for this multiple of the interval
+        checked = replace(state, architecture_checked_at=state.backlog.completed)
+        return _choose_work(checked, config, gave_up)
+    return _reject(state, config, gave_up)  # IMPLEMENT, REVIEW
+
+
+def _reviewed(state: SessionState, outcome: Outcome, config: AgentConfig) -> Step:
+    lane = state.lane
+    assert lane.work is not None
+    if outcome.verdict == "PASS":
+        return _choose_work(state, config, Merged(lane.work))
+    if outcome.verdict == "REQUEST_CHANGES" and lane.fix_rounds < config.max_fix_rounds:
+        return _continue(state, T.FIX, open_review=outcome.review_id)
+    return _reject(state, config)  # REJECT, or REQUEST_CHANGES with no fix rounds left
+
+
+def _architecture_reviewed(state: SessionState, outcome: Outcome, config: AgentConfig) -> Step:
+    state = replace(state, architecture_checked_at=state.backlog.completed)
+    if outcome.verdict == "REQUEST_CHANGES":
+        assert outcome.review_id is not None
+        fixes = Lane(T.FIX, architecture_fixes(outcome.review_id), fix_rounds=1, open_review=outcome.review_id)
+        return Step(replace(state, lane=fixes))
+    return _choose_work(state, config)
+
+
+def _reject(state: SessionState, config: AgentConfig, *events: Event) -> Step:
+    work = state.lane.work
+    assert work is not None
+    backlog = state.backlog
+    found: tuple[Event, ...] = (*events, Rejected(work))
+    if work.feature_id is not None:
+        backlog = backlog.reject(work.feature_id, config.max_rejections)
+        if work.feature_id in backlog.blocked:
+            found += (Blocked(work.feature_id),)
+    return _choose_work(replace(state, backlog=backlog), config, *found)
+
+
+def _continue(state: SessionState, role: SessionType, *events: Event, open_review: int | None = None) -> Step:
+    """The review cycle of the current work item goes on with `role`."""
+    lane = state.lane
+    if role is T.FIX:
+        lane = replace(lane, role=role, attempts=0, fix_rounds=lane.fix_rounds + 1, open_review=open_review)
+    else:
+        lane = replace(lane, role=role, attempts=0)
+    return Step(replace(state, lane=lane), events)
+
+
+def _choose_work(state: SessionState, config: AgentConfig, *events: Event) -> Step:
+    """No review cycle is open: DONE, a due ARCHITECTURE review, or the next feature."""
+    backlog = state.backlog
+    if backlog.settled():
+        return Step(replace(state, lane=Lane(T.DONE)), (*events, Done()))
+    if architecture_due(state, config):
+        due = ArchitectureDue(backlog.completed)
+        return Step(replace(state, lane=Lane(T.ARCHITECTURE)), (*events, due))
+    next_feature = backlog.next_open()
+    assert next_feature is not None  # not settled, so one is open
+    return Step(replace(state, lane=Lane(T.IMPLEMENT, feature(next_feature))), events)
+
+
+def architecture_due(state: SessionState, config: AgentConfig) -> bool:
+    """Due once per new multiple of the interval reached by the completed features."""
+    interval = config.architecture_interval
+    return state.backlog.completed // interval > state.architecture_checked_at // interval
+
+
+def get_next_session_type(state: SessionState, outcome: Outcome | None, config: AgentConfig) -> SessionType:
+    """The role of the next session: `state`'s own before any session ran, else the transition's."""
+    if outcome is None:
+        return state.lane.role
+    return transition(state, outcome, config).state.lane.role
+
+
+def resume(state: SessionState) -> SessionState:
+    """The state a new run starts from: a halted run tries its INITIALIZER again."""
+    if state.lane.role is T.HALTED:
+        return replace(state, lane=Lane(T.INITIALIZER), halt_reason="")
+    return state

@@ -1,0 +1,339 @@
+"""Per-role permissions: Claude Code settings, the scope rules (in the system prompt), the file-path hook policy.
+
+Everything here is built as data by pure functions; `plan.write_plan` is the one place
+that writes them, after `plan.plan_session` validated the settings (the CLI silently
+ignores an invalid settings file, so an unvalidated one would mean no policy at all).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from session_scheduler.core.config import SessionType
+from session_scheduler.core.errors import SettingsError
+from session_scheduler.core.layout import (
+    AGENT_MAY_NOT_WRITE,
+    FOLDERS,
+    HANDOFF_FILES,
+    SANDBOX_DENIED_WRITES,
+    SCHEDULER_FILES,
+    SETTINGS_FILE,
+)
+from session_scheduler.core.machine import WorkItem
+from session_scheduler.core.policy import policy
+from session_scheduler.core.schemas import schema_error
+from session_scheduler.store.handoff_tools import permission_rules
+
+PERMISSION_MODE: Literal["dontAsk"] = "dontAsk"
+"""Anything not allowed is denied without asking (headless; bypass is refused as root)."""
+
+_TOOL = r"(Bash|Read|Edit|Write|MultiEdit|Glob|Grep|LS|NotebookEdit|TodoWrite|WebFetch|WebSearch|Task)"
+SETTINGS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["permissions"],
+    "properties": {
+        "permissions": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["allow", "deny", "defaultMode"],
+            "properties": {
+                "allow": {"type": "array", "items": {"type": "string", "pattern": rf"^({_TOOL}(\(.+\))?|mcp__handoff__[a-z_]+)$"}},
+                "deny": {"type": "array", "items": {"type": "string", "pattern": rf"^{_TOOL}(\(.+\))?$"}},
+                "defaultMode": {"enum": ["default", "acceptEdits", "dontAsk", "plan"]},
+            },
+        },
+        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "sandbox": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["enabled", "failIfUnavailable"],
+            "properties": {
+                "enabled": {"const": True},
+                "failIfUnavailable": {"const": True},
+                "autoAllowBashIfSandboxed": {"type": "boolean"},
+                "allowUnsandboxedCommands": {"const": False},
+                "filesystem": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "allowWrite": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                        "denyWrite": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                        "denyRead": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                        "allowRead": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                    },
+                },
+                "network": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"allowedDomains": {"type": "array", "items": {"type": "string", "minLength": 1}}},
+                },
+                "credentials": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["envVars"],
+                    "properties": {
+                        "envVars": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "required": ["name", "mode"],
+                                "properties": {"name": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}, "mode": {"const": "deny"}},
+                            },
+                        }
+                    },
+                },
+            },
+        },
+    },
+}
+
+READ_ONLY_TOOLS = ["Read", "Glob", "Grep", "LS", "TodoWrite"]
+INSPECT = [
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "grep",
+    "pwd",
+    "echo",
+    "diff",
+    "sort",
+    "tree",
+    "cd",
+    "which",
+    "stat",
+    "file",
+    "du",
+    "git status",
+    "git log",
+    "git diff",
+    "git show",
+    "git branch",
+    "git rev-parse",
+    "git checkout",
+    "git switch",
+    "git merge-base",
+    "git ls-files",
+    "git worktree list",
+    "python3 -m json.tool",
+    "python -m json.tool",
+]
+RUN_TESTS = [
+    "./init.sh",
+    "bash init.sh",
+    "sh init.sh",
+    "python3 -m unittest",
+    "python -m unittest",
+    "python3 -m pytest",
+    "pytest",
+    "npm test",
+    "npm run",
+    "make test",
+]
+COMMON_DENY = [
+    "git push",
+    "git rebase",
+    "git filter-branch",
+    "git reset --hard HEAD~",
+    "git clean",
+    "git config",
+    "git update-ref",
+    "git tag -d",
+    "sudo",
+    "curl",
+    "wget",
+    "ssh",
+    "scp",
+    "nc",
+]
+"""Commands refused to every role."""
+
+
+def _bash_rules(prefixes: Iterable[str]) -> list[str]:
+    return [f"Bash({p}:*)" for p in prefixes]
+
+
+def _file_rules(paths: Iterable[str], root: str) -> list[str]:
+    return [f"{tool}({root}/{p})" for p in sorted(paths) for tool in ("Edit", "Write")]
+
+
+def rule_root(project: Path | None) -> str:
+    """How the file rules name the project: absolute (`//` + its path) so that a `cd` into a
+    subfolder does not move them; `.` (the working folder) where no project is given."""
+    return "/" + project.resolve().as_posix() if project is not None else "."
+
+
+def settings_for(role: SessionType, test_command: str | None = None, project: Path | None = None) -> dict[str, Any]:
+    """The Claude Code settings of a role, as data, derived from its policy."""
+    rights = policy(role)
+    root = rule_root(project)
+    tests = RUN_TESTS + ([test_command] if test_command else [])
+    allow = list(READ_ONLY_TOOLS) + _bash_rules(INSPECT + tests) + _bash_rules(rights.commands + rights.merge_commands)
+    if rights.writes_code:
+        allow += [f"Edit({root}/**)", f"Write({root}/**)"]
+        refused_files = set(HANDOFF_FILES) - rights.handoff_writes
+    else:
+        allow += _file_rules(rights.handoff_writes, root)
+        refused_files = set()
+    allow += permission_rules(role)
+    # Not all of `.git`: Claude Code merges Edit deny rules into the sandbox's denyWrite, and the
+    # agent's git writes `.git` from inside the sandbox; the file policy hook keeps the file tools out.
+    deny = _bash_rules(COMMON_DENY) + [f"{tool}({root}/{p})" for p in SANDBOX_DENIED_WRITES for tool in ("Edit", "Write")]
+    deny += [f"{tool}({root}/{p}/**)" for p in SANDBOX_DENIED_WRITES for tool in ("Edit", "Write")]
+    deny += _file_rules(refused_files, root) + _bash_rules(rights.refused)
+    return {"permissions": {"allow": allow, "deny": deny, "defaultMode": PERMISSION_MODE}}
+
+
+def _matches(rules: list[str], part: list[str]) -> bool:
+    prefixes = [rule[5:-3].split() for rule in rules if rule.startswith("Bash(") and rule.endswith(":*)")]
+    return any(part[: len(prefix)] == prefix for prefix in prefixes)
+
+
+def bash_decision(settings: dict[str, Any], command: str) -> Literal["allow", "deny", "ask"]:
+    """What the settings' `Bash(prefix:*)` rules say of a command, part by part, as the CLI
+    reads them: any part a deny rule matches denies it; it is allowed when an allow rule
+    matches every part; otherwise the CLI would ask (and in dontAsk mode, deny)."""
+    permissions = settings["permissions"]
+    parts = [p.split() for p in re.split(r"&&|\|\||;|\|", command) if p.strip()]
+    if any(_matches(permissions["deny"], part) for part in parts):
+        return "deny"
+    return "allow" if parts and all(_matches(permissions["allow"], part) for part in parts) else "ask"
+
+
+def git_rules(settings: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The git command prefixes the settings allow and deny (what the Bash policy holds git to)."""
+    permissions = settings["permissions"]
+
+    def prefixes(rules: list[str]) -> tuple[str, ...]:
+        return tuple(r[5:-3] for r in rules if r.startswith("Bash(git ") and r.endswith(":*)"))
+
+    return prefixes(permissions["allow"]), prefixes(permissions["deny"])
+
+
+def validate_settings(settings: dict[str, Any]) -> None:
+    """Raise SettingsError unless `settings` match their schema (settings already found valid in
+    this process, as each session of a role has the same ones, are not checked again)."""
+    text = json.dumps(settings, sort_keys=True)
+    if text in _VALID_SETTINGS:
+        return
+    error = schema_error(settings, SETTINGS_SCHEMA)
+    if error is not None:
+        raise SettingsError(f"generated {SETTINGS_FILE} is invalid {error}")
+    _VALID_SETTINGS.add(text)
+
+
+_VALID_SETTINGS: set[str] = set()
+"""The settings (as canonical JSON) validated in this process."""
+
+
+def _names(names: tuple[str, ...]) -> str:
+    return ", ".join(f"{name}/" if name in FOLDERS else name for name in names)
+
+
+def scope_rules(role: SessionType, work: WorkItem | None) -> str:
+    """A role's scope in words, appended to its system prompt (the settings and hooks enforce it)."""
+    feature = (work.feature_id or "none (architecture fixes)") if work else "none"
+    branch = work.branch if work else "main"
+    return "\n".join(
+        [
+            f"# Scope of this session: {role.value}",
+            "",
+            policy(role).scope,
+            f"Current feature: {feature}; branch: {branch}.",
+            "",
+            "- Work only inside this project folder.",
+            f"- Never edit {_names(SCHEDULER_FILES)} or .git/ directly: they belong to the scheduler.",
+            f"- The hand-off files ({_names(HANDOFF_FILES)}) are git-ignored:",
+            "  edit them in place, keep them valid JSON, never commit them.",
+            "- Stage explicit paths; no `git add -A`, no push, no rebase, no history rewriting.",
+            "- Every command runs in an OS sandbox: it writes only this project (never .git/hooks,",
+            "  .git/config or .git/info) and $TMPDIR, reads no home folder or other project, and reaches",
+            "  only the package registries. Credentials are not in its environment.",
+            "- Commands outside your role's permissions are denied: do not try to work around them.",
+            "",
+        ]
+    )
+
+
+WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+READ_TOOLS = frozenset({"Read", "Glob", "Grep", "LS"})
+FILE_TOOLS_MATCHER = "|".join(sorted(WRITE_TOOLS | READ_TOOLS))
+"""The PreToolUse matcher of the file policy hook: every tool that takes a path."""
+
+
+def tool_target(tool: str, tool_input: dict[str, Any]) -> str | None:
+    """The path a file tool call works on (None when it names none: the working directory)."""
+    for key in ("file_path", "notebook_path", "path"):
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return value
+    pattern = tool_input.get("pattern")
+    if tool == "Glob" and isinstance(pattern, str) and pattern.startswith(("/", "~", "..")):
+        return re.split(r"[*?\[{]", pattern, maxsplit=1)[0] or "/"  # the part before the first wildcard
+    return None
+
+
+def file_tool_decision(role: SessionType, project: Path, tool: str, tool_input: dict[str, Any]) -> str | None:
+    """Why a file tool call is refused (outside the project, a scheduler file to write, a role's
+    limits), or None when it is allowed. Symlinks, `..` and `~` are resolved first."""
+    target = tool_target(tool, tool_input)
+    if target is None:
+        return None
+    if tool in WRITE_TOOLS:
+        return path_decision(role, project, target)
+    return None if inside(project, target) else f"{target} is outside the project folder"
+
+
+def inside(project: Path, target: str) -> PurePosixPath | None:
+    """`target`'s path relative to the project (symlinks, `..` and `~` resolved), or None outside it."""
+    root = project.resolve()
+    path = Path(target).expanduser()
+    resolved = (path if path.is_absolute() else root / path).resolve()
+    return PurePosixPath(resolved.relative_to(root).as_posix()) if resolved.is_relative_to(root) else None
+
+
+def path_decision(role: SessionType, project: Path, target: str) -> str | None:
+    """Why a Write/Edit of `target` by `role` is refused, or None when it is allowed."""
+    rel = inside(project, target)
+    if rel is None:
+        return f"{target} is outside the project folder"
+    if rel.parts and rel.parts[0] in AGENT_MAY_NOT_WRITE:
+        return f"{rel} belongs to the scheduler"
+    rights = policy(role)
+    if str(rel) in HANDOFF_FILES and not rights.may_write_handoff(str(rel)):
+        return f"{role.value} may not write {rel}"
+    if not rights.writes_code and str(rel) not in HANDOFF_FILES:
+        allowed = ", ".join(sorted(rights.handoff_writes))
+        return f"{role.value} may write only {allowed}, not {rel}"
+    return None
+
+
+def _first_match(rules: list[str], command: str) -> str | None:
+    parts = [p.split() for p in re.split(r"&&|\|\||;|\|", command) if p.strip()]
+    for rule in rules:
+        if rule.startswith("Bash(") and rule.endswith(":*)"):
+            prefix = rule[5:-3].split()
+            if any(part[: len(prefix)] == prefix for part in parts):
+                return rule
+    return None
+
+
+def denial_rule(settings: dict[str, Any], role: SessionType, project: Path, tool: str, tool_input: dict[str, Any]) -> str:
+    """Which rule refused a tool call the CLI reported as denied (for the audit trail)."""
+    if tool == "Bash":
+        command = str(tool_input.get("command", ""))
+        matched = _first_match(settings["permissions"]["deny"], command)
+        if matched:
+            return f"deny rule {matched}"
+        return f"not in {role.value}'s allowed commands (dontAsk mode)"
+    reason = file_tool_decision(role, project, tool, tool_input)
+    if reason is not None:
+        return f"scheduler policy: {reason}"
+    return f"{tool} is not allowed for {role.value} by its permission settings"

@@ -1,0 +1,174 @@
+"""The session brief: what one session needs to know, in a size that does not grow with the project.
+
+`render` is pure: the work item's entry (description, steps), the open review's issues, the
+earlier reviews of the feature, the last few sessions' notes, the neighbouring features' titles,
+the project's counts and test command, each cut to fit, the whole under `BUDGET` bytes. It ends
+with the same facts as one JSON object, for tools and scripts. `gather` reads them from the
+hand-off files (the only I/O here).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from session_scheduler.core.errors import StateError
+from session_scheduler.core.machine import SessionState
+from session_scheduler.store.handoff_history import archived_review_counts, read_history
+from session_scheduler.store.progress import Handoff, load_handoff
+
+BUDGET = 6_000
+"""Bytes a brief may take, whatever the number of features or sessions."""
+FIELD = 500
+"""Characters of one description, note or issue."""
+STEPS, ISSUES, SESSIONS, NEIGHBOURS, EARLIER = 12, 8, 3, 2, 3
+
+
+def clip(text: Any, limit: int = FIELD) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the brief says, as plain values."""
+
+    role: str
+    session: int
+    feature: dict[str, Any] | None = None
+    branch: str | None = None
+    neighbours: list[tuple[str, str]] = field(default_factory=list)
+    open_review: dict[str, Any] | None = None
+    earlier_reviews: list[dict[str, Any]] = field(default_factory=list)
+    earlier_review_count: int = 0
+    recent_sessions: list[dict[str, Any]] = field(default_factory=list)
+    features_total: int = 0
+    features_passing: int = 0
+    test_command: str | None = None
+
+
+def _issues(review: dict[str, Any]) -> dict[str, list[str]]:
+    issues = review.get("issues") or {}
+    return {level: [clip(i) for i in (issues.get(level) or [])[:ISSUES]] for level in ("critical", "major", "minor")}
+
+
+def render(facts: Facts) -> str:
+    """The brief as Markdown with its facts as JSON at the end, under BUDGET bytes."""
+    lines = [f"# Session {facts.session} brief ({facts.role})", ""]
+    lines.append(f"Project: {facts.features_passing} of {facts.features_total} features pass.")
+    if facts.test_command:
+        lines.append(f"Test command: `{clip(facts.test_command, 200)}`")
+    feature = facts.feature
+    if feature is not None:
+        lines += ["", f"## Your feature: {feature['id']} (branch `{facts.branch}`)", clip(feature.get("description")), "", "Steps (the acceptance criteria):"]
+        lines += [f"{n}. {clip(step, 200)}" for n, step in enumerate((feature.get("steps") or [])[:STEPS], 1)]
+    elif facts.branch:
+        lines += ["", f"## Your branch: `{facts.branch}`"]
+    if facts.neighbours:
+        lines += ["", "Neighbouring features (context only, build none of them): " + "; ".join(f"{i} {clip(t, 80)}" for i, t in facts.neighbours)]
+    if facts.open_review is not None:
+        review = facts.open_review
+        lines += ["", f"## Open review {review.get('review_id')} ({review.get('verdict')}): fix these"]
+        for level, items in _issues(review).items():
+            lines += [f"- {level}: {item}" for item in items]
+        for finding in (review.get("scheduler_findings") or [])[:ISSUES]:
+            lines.append(f"- major (found by the scheduler): {clip(finding)}")
+    if facts.earlier_reviews:
+        lines += ["", f"## Earlier reviews of this work ({facts.earlier_review_count} in all, newest last)"]
+        lines += [f"- review {r.get('review_id')}: {r.get('verdict')}: {clip('; '.join(i for items in _issues(r).values() for i in items), 300)}" for r in facts.earlier_reviews]
+    if facts.recent_sessions:
+        lines += ["", "## The last sessions"]
+        lines += [
+            f"- session {s.get('session_id')} {s.get('agent_type')} {s.get('outcome')}: {clip(s.get('notes') or '', 300)}"
+            for s in facts.recent_sessions
+        ]
+    data: dict[str, Any] = {
+        "session": facts.session,
+        "role": facts.role,
+        "feature": feature.get("id") if feature else None,
+        "branch": facts.branch,
+        "open_review": {"review_id": facts.open_review.get("review_id"), "issues": _issues(facts.open_review)} if facts.open_review else None,
+        "earlier_reviews": facts.earlier_review_count,
+        "test_command": clip(facts.test_command, 200) if facts.test_command else None,
+    }
+
+    def whole(body: list[str]) -> str:
+        return "\n".join([*body, "", "```json", json.dumps(data, ensure_ascii=False), "```", ""])
+
+    text = whole(lines)
+    while len(text.encode("utf-8")) > BUDGET and len(lines) > 4:  # drop from the least needed end
+        lines.pop(-1)
+        text = whole([*lines, "- (cut to fit the brief)"])
+    if len(text.encode("utf-8")) > BUDGET and data["open_review"]:  # the issues are in the lines kept above
+        data["open_review"] = {"review_id": data["open_review"]["review_id"], "issues": "cut to fit the brief: the review is in reviews.json (or reviews_history.jsonl) under its review_id"}
+        text = whole([*lines, "- (cut to fit the brief)"])
+    return text
+
+
+def gather(project: Path, state: SessionState, number: int, test_command: str | None) -> Facts:
+    """The facts of the session about to run in `state`, from the hand-off files."""
+    role, lane = state.lane.role.value, state.lane
+    handoff = _handoff(project)
+    features, reviews = handoff.features(), handoff.review_list()
+    sessions = list((handoff.progress or {}).get("sessions", []))
+    work = lane.work
+    feature_id = work.feature_id if work else None
+    at = _position(features, feature_id, state.backlog.features) if feature_id else None
+    feature = features[at] if at is not None else None
+    neighbours: list[tuple[str, str]] = []
+    if at is not None:
+        near = features[max(at - NEIGHBOURS, 0) : at] + features[at + 1 : at + 1 + NEIGHBOURS]
+        neighbours = [(str(f.get("id")), str(f.get("description", ""))) for f in near]
+    branch = work.branch if work else None
+    def ours(review: dict[str, Any]) -> bool:
+        if role == "ARCHITECTURE":
+            return review.get("kind") == "architecture"
+        if feature_id:
+            return review.get("feature_id") == feature_id
+        return bool(branch) and review.get("kind") == "feature" and review.get("branch") == branch
+
+    mine = [r for r in reviews if ours(r)]
+    archived = archived_review_counts(project)  # older ones moved to the history
+    count = len(mine) + archived.get("architecture" if role == "ARCHITECTURE" else str(feature_id or branch or ""), 0)
+    open_review = None
+    if lane.open_review is not None:
+        found = [r for r in reviews if r.get("review_id") == lane.open_review]
+        found = found or [r for r in read_history(project, "reviews") if r.get("review_id") == lane.open_review]
+        open_review = found[-1] if found else None
+    return Facts(
+        role=role,
+        session=number,
+        feature=feature,
+        branch=branch,
+        neighbours=neighbours,
+        open_review=open_review if role == "FIX" else None,
+        earlier_reviews=mine[-EARLIER:],
+        earlier_review_count=count,
+        recent_sessions=sessions[-SESSIONS:],
+        features_total=len(features),
+        features_passing=len(handoff.passing()),
+        test_command=test_command,
+    )
+
+
+def _position(features: list[dict[str, Any]], feature_id: str, order: tuple[str, ...]) -> int | None:
+    """Where a feature is in the list: first where the state's order puts it (the list keeps
+    that order: only `passes` changes after the INITIALIZER), else wherever it is."""
+    try:
+        n = order.index(feature_id)
+    except ValueError:
+        n = -1
+    if 0 <= n < len(features) and features[n].get("id") == feature_id:
+        return n
+    return next((n for n, f in enumerate(features) if f.get("id") == feature_id), None)
+
+
+def _handoff(project: Path) -> Handoff:
+    """The hand-off files as validated (read once per version); empty where one is broken:
+    verification, not the brief, judges broken files."""
+    try:
+        return load_handoff(project)
+    except StateError:
+        return Handoff(None, None, None)

@@ -1,0 +1,135 @@
+"""One session plan: everything a session needs, built by one pure function from state and config.
+
+The loop and `--dry-run` both call `plan_session`; `write_plan` is the one writer that
+puts the role's settings on disk. What the agent reads in its system prompt is exactly
+`SessionPlan.system_prompt` (the role's instructions, its scope, and the project's own
+conventions when it has them), whichever caller built it. Nothing is written into the
+project's files: its CLAUDE.md is the person's (adoption.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from session_scheduler.core.config import AgentConfig, SessionType, get_model_for_session
+from session_scheduler.core.layout import SETTINGS_FILE
+from session_scheduler.core.machine import SessionState, WorkItem
+from session_scheduler.core.policy import policy
+from session_scheduler.guard.sandbox import Host, sandbox_settings
+from session_scheduler.guard.security import scope_rules, settings_for, validate_settings
+from session_scheduler.repo.adoption import NONE, Adoption, section
+from session_scheduler.run import brief as briefs
+from session_scheduler.run.prompts import READS, kickoff, render, role_variables
+from session_scheduler.store.progress import atomic_write_json
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """What one session runs with; the runner adds only where it runs (folders)."""
+
+    number: int
+    role: SessionType
+    model: str
+    work: WorkItem | None
+    instructions: str
+    """The role's rendered prompt template."""
+    scope: str
+    """The role's scope in words."""
+    kickoff: str
+    """The first user message (with the session brief)."""
+    brief: str
+    """What the session needs to know, bounded in size (brief.py)."""
+    reads: tuple[str, ...]
+    """The project files its prompt tells the agent to read (prompts.READS)."""
+    open_review: int | None
+    settings: dict[str, Any]
+    """The validated Claude Code settings of the role."""
+    max_turns: int
+    timeout_s: float
+    idle_timeout_s: float
+    max_budget_usd: float | None
+    """The session's cap handed to the CLI: what is left of the project's budget, or the
+    session's own cap where that is lower. The CLI ends the session when it is spent."""
+    capped_by_session: bool = False
+    """The session's own cap (--max-session-budget-usd) is the binding one."""
+    outage_allowance_s: float | None = None
+    """How long the CLI may go on retrying failed API requests in this session before it is stopped
+    (what is left of --max-outage-minutes); None: no limit."""
+    conventions: str = ""
+    """The project's own conventions section (its first-run CLAUDE.md), "" when it had none."""
+
+    @property
+    def sandboxed(self) -> bool:
+        return "sandbox" in self.settings
+
+    @property
+    def system_prompt(self) -> str:
+        """Appended to Claude Code's preset system prompt: the CLI reads no CLAUDE.md itself with
+        `setting_sources=[]`, so the scope and the project's own conventions travel here."""
+        prompt = f"{self.instructions}\n\n{self.scope}"
+        return f"{prompt}\n{self.conventions}" if self.conventions else prompt
+
+
+def plan_session(
+    state: SessionState,
+    config: AgentConfig,
+    project: Path,
+    *,
+    spent_usd: float = 0.0,
+    brief: str = "",
+    host: Host | None = None,
+    outage_s: float = 0.0,
+    adopted: Adoption = NONE,
+) -> SessionPlan:
+    """The plan of the session about to run in `state` in `project` (reads only the shipped templates;
+    the brief is rendered by the caller, `brief_for`; `host` says what the sandbox hides on this
+    machine, read from its environment by the caller; `outage_s`, how long the API has been failing;
+    `adopted`, what the project was before the first run: its CLAUDE.md reaches the session)."""
+    role, work = state.lane.role, state.lane.work
+    settings = settings_for(role, config.test_command, project)
+    if config.sandbox:
+        settings.update(sandbox_settings(project, config.allowed_domains, host, protect_main=not policy(role).may_move_main))
+    validate_settings(settings)
+    left = None if config.max_budget_usd is None else max(config.max_budget_usd - spent_usd, 0.0)
+    cap = config.max_session_budget_usd
+    capped_by_session = cap is not None and (left is None or cap <= left)
+    return SessionPlan(
+        number=state.next_number,
+        role=role,
+        model=get_model_for_session(role, config),
+        work=work,
+        instructions=render(role, role_variables(project.name, config, state)),
+        scope=scope_rules(role, work),
+        kickoff=kickoff(role, state.next_number, brief),
+        brief=brief,
+        reads=READS.get(role, ()),
+        open_review=state.lane.open_review,
+        settings=settings,
+        max_turns=config.max_turns,
+        timeout_s=config.session_timeout_s,
+        idle_timeout_s=config.idle_timeout_s,
+        max_budget_usd=cap if capped_by_session else left,
+        capped_by_session=capped_by_session,
+        outage_allowance_s=max(config.max_outage_minutes * 60 - outage_s, 0.0),
+        conventions=section(adopted),
+    )
+
+
+def brief_for(state: SessionState, config: AgentConfig, project: Path) -> str:
+    """The brief of the session about to run in `state`, read from the project's hand-off files."""
+    return briefs.render(briefs.gather(project, state, state.next_number, config.test_command))
+
+
+def write_plan(plan: SessionPlan, folder: Path) -> Path:
+    """Write the role's settings file into `folder`; return it (the scope and the conventions are
+    in the system prompt: no CLAUDE.md is written).
+
+    The sandbox's private temp folder is created too: sandboxed commands can write nowhere else
+    outside the code."""
+    if plan.sandboxed:
+        Path(plan.settings["env"]["TMPDIR"]).mkdir(mode=0o700, exist_ok=True)
+    settings = folder / SETTINGS_FILE
+    atomic_write_json(settings, plan.settings, durable=False)
+    return settings

@@ -1,0 +1,114 @@
+"""Load a role's prompt template and fill its `{{VARS}}` strictly."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.core.errors import PromptError
+from session_scheduler.core.machine import SessionState
+
+PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
+EXAMPLE_SPEC = PROMPTS_DIR / "app_spec.txt"
+
+TEMPLATES: dict[SessionType, str] = {
+    SessionType.INITIALIZER: "initializer_prompt.md",
+    SessionType.IMPLEMENT: "coding_prompt.md",
+    SessionType.REVIEW: "reviewer_prompt.md",
+    SessionType.FIX: "fix_prompt.md",
+    SessionType.ARCHITECTURE: "architecture_reviewer_prompt.md",
+}
+ROLE_LINE = "# YOUR ROLE - {} AGENT"
+DEFAULT_TEST_COMMAND = "./init.sh"
+"""What the prompts tell agents to run when the project sets no --test-command."""
+_VAR = re.compile(r"\{\{\s*([A-Za-z0-9_]*)\s*\}\}")
+_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def template_path(role: SessionType, prompts_dir: Path = PROMPTS_DIR) -> Path:
+    try:
+        return prompts_dir / TEMPLATES[role]
+    except KeyError:
+        raise PromptError(f"{role} has no prompt template") from None
+
+
+def substitute(template: str, variables: Mapping[str, str | int | None], name: str = "template") -> str:
+    """Replace every `{{NAME}}`; an unknown, malformed or unfilled variable is an error."""
+    missing: list[str] = []
+
+    def fill(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if not _NAME.match(key):
+            raise PromptError(f"{name}: malformed variable {match.group(0)!r} (use {{{{UPPER_CASE}}}})")
+        value = variables.get(key)
+        if value is None or value == "":
+            missing.append(key)
+            return match.group(0)
+        return str(value)
+
+    text = _VAR.sub(fill, template)
+    if missing:
+        raise PromptError(f"{name}: no value for {', '.join(sorted(set(missing)))}")
+    return text
+
+
+def render(
+    role: SessionType, variables: Mapping[str, str | int | None], prompts_dir: Path = PROMPTS_DIR
+) -> str:
+    """The role's full instructions, checked to begin with its role line."""
+    path = template_path(role, prompts_dir)
+    try:
+        template = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PromptError(f"cannot read prompt template {path}: {exc.strerror}") from None
+    expected = ROLE_LINE.format(role.value)
+    if template.splitlines()[:1] != [expected]:
+        raise PromptError(f"{path.name} must begin with the line {expected!r}")
+    shared = {
+        "HANDOFF_CONTRACT": (prompts_dir / "schemas.md").read_text(encoding="utf-8"),
+        "REVIEW_CHECKLIST": (prompts_dir / "review_checklist.md").read_text(encoding="utf-8"),
+    }
+    return substitute(template, {**shared, **variables}, path.name)
+
+
+READS: dict[SessionType, tuple[str, ...]] = {
+    SessionType.INITIALIZER: ("app_spec.txt",),
+    SessionType.IMPLEMENT: ("app_spec.txt",),
+    SessionType.REVIEW: (),
+    SessionType.FIX: (),
+    SessionType.ARCHITECTURE: ("app_spec.txt",),
+}
+"""The project files each role's prompt tells the agent to read, besides its brief, git's
+output and the code (none of them grows with the number of features or sessions)."""
+
+
+def kickoff(role: SessionType, session_id: int, brief: str = "") -> str:
+    """The session's first user message: its brief; the role's instructions travel in the system prompt."""
+    opening = (
+        f"Session {session_id}. {ROLE_LINE.format(role.value)[2:]}: follow your role "
+        "instructions from the system prompt."
+    )
+    return f"{opening} Your brief (also the `brief` hand-off tool):\n\n{brief}" if brief else opening
+
+
+def role_variables(
+    project_name: str, config: AgentConfig, state: SessionState
+) -> dict[str, str | int | None]:
+    """The `{{VARS}}` of the session about to run in `state` (None where a role has no value)."""
+    lane, work = state.lane, state.lane.work
+    arch = work is not None and work.architecture_review is not None
+    return {
+        "PROJECT_NAME": project_name,
+        "SESSION_ID": state.next_number,
+        "FEATURE_COUNT": config.feature_count,
+        "FEATURES_COMPLETED": state.backlog.completed,
+        "CURRENT_FEATURE": (work.feature_id or "none (architecture fixes)") if work else None,
+        "CURRENT_BRANCH": work.branch if work else None,
+        "REVIEW_ID": lane.open_review,
+        "FIX_ROUND": lane.fix_rounds,
+        "REVIEW_KIND": "feature",
+        "REVIEW_FEATURE_ID": "null" if arch or work is None else f'"{work.feature_id}"',
+        "TEST_COMMAND": config.test_command or DEFAULT_TEST_COMMAND,
+    }

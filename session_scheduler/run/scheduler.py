@@ -1,0 +1,725 @@
+"""The session loop: plan, prepare, run, verify, transition, save; once per session, until done or a limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import git
+
+from session_scheduler.core import pricing
+from session_scheduler.core.clock import Clock, SystemClock
+from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
+from session_scheduler.core.errors import GitError, NotLoggedIn, SchedulerError, StateError, UnknownModel
+from session_scheduler.core.humane import duration, money, number, plural
+from session_scheduler.core.layout import HANDOFF_FILES, LOG_DIR, STATE_FILE
+from session_scheduler.core.machine import (
+    WORK_BRANCHES,
+    Blocked,
+    Event,
+    GaveUp,
+    Outcome,
+    Rejected,
+    Retry,
+    SessionState,
+    resume,
+    transition,
+)
+from session_scheduler.core.policy import policy
+from session_scheduler.guard import processes, safe_git
+from session_scheduler.guard.sandbox import Host, private_tmp
+from session_scheduler.guard.security import denial_rule
+from session_scheduler.repo import adoption, git_backup, git_guard, gitops, refs
+from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner, tokens_in_transcript
+from session_scheduler.run.classify import (
+    LIMIT_MARGIN_S,
+    Classified,
+    Standing,
+    backoff_s,
+    cut_short,
+    judged,
+    partial_receipt,
+    receipt,
+)
+from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
+from session_scheduler.run.report import RunReport, RunStatus
+from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
+from session_scheduler.store import crashpoints, events, handoff_history, progress, statefile
+from session_scheduler.store.events import EventLog, Totals, new_run_id
+
+VERSION = "0.2.0"
+STATE_COPIES = 3
+"""Session folders that keep a copy of the state after them (older ones are compacted away)."""
+SANDBOX_RETRIES = 2
+"""Reruns, per invocation, of a session whose sandbox failed to start (not counted as attempts)."""
+SANDBOX_STOP = (
+    "Claude Code's OS sandbox kept failing to start (see `--check`; a heavily loaded machine can "
+    "delay its socat bridges); run the same command again"
+)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One session as the loop sees it: the CLI's report, the verified outcome (None when it was
+    cut short before verification), how it counts, and where it started (for a rerun)."""
+
+    result: SessionResult
+    outcome: Outcome | None
+    classified: Classified
+    in_progress: dict[str, Any]
+
+
+def log_dir_for(project: Path, number: int, role: SessionType) -> Path:
+    return project / LOG_DIR / f"session_{number:04d}_{role.value}"
+
+
+class Scheduler:
+    """Runs sessions for one project until every feature passes or is blocked, or a limit.
+
+    Side effects: git in the project (through gitops), the hand-off and state files, the
+    session log folders, and whatever the injected `runner` does (it runs the agent).
+    `echo` receives the progress lines. The caller holds the project lock
+    (`progress.project_lock`) for the whole run.
+    """
+
+    def __init__(
+        self,
+        project: Path,
+        config: AgentConfig,
+        runner: SessionRunner,
+        *,
+        echo: Callable[[str], None] = print,
+        clock: Clock | None = None,
+        events: EventLog | None = None,
+        cost_basis: str = "api",
+        host: Host | None = None,
+    ) -> None:
+        self.clock = clock or SystemClock()
+        self.host = host or Host.of(os.environ)
+        """What the sandbox hides on this machine (its homes, the CLI's config, secret variables)."""
+        self._outage_since: float | None = None
+        """When the API began failing (clock time), until a session counts again."""
+        self._stashes = 0
+        self.project = project
+        self.config = config
+        self.runner = runner
+        self.echo = echo
+        self.events = events or EventLog(project, new_run_id())
+        self.cost_basis = cost_basis
+        self.totals = Totals()
+        """The project's totals: the event log folded, kept current as events are appended."""
+        self.run_totals = Totals(run=self.events.run)
+        """This invocation's (a killed run's session, whose end this run records, is not)."""
+        self.count = 0
+        self._unrecorded: list[tuple[str, str, str]] = []
+        """Stashes noted before the run's first event, recorded once it has one."""
+        self._git_guard: git_guard.GitGuard | None = None
+        """`.git/config`, `.git/hooks`, `.git/info` as this run found them (taken when it opens the repository)."""
+        self._backup: git_backup.Backup | None = None
+        """The repository's objects and refs as the session in flight began (git_backup.py)."""
+        self.adopted = adoption.NONE
+        """The person's CLAUDE.md and branch as the first run found them (read when the run opens the project)."""
+
+    # -- state -----------------------------------------------------------------
+    def load(self) -> tuple[SessionState, dict[str, Any] | None]:
+        saved = statefile.load(self.project)
+        if saved is None and (self.project / "feature_list.json").exists():
+            raise StateError(
+                f"{STATE_FILE} is missing but the project has a feature list; restore it from the "
+                f"newest {LOG_DIR}/session_*/state.json and run the same command again"
+            )
+        if saved is None:
+            return SessionState(), None
+        state = saved.state
+        if state.lane.role is SessionType.HALTED:
+            self.echo(f"The last run halted ({state.halt_reason}); trying the INITIALIZER again")
+        return resume(state), saved.in_progress
+
+    def save(self, state: SessionState, in_progress: dict[str, Any] | None = None) -> None:
+        self.events.sync()  # first: the saved state is never ahead of the event log on disk
+        statefile.save(self.project, state, in_progress)
+
+    def _write_status(self, state: SessionState) -> None:
+        """The status fields of progress.json: what the next session works on."""
+        work = state.lane.work
+        progress.write_status(
+            self.project,
+            phase=state.lane.role.value,
+            feature=work.feature_id if work else None,
+            branch=work.branch if work else None,
+            features_completed=state.backlog.completed,
+        )
+
+    # -- the loop ----------------------------------------------------------------
+    def run(self, max_iterations: int | None = None) -> RunReport:
+        """Run sessions until done or a limit (the caller holds the project lock).
+
+        The run's events go to the event log from `run_started` to `run_ended`, whatever ends
+        it; a project refused before the loop starts is left as it was, log folder included."""
+        try:
+            repo = self._open()
+            self.totals = Totals.of(events.read(self.events.path))
+            self.events.subscribe(self.totals.apply)
+            self.events.subscribe(self.run_totals.apply)
+            self.events.emit("run_started", pid=os.getpid(), project=str(self.project), version=VERSION, cost_basis=self.cost_basis)
+            self._record_set_aside()
+            status, message = "error", "an unexpected error (see the traceback)"
+            try:
+                report = self._loop(repo, max_iterations)
+                status, message = report.status, report.message
+                if self.count:
+                    self._leave_work_tree(repo)
+                return report
+            except KeyboardInterrupt:
+                status, message = "interrupted", "interrupted; run the same command again to resume"
+                raise
+            except (SchedulerError, git.GitCommandError) as exc:
+                message = str(self._git_error(exc) if isinstance(exc, git.GitCommandError) else exc)
+                raise
+            finally:
+                self.events.emit("run_ended", status=status, message=message, sessions=self.count)
+                self.events.sync()
+                shutil.rmtree(private_tmp(self.project), ignore_errors=True)  # the sessions' TMPDIR: made again next run
+        except git.GitCommandError as exc:
+            raise self._git_error(exc) from None
+
+    def _git_error(self, exc: git.GitCommandError) -> GitError:
+        command = " ".join(str(part) for part in exc.command[:4])
+        return GitError(
+            f"git failed in {self.project} ({command}): {str(exc.stderr).strip()[-300:]}; "
+            "fix the repository (see `git status`) and run the same command again"
+        )
+
+    def _report(self, status: RunStatus, state: SessionState, message: str) -> RunReport:
+        return RunReport(status, state, self.totals, self.run_totals, message, self.count)
+
+    def _open(self) -> git.Repo:
+        """The project's repository, after the checks that refuse a project before anything runs."""
+        progress.remove_half_written(self.project)
+        backup = git_backup.load(self.project)
+        damage = git_backup.repair(backup, at_open=True) if backup else None
+        if damage:  # a run killed during a session that damaged it
+            self.echo(f"  WARNING: {damage}")
+        adoption.refuse_unfinished(self.project)
+        adopting = adoption.pending(self.project)  # first: before anything is checked out or set aside
+        stashed = len(gitops.stashes(self.project))
+        repo = gitops.open_repo(self.project)
+        later = gitops.commits_after_setup(repo)
+        if later and not any((self.project / name).exists() for name in (STATE_FILE, *HANDOFF_FILES)):
+            raise StateError(
+                f"{STATE_FILE} and the hand-off files are gone, but main has {plural(later, 'commit')} of earlier "
+                "sessions (was the folder cleaned with `git clean -x`?); restore them from a backup of the "
+                "project, or start a new project with another --project-dir"
+            )
+        if adopting is not None:
+            adoption.record(self.project, adopting)
+            if adopting.conventions:
+                self.echo(
+                    f"  the project's CLAUDE.md ({adopting.source}) goes to every session as its conventions; "
+                    "later edits to it are not handed on"
+                )
+        self.adopted = adoption.load(self.project)
+        self._git_guard = git_guard.baseline(self.project, Path(repo.common_dir))
+        for change in self._git_guard.since_last_run:
+            self.echo(f"  WARNING: {change} since the last run (kept: the repository's settings are guarded during a run only)")
+        crashpoints.reached("repo_opened")
+        self._stashes = self._note_stash(stashed)
+        return repo
+
+    def _loop(self, repo: git.Repo, max_iterations: int | None) -> RunReport:
+        state, interrupted = self.load()
+        if state.session_count == 0 and interrupted is None:  # a new project, perhaps in an existing repository
+            self._set_aside_foreign_branches(repo)
+        if not state.backlog.features:  # a new project: the files agents append to start empty
+            progress.ensure_handoff_files(self.project, self.project.name)
+        if interrupted is None:  # a cut session's files are restored from its own copies instead
+            self._check_handoff(state, trim=True)
+        sandbox_faults = outages = 0
+        while state.lane.role not in TERMINAL:
+            limit = self._limit_before(max_iterations)
+            if limit:
+                return self._report("limit", state, limit)
+            pre = None
+            if interrupted:
+                stop = self._wait(interrupted)
+                if stop:
+                    return self._report("limit", state, stop)
+                pre = self._recover(repo, state, interrupted)
+            interrupted = None
+            session = self._one_session(repo, state, pre)
+            self.count += 1
+            standing, why = session.classified.standing, session.classified.reason
+            if session.outcome is not None and standing.counted:
+                outages, self._outage_since = 0, None
+                state = self._after(repo, state, session.outcome)
+            elif standing is Standing.AUTH:
+                raise (UnknownModel if session.classified.unknown_model else NotLoggedIn)(why)
+            elif standing is Standing.BUDGET:
+                self._budget_reached()
+                return self._report("limit", state, f"{why}; raise --max-budget-usd and run the same command again to resume")
+            elif standing is Standing.SANDBOX:
+                sandbox_faults += 1
+                self._set_aside(state, "sandbox")
+                if sandbox_faults > SANDBOX_RETRIES:
+                    self.save(state)
+                    return self._report("limit", state, SANDBOX_STOP)
+                self.echo("  the OS sandbox failed to start for this session; running it again")
+            elif standing is Standing.USAGE_LIMIT:
+                resets_at = session.classified.resets_at or self.clock.now()
+                interrupted = {**session.in_progress, "why": standing.value, "wait_until": resets_at + LIMIT_MARGIN_S}
+                self.save(state, interrupted)
+            elif standing is Standing.OUTAGE:
+                outages += 1
+                delay = backoff_s(outages)
+                if self._outage_since is None:  # from the first failed request, the CLI's own retries included
+                    self._outage_since = self.clock.now() - session.result.retrying_s
+                outage_s = self.clock.now() - self._outage_since
+                if outage_s + delay > self.config.max_outage_minutes * 60:
+                    return self._report(
+                        "limit",
+                        state,
+                        f"{why}; gave up after {duration(outage_s)} of failing requests, retries and back-off "
+                        f"included (--max-outage-minutes {self.config.max_outage_minutes:g}); run the same command again later",
+                    )
+                interrupted = {**session.in_progress, "why": standing.value, "wait_until": self.clock.now() + delay}
+                self.save(state, interrupted)
+                self.echo(f"  {why}; running the session again in {delay:.0f} s (outage {outages})")
+        if state.lane.role is SessionType.HALTED:
+            return self._report("halted", state, state.halt_reason)
+        backlog = state.backlog
+        done = f"all {plural(len(backlog.features), 'feature')} pass" if not backlog.blocked else (
+            f"{len(backlog.passing)} of {plural(len(backlog.features), 'feature')} pass, {len(backlog.blocked)} blocked"
+        )
+        return self._report("done", state, done)
+
+    def _wait(self, interrupted: dict[str, Any]) -> str | None:
+        """Wait until a cut session may run again (a usage limit's reset, an outage's back-off);
+        a reason to stop instead when the user asked not to wait (`--no-wait`)."""
+        until = interrupted.get("wait_until")
+        if until is None or until <= self.clock.now():
+            return None
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
+        if interrupted.get("why") == Standing.USAGE_LIMIT.value:
+            if not self.config.wait_for_limits:
+                return f"usage limit reached; it resets at {when}. Run the same command again then to resume"
+            minutes = (until - self.clock.now()) / 60
+            self.echo(
+                f"  usage limit reached: waiting until {when} ({minutes:.0f} min), then session "
+                f"{interrupted['number']} runs again (stopping now is safe: the same command waits again)"
+            )
+        self.events.emit("limit_wait", session=interrupted["number"], why=interrupted.get("why", "outage"), until=until)
+        crashpoints.reached("waiting")
+        self.clock.sleep(until - self.clock.now())
+        return None
+
+    def _limit_before(self, max_iterations: int | None) -> str | None:
+        """Why no further session may start in this run, if a limit says so."""
+        if max_iterations is not None and self.count >= max_iterations:
+            return f"stopped after {plural(self.count, 'session')} (--max-iterations); run the same command again to resume"
+        budget, cap, spent = self.config.max_budget_usd, self.config.max_session_budget_usd, self.totals.cost_usd
+        if budget is not None and spent >= budget:
+            self._budget_reached()
+            return f"the budget of {money(budget)} is spent ({money(spent)}); raise --max-budget-usd to go on"
+        if budget is not None and cap is not None and budget - spent < cap:
+            self._budget_reached()
+            return (
+                f"the project budget has {money(budget - spent)} left, less than one session may spend "
+                f"(--max-session-budget-usd {money(cap)}); raise --max-budget-usd to go on"
+            )
+        return None
+
+    def _budget_reached(self) -> None:
+        budget = self.config.max_budget_usd
+        self.events.emit("budget_reached", which="project", budget_usd=budget, spent_usd=round(self.totals.cost_usd, 6))
+
+    def _recover(self, repo: git.Repo, state: SessionState, interrupted: dict[str, Any]) -> PreSession:
+        """A session was cut off: restore its hand-off files and run it again from the same start.
+
+        Its commits stay (they count when the rerun is verified); its log folder is kept
+        aside as `*.interrupted-<time>`.
+        """
+        old = Path(interrupted["log_dir"])
+        why = interrupted.get("why", Standing.INTERRUPTED.value)
+        if (old / "pre").is_dir():
+            aside = old.with_name(old.name + f".interrupted-{why}-{time.time_ns()}")
+            old.rename(aside)
+            crashpoints.reached("recover_set_aside")
+        else:  # killed again after the folder was set aside, before the rerun saved its own
+            earlier = sorted(p for p in old.parent.glob(old.name + ".interrupted-*") if (p / "pre").is_dir())
+            if not earlier:
+                raise StateError(
+                    f"the interrupted session's copies are missing ({old}/pre); restore that folder "
+                    "from a backup, or restore .agent_state.json from the newest .agent_logs/*/state.json"
+                )
+            aside = earlier[-1]
+        copies = Path(interrupted.get("copies") or aside / "pre")
+        progress.restore(self.project, copies, state.backlog.passing)
+        crashpoints.reached("recover_restored")
+        work, tip = state.lane.work, interrupted.get("branch_tip")
+        branch = work.branch if work else None
+        if branch and tip and gitops.head(repo, branch) is None:  # deleted just before the kill
+            gitops.create_branch(repo, branch, tip)
+        flight = self.totals.in_flight
+        if flight is not None and flight.get("session") == interrupted["number"]:  # killed: it never ended
+            self._ended_partly(state.lane.role.value, flight, aside / "transcript.jsonl", killed=True)
+        self.events.emit("resumed", session=interrupted["number"], role=state.lane.role.value, cause=why)
+        cause = "interrupted" if why == Standing.INTERRUPTED.value else f"cut short ({why.replace('_', ' ')})"
+        head = "Resuming: session" if self.count == 0 else "Running session"
+        self.echo(
+            f"{head} {interrupted['number']} ({state.lane.role.value}) again: it was {cause}; "
+            "hand-off files restored"
+        )
+        return PreSession(interrupted["main"], tip, progress.load_handoff(self.project), copies, heads_of(interrupted, copies))
+
+    def _leave_work_tree(self, repo: git.Repo) -> None:
+        """After a run that ran sessions, leave a clean work tree on `main`, where every verified
+        merge lands (not on the branch the last session worked on), and name the branch the person
+        had checked out before the first run when that was another one; a tree a session left
+        unclean stays as it is, for the next run to set aside. (Not the person's branch itself:
+        the spec and the application are on `main`, and a rerun reads the spec from the work tree.)"""
+        if gitops.current_branch(repo) != gitops.MAIN and not gitops.dirty(repo):
+            repo.git.checkout("-q", gitops.MAIN)
+        mine = self.adopted.branch
+        if mine and mine != gitops.MAIN and not mine.startswith(WORK_BRANCHES) and gitops.head(repo, mine) is not None:
+            self.echo(f"  work tree: on main, with the sessions' work; your branch {mine} is as you left it (`git checkout {mine}`)")
+
+    def _set_aside_foreign_branches(self, repo: git.Repo) -> None:
+        """Branches named as sessions name their work branches, in a repository before any session
+        ran, are a person's: kept aside so that no session takes one over as its own."""
+        for branch, sha in sorted(gitops.branches(repo).items()):
+            if not branch.startswith(WORK_BRANCHES):
+                continue
+            ref = f"refs/scheduler/preexisting/{branch}"
+            gitops.keep_ref(repo, f"preexisting/{branch}", sha)
+            gitops.delete_branch(repo, branch)
+            message = f"your branch {branch} ({sha[:10]}) is named as this project's work branches are"
+            self.echo(f"  set aside: {message}; kept as {ref} (`git branch <name> {ref}` brings it back)")
+            self.events.emit("set_aside", ref=ref, message=message)
+
+    def _note_stash(self, before: int) -> int:
+        """Say in one line where uncommitted work went when the scheduler set it aside."""
+        entries = gitops.stashes(self.project)
+        if len(entries) > before:
+            ref, _, message = entries[0].partition(": ")
+            self.echo(
+                f"  set aside: uncommitted work is kept as {ref} ({message}); "
+                f"`git stash show -p --include-untracked {ref}` shows it, `git stash pop {ref}` brings it back"
+            )
+            commit = refs.sha(self.project / ".git", "refs/stash") or ""
+            self._unrecorded.append((ref, message, commit))
+            self._record_set_aside()
+        return len(entries)
+
+    def _record_set_aside(self) -> None:
+        if self.totals.run_started is None:
+            return
+        while self._unrecorded:
+            ref, message, commit = self._unrecorded.pop(0)
+            self.events.emit("set_aside", ref=ref, message=message, commit=commit)
+
+    def _check_handoff(self, state: SessionState, *, trim: bool = False) -> None:
+        """Check that the hand-off files are intact and present (on start, and before each session
+        reads them): a missing one comes back from the newest kept copy, and `passes` as the
+        scheduler verified it. On start (`trim`) their older entries move to the history first
+        (the entries it moves were checked when appended); a file that does not parse is named,
+        there as here, with where its good copies are."""
+        if not state.backlog.features:
+            return
+        try:
+            if trim:
+                handoff_history.trim(self.project)
+            self._restore_handoff(state)
+        except StateError as exc:
+            raise StateError(
+                f"{exc}. The newest good copies of the hand-off files are in {LOG_DIR}/restore/post/ "
+                f"(and of progress.json and reviews.json in {LOG_DIR}/session_*/post/); restore the file from there"
+            ) from None
+
+    def _restore_handoff(self, state: SessionState) -> None:
+        for name in HANDOFF_FILES:
+            if not (self.project / name).exists():
+                copy = progress.newest_copy(self.project, name)
+                if copy is None:
+                    raise StateError(f"{name} is missing")
+                progress.restore_file(self.project, name, copy, state.backlog.passing)
+                self.echo(f"  WARNING: {name} was missing; restored from {copy.relative_to(self.project)}")
+        progress.load_handoff(self.project)  # every file must still parse and validate
+        corrected = progress.correct_passes(self.project, frozenset(state.backlog.passing))
+        if corrected:
+            self.echo(
+                f"  WARNING: `passes` of {', '.join(corrected)} in feature_list.json did not match what the "
+                "scheduler verified; set back (only a verified REVIEW sets it)"
+            )
+
+    def _prepare_git(self, repo: git.Repo, state: SessionState) -> None:
+        """Check out what the session starts on; nothing an earlier session left is lost."""
+        role, work = state.lane.role, state.lane.work
+        if gitops.clear_stale_lock(repo):
+            self.echo("  removed a stale .git/index.lock left by a stopped session")
+        gitops.pack_branches_if_many(repo)
+        gitops.keep_loose(repo, gitops.MAIN)  # a file of its own, which the sandbox keeps unwritable
+        if role is SessionType.FIX and work is not None and work.architecture_review is not None:
+            main = gitops.head(repo, gitops.MAIN)
+            assert main is not None
+            gitops.create_branch(repo, work.branch, main)
+        if policy(role).starts_on == "work":
+            if work is None or gitops.head(repo, work.branch) is None:
+                raise StateError(
+                    f"the branch {work.branch if work else '(none)'} that this {role.value} session works "
+                    "on is missing; restore it (its last commits are under refs/scheduler/) and run the "
+                    "same command again"
+                )
+            gitops.checkout(repo, work.branch)
+        else:
+            gitops.checkout(repo, gitops.MAIN)
+
+    def _one_session(self, repo: git.Repo, state: SessionState, pre: PreSession | None) -> Ran:
+        log_dir = log_dir_for(self.project, state.next_number, state.lane.role)
+        self._prepare_git(repo, state)
+        crashpoints.reached("git_prepared")
+        self._stashes = self._note_stash(self._stashes)
+        self._check_handoff(state)
+        if pre is None:  # a rerun starts from its first try's files, as they were
+            handoff_history.trim(self.project)
+        self._write_status(state)
+        brief = brief_for(state, self.config, self.project)
+        plan = plan_session(
+            state, self.config, self.project, spent_usd=self.totals.cost_usd, brief=brief, host=self.host,
+            outage_s=0.0 if self._outage_since is None else self.clock.now() - self._outage_since,
+            adopted=self.adopted,
+        )
+        if pre is None:  # the restore point: full copies, replaced each session (not kept per session)
+            pre = capture(self.project, repo, state, progress.restore_point(self.project, "pre"))
+        self._backup = git_backup.sync(self.project, Path(repo.common_dir))
+        if self._backup.error:
+            self.echo(f"  WARNING: {self._backup.error}")
+        progress.snapshot(self.project, log_dir / "pre", progress.KEPT_PER_SESSION)
+        self.save(state, self._in_progress(plan.number, log_dir, pre))
+        crashpoints.reached("in_progress_saved")
+        request = SessionRequest(plan, self.project, write_plan(plan, self.project), log_dir)
+        crashpoints.reached("plan_written")
+        work = plan.work
+        started_event = self.events.emit(
+            "session_started",
+            session=plan.number,
+            role=plan.role.value,
+            model=plan.model,
+            feature=work.feature_id if work else None,
+            branch=work.branch if work else None,
+            attempt=state.lane.attempts + 1,
+            log_dir=str(log_dir.relative_to(self.project)),
+        )
+        if not plan.sandboxed:
+            self.echo("  WARNING: no OS sandbox (--no-sandbox): this session's commands can write outside the project")
+        started = time.time()
+        try:
+            result = self.runner.run(request)
+        except KeyboardInterrupt:
+            self._ended_partly(plan.role.value, started_event, log_dir / "transcript.jsonl")
+            raise
+        crashpoints.reached("cli_ended")
+        left = processes.stop_left_in(self.project, started)
+        if left:
+            self.echo(f"  stopped {plural(len(left), 'process', 'processes')} the session left running in the project (pids {', '.join(map(str, left))})")
+        self._restore_git_settings(repo, plan.number)
+        (log_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
+        self._audit(plan, log_dir, result)
+        crashpoints.reached("result_written")
+        in_progress = self._in_progress(plan.number, log_dir, pre)
+        cut = cut_short(result, plan.model, capped_by_session=plan.capped_by_session, role=plan.role.value)
+        if cut is not None:  # not the agent's doing: not verified; rerun from the same start
+            self.save(state, {**in_progress, "why": cut.standing.value})
+            self._ended(plan, result, cut, None)
+            return Ran(result, None, cut, in_progress)
+        outcome = verify_session(self.project, repo, state, pre, self.config, self.echo)
+        crashpoints.reached("verified")
+        progress.snapshot(self.project, progress.restore_point(self.project, "post"))
+        progress.snapshot(self.project, log_dir / "post", progress.KEPT_PER_SESSION)
+        self._write_changes(log_dir, pre)
+        crashpoints.reached("post_copied")
+        judgement = judged(result, outcome)
+        self._record(repo, plan, outcome)
+        self._ended(plan, result, judgement, outcome.verdict)
+        return Ran(result, outcome, judgement, in_progress)
+
+    def _restore_git_settings(self, repo: git.Repo, number: int) -> None:
+        """Rebuild what a session damaged in the repository from the scheduler's copy (first: git
+        works again), put back what it changed in `.git/config`, `.git/hooks` or `.git/info`, each
+        echoed and recorded as an undo; the drivers the config names are read again."""
+        damage = git_backup.repair(self._backup) if self._backup is not None else None
+        if damage:
+            self.echo(f"  undo: {damage}")
+            self.events.emit("undo", session=number, reason=damage)
+        if self._git_guard is not None:
+            for change in git_guard.check_and_restore(self.project, self._git_guard):
+                self.echo(f"  undo: {change}; restored as the run found it")
+                self.events.emit("undo", session=number, reason=f"{change}; restored as the run found it")
+        safe_git.refresh(repo)
+
+    def _write_changes(self, log_dir: Path, pre: PreSession) -> None:
+        """What the session changed in feature_list.json (it is not copied per session: it grows
+        with the project), beside the copies of the other two hand-off files."""
+        try:
+            after = progress.load_handoff(self.project)
+        except StateError:  # verification restored the pre-session files already
+            return
+        changed = sorted(after.passing() ^ pre.handoff.passing())
+        listed = pre.handoff.feature_list is None and after.feature_list is not None
+        data = {"passes": {f: f in after.passing() for f in changed}, "feature_list_written": listed}
+        (log_dir / "changes.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+    def _record(self, repo: git.Repo, plan: SessionPlan, outcome: Outcome) -> None:
+        """The events of what verification established: a feature list, a verdict, a merge, an undo."""
+        feature = plan.work.feature_id if plan.work else None
+        if not outcome.ok or outcome.undone:
+            self.events.emit("undo", session=plan.number, reason=outcome.undone or outcome.reason)
+        if not outcome.ok:
+            return
+        if plan.role is SessionType.INITIALIZER:
+            self.events.emit("features_listed", session=plan.number, features=list(outcome.feature_ids))
+        if outcome.verdict is not None:
+            self.events.emit("verdict", session=plan.number, feature=feature, review_id=outcome.review_id, verdict=outcome.verdict)
+        if plan.role is SessionType.REVIEW and outcome.verdict == "PASS" and plan.work is not None:
+            self.events.emit(
+                "merge_verified",
+                session=plan.number,
+                feature=feature,
+                branch=plan.work.branch,
+                commit=gitops.head(repo, gitops.MAIN),
+                tests="passed" if self.config.test_command else "not configured",
+            )
+
+    def _ended(self, plan: SessionPlan, result: SessionResult, classified: Classified, verdict: str | None) -> None:
+        """The session's one line on the console, and its receipt into the event log. A session
+        the CLI reported no result for gets its cost estimated from its transcript's tokens."""
+        status = {Standing.VERIFIED: "verified", Standing.FAILED: f"FAILED: {classified.reason}"}.get(
+            classified.standing, f"not counted: {classified.reason}"
+        )
+        tokens = result.input_tokens + result.cache_read_tokens + result.cache_write_tokens + result.output_tokens
+        estimate = None
+        if result.cut_off:
+            estimate = pricing.estimate(plan.model, {k: getattr(result, k) for k in events.RECEIPT_TOKENS}, (e["receipt"] for e in self.totals.ended))
+        cost = money(result.cost_usd) if estimate is None else f"~{money(estimate)} estimated"
+        self.echo(
+            f"--- Session {plan.number} {plan.role.value}{' ' + verdict if verdict else ''}: {status} "
+            f"({plural(result.num_turns, 'turn')}, {duration(result.duration_s)}, {number(tokens)} tokens, {cost})"
+        )
+        cut = {"by": result.terminal_reason or "no_result", "run": self.events.run, "last_activity": round(time.time(), 3)}
+        self.events.emit(
+            "session_ended",
+            session=plan.number,
+            role=plan.role.value,
+            feature=plan.work.feature_id if plan.work else None,
+            standing=classified.standing.value,
+            reason=classified.reason,
+            receipt=receipt(result, plan.model, classified, verdict, estimated_cost=estimate),
+            **({"cut": cut} if result.cut_off else {}),
+        )
+
+    def _ended_partly(self, role: str, started: dict[str, Any], transcript: Path, *, killed: bool = False) -> None:
+        """A session cut off before the CLI reported: what its transcript shows it used, its cost
+        estimated, and what cut it: this run's stop (Ctrl-C, a stop signal), or, recorded by the
+        next run, the kill of the run it belonged to (then it ended at its last recorded activity)."""
+        run = str(started.get("run") or self.events.run)
+        last = time.time()
+        if killed:
+            try:
+                last = max(float(started["ts"]), transcript.stat().st_mtime)
+            except OSError:
+                last = float(started["ts"])
+            why = f"the scheduler was killed during the session (its run {run} recorded no end: kill -9, a crash or a power cut)"
+        else:
+            why = "the run was stopped during the session (Ctrl-C or a stop signal)"
+        model, tokens = str(started.get("model", "")), tokens_in_transcript(transcript)
+        cost = pricing.estimate(model, tokens, (e["receipt"] for e in self.totals.ended))
+        self.events.emit(
+            "session_ended",
+            session=started["session"],
+            role=role,
+            feature=started.get("feature"),
+            standing=Standing.INTERRUPTED.value,
+            reason=why,
+            receipt=partial_receipt(model, tokens, why, cost_usd=cost, duration_s=last - float(started["ts"])),
+            cut={"by": "kill" if killed else "interrupt", "run": run, "last_activity": round(last, 3)},
+        )
+
+    def _after(self, repo: git.Repo, state: SessionState, outcome: Outcome) -> SessionState:
+        """Apply the verified outcome, act on the events it implies, save a restore point."""
+        step = transition(state, outcome, self.config)
+        for event in step.events:
+            self._act(repo, event, step.state)
+        crashpoints.reached("transitioned")
+        self.save(step.state)
+        crashpoints.reached("state_saved")
+        log_dir = log_dir_for(self.project, step.state.session_count, state.lane.role)
+        shutil.copy2(self.project / STATE_FILE, log_dir / "state.json")  # a restore point
+        self._compact(step.state.session_count - STATE_COPIES)
+        crashpoints.reached("restore_point_copied")
+        self._write_status(step.state)
+        crashpoints.reached("status_written")
+        return step.state
+
+    def _compact(self, number: int) -> None:
+        """Keep the state's restore points of the last sessions only: the state lists every
+        feature, so one copy per session would make the logs grow with the project."""
+        for old in (self.project / LOG_DIR).glob(f"session_{number:04d}_*/state.json"):
+            old.unlink(missing_ok=True)
+
+    def _act(self, repo: git.Repo, event: Event, new: SessionState) -> None:
+        """What the scheduler does about one event of the transition."""
+        if isinstance(event, Rejected):
+            branch = event.work.branch
+            tip, main = gitops.head(repo, branch), gitops.head(repo, gitops.MAIN)
+            if tip and main and not gitops.is_ancestor(repo, tip, main):
+                gitops.keep_ref(repo, f"rejected/session-{new.session_count}/{branch}", tip)
+                crashpoints.reached("rejected_kept")
+                gitops.delete_branch(repo, branch)
+                self.echo(
+                    f"  branch {branch} deleted (rejected; its tip {tip[:10]} is kept under refs/scheduler/rejected/)"
+                )
+        elif isinstance(event, Blocked):
+            self.events.emit("feature_blocked", feature=event.feature_id, rejections=self.config.max_rejections)
+            self.echo(f"  blocked: {event.feature_id} (rejected {plural(self.config.max_rejections, 'time')})")
+        elif isinstance(event, Retry):
+            self.echo(f"  {event.role.value} runs again (attempt {event.attempt} of {self.config.max_attempts})")
+        elif isinstance(event, GaveUp):
+            self.echo(f"  {event.role.value} failed {plural(self.config.max_attempts, 'time')}; moving on")
+
+    def _audit(self, plan: SessionPlan, log_dir: Path, result: SessionResult) -> None:
+        """Every refused tool call, with the rule that refused it, into the session's denials.jsonl."""
+        lines = []
+        for denial in result.permission_denials:
+            tool, tool_input = str(denial.get("tool_name", "")), dict(denial.get("tool_input") or {})
+            refusal = result.policy_refusals.get(str(denial.get("tool_use_id")))
+            rule = f"scheduler policy: {refusal}" if refusal else denial_rule(plan.settings, plan.role, self.project, tool, tool_input)
+            record = {"session": plan.number, "role": plan.role.value, "tool": tool, "input": tool_input, "rule": rule}
+            lines.append(json.dumps(record))
+            self.events.emit("denial", **record)
+            detail = " ".join(str(tool_input.get("command") or tool_input.get("file_path") or "").split())
+            self.echo(f"  DENIED {tool}: {detail[:100]} ({rule})")
+        if lines:
+            (log_dir / "denials.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def _set_aside(self, state: SessionState, why: str) -> None:
+        """Keep a session's log folder that will be run again under another name."""
+        folder = log_dir_for(self.project, state.next_number, state.lane.role)
+        if folder.exists():
+            folder.rename(folder.with_name(f"{folder.name}.interrupted-{why}-{time.time_ns()}"))
+
+    @staticmethod
+    def _in_progress(number: int, log_dir: Path, pre: PreSession) -> dict[str, Any]:
+        """What a rerun of an interrupted session needs: where it started."""
+        return {
+            "number": number,
+            "log_dir": str(log_dir),
+            "main": pre.main,
+            "branch_tip": pre.branch_tip,
+            **pre.heads_record,
+            "copies": str(pre.copies),
+        }

@@ -1,0 +1,501 @@
+"""The hand-off files and the scheduler's own files: schemas, atomic writes, lock, invariants."""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import json
+import operator
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from session_scheduler.core.errors import AlreadyRunning, StateError
+from session_scheduler.core.layout import (
+    CONFIG_FILE,
+    HANDOFF_FILES,
+    LOCK_FILE,
+    LOG_DIR,
+    SETTINGS_FILE,
+    STATE_FILE,
+)
+from session_scheduler.core.schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, LIST_ITEMS, SHELLS, schema_error
+from session_scheduler.store import crashpoints, filestat
+from session_scheduler.store.filestat import Signature
+
+
+def atomic_write_json(path: Path, data: Any, *, durable: bool = True) -> None:
+    """Write JSON through a temp file in the same folder and `os.replace`."""
+    atomic_write_text(path, to_text(data), durable=durable)
+
+
+def to_text(data: Any) -> str:
+    """JSON as people read it and as fast as the C encoder writes it: an object's fields one per
+    line, and a list of objects (features, sessions, reviews) one entry per line."""
+    if not isinstance(data, dict):
+        return json.dumps(data, indent=2) + "\n"
+    fields = []
+    for key, value in data.items():
+        name = json.dumps(key)
+        if isinstance(value, Encoded):
+            fields.append(f"  {name}: {value}")
+        elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+            items = ",\n".join(f"    {json.dumps(item, ensure_ascii=False)}" for item in value)
+            fields.append(f"  {name}: [\n{items}\n  ]")
+        else:
+            fields.append(f"  {name}: {json.dumps(value, ensure_ascii=False)}")
+    return "{\n" + ",\n".join(fields) + "\n}\n" if fields else "{}\n"
+
+
+class Encoded(str):
+    """A value `to_text` writes as it is: JSON its caller encoded (and keeps) already."""
+
+
+def remove_half_written(folder: Path) -> list[str]:
+    """Delete the temp files of atomic writes a killed process never renamed into place."""
+    names = [*HANDOFF_FILES, STATE_FILE, CONFIG_FILE, SETTINGS_FILE, "app_spec.txt"]
+    stale = [p for name in names for p in folder.glob(f".{name}.*.tmp")]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return [p.name for p in stale]
+
+
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Readers see the old file or the new one, never a part, even if this process is killed.
+    `durable`: on disk before the rename (fsync), so a power cut keeps it too; files the
+    scheduler writes anew before each session (the status fields, the session's settings) skip
+    it, as the state file that says which session runs is always durable."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+        crashpoints.reached("atomic_write_tmp")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def validate(data: Any, schema: dict[str, Any], name: str) -> None:
+    """Raise StateError naming the file and the first schema violation."""
+    error = schema_error(data, schema)
+    if error is not None:
+        raise StateError(f"{name} does not match its schema {error}")
+
+
+MAX_JSON_BYTES = 256 * 2**20
+"""No record the scheduler reads is larger (a 10,000-feature list is about 4 MB): a bigger one is refused."""
+
+
+def read_regular(path: Path, limit: int = MAX_JSON_BYTES) -> bytes:
+    """A regular file's bytes. An agent may write the hand-off files, so one may be a FIFO (a
+    plain read would block forever), a link to /dev/zero (it would never end) or huge: refused,
+    links not followed, the size bounded."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StateError(f"{path} is not a regular file; delete it (the scheduler restores it from its copy)")
+        if st.st_size > limit:
+            raise StateError(f"{path} is larger than {limit:,} bytes; no record the scheduler writes is")
+        return f.read(limit + 1)
+
+
+def read_json(path: Path, schema: dict[str, Any] | None = None) -> Any:
+    """Parse and validate one JSON file; errors name the file and the fix."""
+    try:
+        text = read_regular(path).decode("utf-8")
+    except FileNotFoundError:
+        raise StateError(f"{path} is missing") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StateError(f"{path} is a symbolic link; delete it (the scheduler restores it from its copy)") from None
+        raise StateError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise StateError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StateError(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    if schema is not None:
+        validate(data, schema, str(path))
+    return data
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """The three hand-off files as parsed JSON (None where a file does not exist)."""
+
+    feature_list: dict[str, Any] | None
+    progress: dict[str, Any] | None
+    reviews: dict[str, Any] | None
+
+    def features(self) -> list[dict[str, Any]]:
+        return list((self.feature_list or {}).get("features", []))
+
+    def passing(self) -> frozenset[str]:
+        listed = self.feature_list
+        for known, passing in _PASSING:  # one version of the list is asked many times a session
+            if known is listed:
+                return passing
+        passing = _passing(self.features())
+        if listed is not None:
+            _know_passing(listed, passing)
+        return passing
+
+    def review_list(self) -> list[dict[str, Any]]:
+        return list((self.reviews or {}).get("reviews", []))
+
+    def fix_list(self) -> list[dict[str, Any]]:
+        return list((self.reviews or {}).get("fixes", []))
+
+
+def _passing(features: list[dict[str, Any]]) -> frozenset[str]:
+    """The ids of the features whose `passes` is true (in C loops: the list can be long)."""
+    flags = map(operator.is_, map(operator.methodcaller("get", "passes"), features), itertools.repeat(True))
+    return frozenset(itertools.compress(map(operator.itemgetter("id"), features), flags))
+
+
+_PASSING: list[tuple[Any, frozenset[str]]] = []
+"""The passing features of the last few feature-list versions (a version is never changed)."""
+
+
+def _know_passing(version: Any, passing: frozenset[str]) -> None:
+    _PASSING.insert(0, (version, passing))
+    del _PASSING[8:]
+
+
+def load_handoff(project: Path) -> Handoff:
+    """Load and validate the hand-off files; a missing file is None, a broken one an error.
+
+    The parsed files are shared, not copied: callers read them and never change them."""
+    loaded: dict[str, Any] = {}
+    for name in HANDOFF_FILES:
+        path = project / name
+        loaded[name] = validated(path, name) if path.exists() else None
+    return Handoff(loaded["feature_list.json"], loaded["progress.json"], loaded["reviews.json"])
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    key: Signature
+    data: Any
+
+
+_LOADED: dict[str, _Loaded] = {}
+"""The last validated content of each hand-off file, by path, with the stat it was read at."""
+
+
+def validated(path: Path, name: str) -> Any:
+    """A hand-off file, parsed and validated once per version: an unchanged file (same inode,
+    size and modification time) is not read again, and of a changed one only the list entries
+    that differ from the last validated version are checked against their schema. Callers
+    share the parsed version: they never change it."""
+    key = filestat.of(path.stat())
+    known = _LOADED.get(str(path))
+    if known is not None and known.key == key:
+        return known.data
+    data = read_json(path)
+    error = incremental_schema_error(data, name, known.data if known else None)
+    if error is not None:
+        raise StateError(f"{path} does not match its schema {error}")
+    _LOADED[str(path)] = _Loaded(key, data)
+    return data
+
+
+def remember(path: Path, data: Any, *, passing: frozenset[str] | None = None) -> None:
+    """`data`, just validated and written to `path` in this process, is that file's current
+    version (a hand-off tool's write: the scheduler does not parse it again); `passing`, when
+    the writer knows it, is that feature list's passing features (not derived again)."""
+    _LOADED[str(path)] = _Loaded(filestat.of(path.stat()), data)
+    if passing is not None:
+        _know_passing(data, passing)
+
+
+def last_validated(path: Path) -> Any:
+    """The last validated content of a hand-off file (None: not read yet); not to be changed."""
+    known = _LOADED.get(str(path))
+    return known.data if known else None
+
+
+def incremental_schema_error(data: Any, name: str, before: Any) -> str | None:
+    """The schema error of a hand-off file, checking only list entries not already valid in
+    `before` (the last validated version of the file at the same positions)."""
+    lists = LIST_ITEMS[name]
+    if not isinstance(data, dict) or not all(isinstance(data.get(key), list) for key in lists if key in data):
+        return schema_error(data, HANDOFF_SCHEMAS[name])
+    error = schema_error(data, SHELLS[name])
+    if error is not None:
+        return error
+    for key, items in lists.items():
+        earlier = before.get(key) if isinstance(before, dict) else None
+        old: list[Any] = earlier if isinstance(earlier, list) else []
+        for n, entry in enumerate(data.get(key, [])):
+            if n < len(old) and old[n] == entry:
+                continue
+            error = schema_error(entry, items)
+            if error is not None:
+                where, _, message = error.removeprefix("at ").partition(": ")
+                inner = "" if where == "(top level)" else f"/{where}"
+                return f"at {key}/{n}{inner}: {message}"
+    return None
+
+
+def ensure_handoff_files(project: Path, project_name: str) -> None:
+    """Create the empty progress and reviews files the agents append to."""
+    if not (project / "reviews.json").exists():
+        atomic_write_json(project / "reviews.json", {"reviews": [], "fixes": []})
+    if not (project / "progress.json").exists():
+        atomic_write_json(
+            project / "progress.json",
+            {
+                "project_name": project_name,
+                "current_phase": "INITIALIZER",
+                "current_feature": None,
+                "current_branch": None,
+                "features_completed": 0,
+                "sessions": [],
+            },
+        )
+
+
+def write_status(
+    project: Path, *, phase: str, feature: str | None, branch: str | None, features_completed: int
+) -> None:
+    """Write the status fields of progress.json for the session about to run."""
+    path = project / "progress.json"
+    status = {"current_phase": phase, "current_feature": feature, "current_branch": branch, "features_completed": features_completed}
+    known = validated(path, "progress.json")
+    if all(known.get(key) == value for key, value in status.items()):
+        return
+    data = {**known, **status}  # a shallow copy: the entries are not changed
+    atomic_write_json(path, data, durable=False)
+    remember(path, data)
+
+
+KEPT_PER_SESSION: tuple[str, ...] = ("progress.json", "reviews.json")
+"""The hand-off files each session folder keeps copies of (bounded by the history window);
+feature_list.json, which grows with the project, is kept only in the restore point, and a
+session's changes to it in its `changes.json`."""
+
+
+def restore_point(project: Path, which: str) -> Path:
+    """The one folder of full copies of the hand-off files: `pre` (before the session in flight)
+    or `post` (after the last verified session)."""
+    return project / LOG_DIR / "restore" / which
+
+
+def newest_copy(project: Path, name: str) -> Path | None:
+    """The newest copy of a hand-off file the scheduler kept after a session (verified, or
+    restored after a failed session), or None."""
+    rolling = restore_point(project, "post") / name
+    if rolling.is_file():
+        return rolling
+    folders = sorted(p for p in (project / LOG_DIR).glob("session_*") if "." not in p.name and (p / "post" / name).is_file())
+    return folders[-1] / "post" / name if folders else None
+
+
+def correct_passes(project: Path, passing: frozenset[str]) -> list[str]:
+    """Set `passes` back to what the scheduler verified; the feature ids it corrected."""
+    path = project / "feature_list.json"
+    if load_handoff(project).passing() == passing:  # the common case, from the validated copy
+        return []
+    data = read_json(path)
+    features = data.get("features") if isinstance(data, dict) else None
+    if not isinstance(features, list):
+        return []
+    wrong = [f for f in features if isinstance(f, dict) and bool(f.get("passes")) != (f.get("id") in passing)]
+    for entry in wrong:
+        entry["passes"] = entry.get("id") in passing
+    if wrong:
+        atomic_write_json(path, data)
+    return [str(entry.get("id")) for entry in wrong]
+
+
+def snapshot(project: Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) -> None:
+    """Copy each existing hand-off file of `names` into `dest` (each copy written whole, then
+    renamed into place); a file that does not exist is removed from `dest`.
+
+    A file unchanged since this process last copied it (same `filestat.signature`) is not
+    copied again: `dest` keeps that copy, or gets a hard link to it. Copies are never written
+    in place, so a link shares a version that no one changes. The copy of `feature_list.json`
+    is a base: it is not made again while only `passes` changed (`restore` takes them from
+    the scheduler's state), so a REVIEW does not copy a list that grows with the project."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        source, target = project / name, dest / name
+        sig = filestat.signature(source)
+        if sig is None:
+            target.unlink(missing_ok=True)
+            _COPIES.pop(str(target), None)
+            continue
+        known = _COPIES.get(str(target))
+        if known is not None and known.own == _copy_id(target) and (known.source == sig or _same_base(known, source, name)):
+            continue
+        tmp = dest / f".{name}.copy.tmp"
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(_earlier_copy(sig, name), tmp)
+        except (OSError, LookupError):
+            shutil.copy2(source, tmp)
+        os.replace(tmp, target)
+        tmp.unlink(missing_ok=True)  # rename(2) does nothing when both names are links to one file
+        _COPIES.pop(str(target), None)
+        _COPIES[str(target)] = _Copy(sig, _copy_id(target), _version(source, name, sig))
+        while len(_COPIES) > _COPIES_KEPT:
+            del _COPIES[next(iter(_COPIES))]
+
+
+@dataclass(frozen=True)
+class _Copy:
+    source: Signature
+    """The signature of the file it copied."""
+    own: tuple[int, int, int] | None
+    """The copy's (inode, size, modification time), which a hard link does not change."""
+    version: Any
+    """The validated version it copied, where it is a base (feature_list.json)."""
+
+
+_COPIES: dict[str, _Copy] = {}
+"""The copies `snapshot` made last, oldest first."""
+_COPIES_KEPT = 32
+BASE = "feature_list.json"
+"""The hand-off file whose copies are bases: only `passes` changes after the INITIALIZER."""
+
+
+def _version(source: Path, name: str, sig: Signature) -> Any:
+    """The validated version of `source` as copied (None: not a base, or not valid)."""
+    if name != BASE:
+        return None
+    try:
+        data = validated(source, name)
+    except StateError:
+        return None
+    return data if filestat.signature(source) == sig else None
+
+
+def _same_base(known: _Copy, source: Path, name: str) -> bool:
+    """The copy still serves as the base of `source`: the same features but for `passes`."""
+    if known.version is None:
+        return False
+    try:
+        now = validated(source, name)
+    except StateError:
+        return False
+    rest = {k: v for k, v in now.items() if k != "features"}
+    if rest != {k: v for k, v in known.version.items() if k != "features"}:
+        return False
+    return only_passes_differ(known.version.get("features", []), now.get("features", []))
+
+
+def only_passes_differ(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> bool:
+    """The same features, in the same order, but for their `passes` (in C loops over the
+    entries that are other objects: a hand-off tool's write shares the others)."""
+    if len(before) != len(after):
+        return False
+    maybe = itertools.compress(range(len(after)), map(operator.is_not, before, after))
+    return all(before[n] == after[n] or _without_passes(before[n]) == _without_passes(after[n]) for n in maybe)
+
+
+def _without_passes(feature: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in feature.items() if k != "passes"}
+
+
+def _copy_id(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _earlier_copy(sig: Signature, name: str) -> Path:
+    """A copy, still as it was made, of the version of `name` with signature `sig`."""
+    for path, copy in reversed(_COPIES.items()):
+        if copy.source == sig and Path(path).name == name and _copy_id(Path(path)) == copy.own:
+            return Path(path)
+    raise LookupError(name)
+
+
+def restore(project: Path, src: Path, passing: frozenset[str]) -> None:
+    """Put the hand-off files back as they were in `src` (remove those it lacks), with the
+    `passes` the scheduler verified (`passing`): the copy of feature_list.json is a base."""
+    for name in HANDOFF_FILES:
+        if (src / name).exists():
+            restore_file(project, name, src / name, passing)
+        else:
+            (project / name).unlink(missing_ok=True)
+
+
+def restore_file(project: Path, name: str, copy: Path, passing: frozenset[str]) -> None:
+    """One hand-off file back from its copy (feature_list.json with `passing` as its passes)."""
+    text = copy.read_text(encoding="utf-8")
+    if name == BASE:
+        text = _with_passes(text, passing)
+    atomic_write_text(project / name, text)
+
+
+def _with_passes(text: str, passing: frozenset[str]) -> str:
+    """A feature list's text with `passes` set from `passing` (as it is when not a list)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    features = data.get("features") if isinstance(data, dict) else None
+    if not isinstance(features, list) or not all(isinstance(f, dict) for f in features):
+        return text
+    if all(f.get("passes") is (f.get("id") in passing) for f in features):
+        return text
+    return to_text({**data, "features": [{**f, "passes": f.get("id") in passing} for f in features]})
+
+
+def load_config(project: Path) -> dict[str, Any] | None:
+    path = project / CONFIG_FILE
+    if not path.exists():
+        return None
+    try:
+        return dict(read_json(path, AGENT_CONFIG))
+    except StateError as exc:
+        raise StateError(
+            f"{exc}. Fix or delete it; options given on the command line are saved anew"
+        ) from None
+
+
+def save_config(project: Path, data: dict[str, Any]) -> None:
+    validate(data, AGENT_CONFIG, CONFIG_FILE)
+    atomic_write_json(project / CONFIG_FILE, data)
+
+
+@contextmanager
+def project_lock(project: Path) -> Iterator[None]:
+    """Hold the project's lock; a second scheduler on the same project fails at once."""
+    lock = filelock.FileLock(str(project / LOCK_FILE), timeout=0)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise AlreadyRunning(
+            f"another scheduler is already running on {project} (lock {LOCK_FILE} is held); "
+            "wait for it to finish or stop it first"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()

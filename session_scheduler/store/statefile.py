@@ -1,0 +1,164 @@
+"""The scheduler's saved record, `.agent_state.json`: the schedule state and the session in
+flight, validated at the boundary and written atomically. (What sessions cost and how they
+ended is in the event log, events.py; a `stats` object of older versions is ignored.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from session_scheduler.core.config import SessionType
+from session_scheduler.core.errors import StateError
+from session_scheduler.core.layout import LOG_DIR, STATE_FILE
+from session_scheduler.core.machine import Backlog, Lane, SessionState, WorkItem
+from session_scheduler.core.schemas import AGENT_STATE, AGENT_STATE_SAVED
+from session_scheduler.store.progress import Encoded, atomic_write_json, read_json, validate
+
+RESTORE_HINT = (
+    f"Restore it from the newest copy, {LOG_DIR}/session_*/state.json (each session leaves one), "
+    "then run the same command again"
+)
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What `.agent_state.json` holds."""
+
+    state: SessionState
+    in_progress: dict[str, Any] | None
+    """Where the session in flight started (set while a session runs or after it was cut off)."""
+
+
+def load(project: Path) -> Saved | None:
+    """The saved record, or None for a project that has none yet."""
+    path = project / STATE_FILE
+    if not path.exists():
+        return None
+    try:
+        data = read_json(path)
+        if isinstance(data, dict) and "lane" not in data:
+            data = _upgrade(data)
+        validate(data, AGENT_STATE, str(path))
+    except (StateError, ValueError, TypeError, AttributeError) as exc:
+        raise StateError(f"{exc}. {RESTORE_HINT}") from None
+    return Saved(from_json(data), data.get("in_progress"))
+
+
+def save(project: Path, state: SessionState, in_progress: dict[str, Any] | None) -> None:
+    """The schedule state and the session in flight (the totals are the event log's: events.py).
+
+    The backlog, which lists every feature, is encoded once per version (a session saves twice
+    and most sessions do not change it)."""
+    data = {**to_json(state), "in_progress": in_progress}
+    validate(data, AGENT_STATE_SAVED, STATE_FILE)
+    atomic_write_json(project / STATE_FILE, {**data, "backlog": _encoded_backlog(state.backlog)[1]})
+
+
+def _encoded_backlog(backlog: Backlog) -> tuple[dict[str, Any], Encoded]:
+    """The backlog's saved form and its JSON; `passing` and `blocked` in the features' order.
+
+    Each of its lists can hold every feature, and most sessions change none of them: each is
+    encoded again only when it is another object than at the last save (a transition keeps
+    the objects it does not change)."""
+    features = backlog.features
+    parts = {
+        "features": _encoded("features", (features,), lambda: list(features)),
+        "passing": _encoded("passing", (features, backlog.passing), lambda: list(_in_order(features, backlog.passing))),
+        "blocked": _encoded("blocked", (features, backlog.blocked), lambda: list(_in_order(features, backlog.blocked))),
+        "rejections": _encoded("rejections", (backlog.rejections,), lambda: dict(backlog.rejections)),
+    }
+    data = {name: part[0] for name, part in parts.items()}
+    return data, Encoded("{" + ", ".join(f"{json.dumps(name)}: {part[1]}" for name, part in parts.items()) + "}")
+
+
+_ENCODED: dict[str, tuple[tuple[object, ...], Any, str]] = {}
+"""Per part of the backlog: the objects it was made of at the last save, its saved form, its JSON."""
+
+
+def _encoded(name: str, made_of: tuple[object, ...], make: Callable[[], Any]) -> tuple[Any, str]:
+    known = _ENCODED.get(name)
+    if known is not None and len(known[0]) == len(made_of) and all(a is b for a, b in zip(known[0], made_of, strict=True)):
+        return known[1], known[2]
+    data = make()
+    text = json.dumps(data)
+    _ENCODED[name] = (made_of, data, text)
+    return data, text
+
+
+def _in_order(features: tuple[str, ...], ids: frozenset[str]) -> tuple[str, ...]:
+    """`ids` in the order of `features` (any not among them after, sorted)."""
+    ordered = tuple(filter(ids.__contains__, features)) if ids else ()
+    return ordered if len(ordered) == len(ids) else (*ordered, *sorted(ids.difference(ordered)))
+
+
+def to_json(state: SessionState) -> dict[str, Any]:
+    """The state's saved form (its backlog shared with the last save's: not to be changed)."""
+    lane = state.lane
+    return {
+        "backlog": _encoded_backlog(state.backlog)[0],
+        "lane": {
+            "role": lane.role.value,
+            "work": lane.work.to_json() if lane.work else None,
+            "attempts": lane.attempts,
+            "fix_rounds": lane.fix_rounds,
+            "open_review": lane.open_review,
+        },
+        "architecture_checked_at": state.architecture_checked_at,
+        "session_count": state.session_count,
+        "halt_reason": state.halt_reason,
+    }
+
+
+def from_json(data: dict[str, Any]) -> SessionState:
+    """The state from its schema-checked saved form."""
+    backlog, lane = data["backlog"], data["lane"]
+    return SessionState(
+        backlog=Backlog(
+            tuple(backlog["features"]),
+            frozenset(backlog["passing"]),
+            frozenset(backlog["blocked"]),
+            tuple(sorted(backlog.get("rejections", {}).items())),
+        ),
+        lane=Lane(
+            SessionType(lane["role"]),
+            WorkItem.from_json(lane.get("work")),
+            lane.get("attempts", 0),
+            lane.get("fix_rounds", 0),
+            lane.get("open_review"),
+        ),
+        architecture_checked_at=data.get("architecture_checked_at", 0),
+        session_count=data.get("session_count", 0),
+        halt_reason=data.get("halt_reason", ""),
+    )
+
+
+def _upgrade(old: dict[str, Any]) -> dict[str, Any]:
+    """The flat state file of version 0.1 (current_feature / current_branch strings) in today's form."""
+    work: dict[str, Any] | None = None
+    branch = old.get("current_branch") or ""
+    if old.get("current_feature"):
+        work = {"feature": old["current_feature"]}
+    elif branch.startswith("arch/"):
+        work = {"architecture_review": int(branch.removeprefix("arch/"))}
+    flat = ("next_session", "features", "passing", "blocked", "rejections", "current_feature",
+            "current_branch", "features_completed", "attempts", "fix_rounds", "open_review_id")
+    return {
+        **{k: v for k, v in old.items() if k not in flat},
+        "backlog": {
+            "features": old.get("features", []),
+            "passing": old.get("passing", []),
+            "blocked": old.get("blocked", []),
+            "rejections": old.get("rejections", {}),
+        },
+        "lane": {
+            "role": old.get("next_session", "INITIALIZER"),
+            "work": work,
+            "attempts": old.get("attempts", 0),
+            "fix_rounds": old.get("fix_rounds", 0),
+            "open_review": old.get("open_review_id"),
+        },
+    }

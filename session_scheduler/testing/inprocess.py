@@ -1,0 +1,116 @@
+"""A SessionRunner that plays the robot agent in-process: no CLI, no HTTP, same behaviour.
+
+It executes the robot's tool calls itself (Bash in a subprocess, Write to disk, with the
+scheduler's file-path policy applied) so the scheduler's loop can be tested quickly.
+The real CLI path is covered by the scripted model server and the end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from scripted_model.protocol import ToolCall
+from scripted_model.robot import Ctx, next_step
+from scripted_model.scenario import Scenario
+from session_scheduler.guard.security import bash_decision
+from session_scheduler.run.agent import SessionRequest, SessionResult, policy_refusal, tools_of
+from session_scheduler.store.handoff_tools import PREFIX
+
+MAX_BATCHES = 50
+POLICY = "scheduler policy: "
+
+
+class InProcessRobotRunner:
+    """Runs the robot's script for the request's role directly on the project."""
+
+    def __init__(self, scenario: Scenario | None = None) -> None:
+        self.scenario = scenario or Scenario()
+        self.requests: list[SessionRequest] = []
+
+    def run(self, request: SessionRequest) -> SessionResult:
+        self.requests.append(request)
+        started = time.monotonic()
+        ctx = Ctx(request.plan.number, self.scenario)
+        tools = tools_of(request)
+        results: list[str] = []
+        denials: list[dict[str, object]] = []
+        refusals: dict[str, str] = {}
+        turns = 1
+        for _ in range(MAX_BATCHES):
+            step = next_step(request.plan.role.value, ctx, results)
+            if isinstance(step, str):
+                break
+            turns += 1
+            for call in step:
+                if call.name.startswith(PREFIX):  # a refused call is an error answer, not a denial
+                    output, denied = tools.call(call.name, call.input)[0], False
+                else:
+                    output, denied = self._execute(request, call)
+                if denied:
+                    tool_use_id = f"call-{len(results)}"
+                    denials.append({"tool_name": call.name, "tool_input": call.input, "tool_use_id": tool_use_id})
+                    if output.startswith(POLICY):
+                        refusals[tool_use_id] = output.removeprefix(POLICY)
+                results.append(output)
+        return SessionResult(
+            subtype="success",
+            is_error=False,
+            num_turns=turns,
+            tool_calls=len(results),
+            session_id=f"inprocess-{request.plan.number}",
+            permission_denials=tuple(denials),
+            policy_refusals=refusals,
+            terminal_reason="completed",
+            duration_s=time.monotonic() - started,
+        )
+
+    @staticmethod
+    def _execute(request: SessionRequest, call: ToolCall) -> tuple[str, bool]:
+        cwd = Path(request.cwd)
+        if call.name == "Bash":
+            command = str(call.input["command"])
+            if bash_decision(request.plan.settings, command) == "deny":
+                return "Permission to use Bash with this command has been denied.", True
+            reason = policy_refusal(request, "Bash", call.input)
+            if reason is not None:
+                return POLICY + reason, True
+            proc = subprocess.run(
+                ["bash", "-c", command],
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=300,
+                check=False,
+            )
+            output = proc.stdout + proc.stderr
+            if proc.returncode != 0:  # the CLI's Bash tool reports failures this way
+                output = f"Exit code {proc.returncode}\n{output}"
+            return output, False
+        if call.name in ("Write", "Edit"):
+            target = str(call.input["file_path"])
+            reason = policy_refusal(request, call.name, call.input)
+            if reason is not None:
+                return POLICY + reason, True
+            path = cwd / target
+            if call.name == "Write":
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(str(call.input["content"]), encoding="utf-8")
+                return f"File created successfully at: {path}", False
+            text, old = path.read_text(encoding="utf-8"), str(call.input["old_string"])
+            if text.count(old) != 1:
+                return "<tool_use_error>old_string must occur exactly once</tool_use_error>", False
+            path.write_text(text.replace(old, str(call.input["new_string"])), encoding="utf-8")
+            return f"The file {path} has been updated.", False
+        if call.name == "Read":
+            reason = policy_refusal(request, call.name, call.input)
+            if reason is not None:
+                return POLICY + reason, True
+            try:
+                text = (cwd / str(call.input["file_path"])).read_text(encoding="utf-8")
+            except OSError as exc:
+                return f"<tool_use_error>{exc}</tool_use_error>", False
+            return "\n".join(f"{n:6}\t{line}" for n, line in enumerate(text.splitlines(), 1)), False
+        return f"unknown tool {call.name}", True

@@ -1,0 +1,671 @@
+"""Command line: run fresh Claude Code sessions, one role at a time, until the app is built;
+`status` and `report` read a project, also while a run goes on.
+
+Exit codes: 0 every feature passes or is blocked; 1 an error or a halted run (the message
+says what to do); 2 a malformed command line; 3 a limit stopped the run (run the same
+command again to resume); 130 interrupted (run it again to resume).
+
+The session runner, the scheduler and the sandbox probe are imported only when a run starts,
+so that `status` answers at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.console import Console
+
+from scripted_model.scenario import DEMO, Scenario
+from session_scheduler.core.clock import Clock, SystemClock
+from session_scheduler.core.config import (
+    DEFAULT_ALLOWED_DOMAINS,
+    DEFAULT_MODELS,
+    ROLES,
+    TERMINAL,
+    AgentConfig,
+    SessionType,
+)
+from session_scheduler.core.errors import (
+    EXIT_DONE,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_LIMIT,
+    BadInput,
+    ConfigError,
+    NotLoggedIn,
+    SchedulerError,
+    UnknownModel,
+)
+from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE
+from session_scheduler.core.machine import SessionState, resume
+from session_scheduler.guard import safe_git
+from session_scheduler.guard.sandbox import Host, Preflight, preflight
+from session_scheduler.repo import adoption
+from session_scheduler.run.plan import brief_for, plan_session
+from session_scheduler.run.prompts import EXAMPLE_SPEC, template_path
+from session_scheduler.store import crashpoints, events, progress, statefile
+from session_scheduler.view import status
+from session_scheduler.view.live import LiveConsole, Verbosity
+
+if TYPE_CHECKING:
+    from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
+    from session_scheduler.run.runners import RunnerFactory
+
+VERSION = "0.2.0"
+HERE = Path(__file__).resolve().parents[2]
+SPEC_NAME = "app_spec.txt"
+OFFLINE_DEFAULTS: dict[str, Any] = {"test_command": "bash init.sh", "feature_count": 6}
+
+
+DEFAULT_GENERATIONS = HERE / "generations"
+
+
+def generations_dir() -> Path:
+    """Home of projects given by a relative path (override: AGENT_GENERATIONS_DIR)."""
+    return Path(os.environ.get("AGENT_GENERATIONS_DIR") or DEFAULT_GENERATIONS)
+
+
+def resolve_project(project_dir: str) -> Path:
+    path = Path(project_dir).expanduser()
+    project = path if path.is_absolute() else generations_dir() / path
+    resolved = project.resolve()
+    if resolved == generations_dir().resolve() or HERE.resolve().is_relative_to(resolved):
+        where = "the folder that holds all projects" if resolved == generations_dir().resolve() else "the scheduler's own folder or one above it"
+        raise BadInput(
+            f"--project-dir {project_dir} is {where} ({resolved}); give the project a folder of its own, "
+            "for example --project-dir my_app"
+        )
+    return project
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_spec(spec: Path) -> bytes:
+    """The spec's bytes; a spec that cannot be used is bad input (exit 2), said in one line."""
+    if spec.is_dir():
+        raise BadInput(f"--spec {spec} is a folder; pass the text file that describes the application")
+    try:
+        data = spec.read_bytes()
+    except OSError as exc:
+        raise BadInput(
+            f"cannot read spec {spec}: {exc.strerror}; pass a readable text file to --spec"
+        ) from None
+    if not data.strip():
+        raise BadInput(f"spec {spec} is empty; write the application's description in it")
+    if not looks_like_text(data):
+        raise BadInput(f"spec {spec} is not text (it holds binary data); pass a text file that describes the application")
+    return data
+
+
+def looks_like_text(data: bytes) -> bool:
+    """Text in any 8-bit encoding: no NUL byte, and hardly any control characters but white space."""
+    controls = sum(1 for byte in data if byte < 32 and byte not in b"\t\n\r\f\v")
+    return b"\x00" not in data and controls <= len(data) // 100
+
+
+def place_spec(project: Path, spec: Path | None, echo: Callable[[str], None]) -> None:
+    """Copy the spec in on the first run; on resume accept the same spec, refuse another."""
+    target = project / SPEC_NAME
+    if target.exists():
+        if spec is not None and hashlib.sha256(read_spec(spec)).hexdigest() != _sha(target):
+            raise BadInput(
+                f"{spec} differs from the spec this project was started with ({target}); "
+                "resume without --spec, or start a new project with --project-dir"
+            )
+        return
+    if spec is None:
+        echo(f"No --spec given: using the example spec {EXAMPLE_SPEC}")
+        spec = EXAMPLE_SPEC
+    data = read_spec(spec)
+    progress.atomic_write_bytes(target, data)
+
+
+def make_project_dir(project: Path) -> None:
+    try:
+        project.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create project dir {project}: {exc.strerror}; choose another --project-dir"
+        ) from None
+    if not os.access(project, os.W_OK):
+        raise ConfigError(f"project dir {project} is not writable; fix its permissions or choose another")
+
+
+def _open_runner(*args: Any) -> Any:
+    from session_scheduler.run.runners import open_runner
+
+    return open_runner(*args)
+
+
+def _credentials_missing() -> str | None:
+    from session_scheduler.run.runners import credentials_missing
+
+    return credentials_missing()
+
+
+@dataclass(frozen=True)
+class Seams:
+    """What the command line runs that tests replace: the session runner, the sandbox preflight,
+    the credentials check and the clock the scheduler waits on."""
+
+    runner_factory: RunnerFactory = _open_runner
+    preflight: Callable[[], Preflight] = preflight
+    clock: Clock = field(default_factory=SystemClock)
+    credentials: Callable[[], str | None] = _credentials_missing
+    """What to do when Claude Code has no credentials (None: it has, or cannot say)."""
+
+
+def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentConfig:
+    """Saved options, overridden by those given on this command line."""
+    data: dict[str, Any] = dict(saved or {})
+    extra = given.pop("extra_domains", ())
+    if extra:
+        known = list(data.get("allowed_domains", DEFAULT_ALLOWED_DOMAINS))
+        data["allowed_domains"] = known + [d for d in extra if d not in known]
+    models = {**DEFAULT_MODELS, **data.get("models", {})}
+    for role in ROLES:
+        value = given.pop(f"{role.value.lower()}_model", None)
+        if value:
+            models[role.value] = value
+    data.update({k: v for k, v in given.items() if v is not None})
+    data["models"] = models
+    try:
+        return AgentConfig.from_json(data)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid options: {exc}") from None
+
+
+def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
+    """Show what the next session would be; start nothing, change nothing in the project."""
+    console.print(f"Project folder: {project}", markup=False)
+    saved = statefile.load(project) if project.exists() else None
+    state = resume(saved.state) if saved else SessionState()
+    role = state.lane.role
+    totals = events.Totals.of(events.read(events.log_path(project)))
+    flight = totals.in_flight
+    if status.is_running(totals):
+        now = f"session {flight['session']} ({flight['role']}) is running now" if flight else "it is between sessions"
+        console.print(f"A run is in progress (pid {totals.run_started['pid']}; {now}); `status` shows how it goes.", markup=False)  # type: ignore[index]
+        console.print("The session below is what it would run next if it stopped now.")
+    rerun = saved.in_progress if saved else None
+    note = f" (a rerun of session {rerun['number']}, which was cut short)" if rerun else ""
+    if role is SessionType.DONE:
+        console.print("Nothing to run: every feature passes or is blocked (`status` or `report` shows the project).")
+        return
+    console.print(f"Next session: {role.value}{note}")
+    plan = plan_session(
+        state, config, project, brief=brief_for(state, config, project) if project.exists() else "", host=Host.of(os.environ),
+        adopted=adoption.preview(project),
+    )
+    console.print(f"Model: {plan.model}")
+    work = plan.work
+    console.print(f"Feature: {(work.feature_id if work else None) or '-'}  Branch: {work.branch if work else '-'}")
+    console.print(f"Prompt template: {template_path(role)}", markup=False)
+    console.print("\n--- appended to Claude Code's system prompt ---", markup=False)
+    console.print(plan.system_prompt, markup=False, highlight=False)
+    console.print("--- first message ---", markup=False)
+    console.print(plan.kickoff, markup=False, highlight=False)
+    console.print(f"--- settings ({SETTINGS_FILE}) ---", markup=False)
+    console.print(json.dumps(plan.settings, indent=2), markup=False, highlight=False)
+    console.print("---", markup=False)
+    console.print("Dry run: nothing was launched, nothing was written.")
+
+
+class FiniteFloat(click.FloatRange):
+    """A number option that refuses `nan` and `inf` as a usage error naming the option."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+@click.group(
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(VERSION, prog_name="autonomous_agent_demo")
+@click.option(
+    "--project-dir",
+    help=f"The generated project's folder (required but with --check). A relative path lands in {DEFAULT_GENERATIONS} (or in $AGENT_GENERATIONS_DIR); give an absolute path to put it elsewhere, for example an existing repository.",
+)
+@click.option(
+    "--spec",
+    type=click.Path(path_type=Path),
+    help="Application spec, copied in as app_spec.txt on the first run (default: the shipped example). On resume only the same spec is accepted.",
+)
+@click.option(
+    "--max-iterations",
+    type=click.IntRange(min=1),
+    help="Sessions to run in this invocation (default: until done).",
+)
+@click.option(
+    "--architecture-interval",
+    type=click.IntRange(min=1),
+    help="An architecture review each time this many more features pass (default 5).",
+)
+@click.option(
+    "--feature-count",
+    type=click.IntRange(min=1),
+    help="How many features the initializer should aim for (default 8).",
+)
+@click.option("--initializer-model", help="Model for INITIALIZER sessions (default sonnet).")
+@click.option("--implement-model", help="Model for IMPLEMENT sessions (default sonnet).")
+@click.option("--review-model", help="Model for REVIEW sessions (default opus).")
+@click.option("--fix-model", help="Model for FIX sessions (default sonnet).")
+@click.option("--architecture-model", help="Model for ARCHITECTURE sessions (default opus).")
+@click.option(
+    "--max-fix-rounds",
+    type=click.IntRange(min=0),
+    help="FIX sessions per review cycle before REQUEST_CHANGES counts as a rejection (default 3).",
+)
+@click.option(
+    "--max-rejections",
+    type=click.IntRange(min=1),
+    help="A feature is blocked by its Nth rejection (default 2).",
+)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(min=1),
+    help="Tries of a session whose result fails verification (default 3).",
+)
+@click.option(
+    "--max-turns", type=click.IntRange(min=1), help="Turn limit of each Claude Code session (default 200)."
+)
+@click.option(
+    "--session-timeout",
+    "session_timeout_s",
+    type=click.IntRange(min=1),
+    help="Seconds one session may run before it is stopped and verified as it stands (default 3600).",
+)
+@click.option(
+    "--idle-timeout",
+    "idle_timeout_s",
+    type=click.IntRange(min=1),
+    help="Seconds a session may send nothing before it is stopped and verified as it stands (default 600).",
+)
+@click.option(
+    "--max-budget-usd",
+    type=FiniteFloat(min=0, min_open=True),
+    help="Stop when the project has spent this much (USD, as Claude Code reports it); each session gets what is left.",
+)
+@click.option(
+    "--max-session-budget-usd",
+    type=FiniteFloat(min=0, min_open=True),
+    help="At most this much (USD) per session, handed to Claude Code; with --max-budget-usd, no session starts that the rest of the project budget could not cover.",
+)
+@click.option(
+    "--notify",
+    metavar="COMMAND",
+    help="A shell command run on the events a person cares about (done, halted, feature blocked, budget reached, usage-limit wait, resumed), with the event as JSON on its standard input; it never stops or delays the run (saved).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Leave out tool calls and API retries; sessions, results and warnings only.")
+@click.option("--verbose", "-v", is_flag=True, help="Print tool calls whole instead of cut to one line.")
+@click.option(
+    "--max-outage-minutes",
+    type=FiniteFloat(min=0),
+    help="Minutes in all one run backs off from API outages (429/529/5xx, lost connections) before it stops with exit 3 (default 120).",
+)
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Stop with exit 3 at a usage limit instead of waiting for its reset (given per invocation, never saved).",
+)
+@click.option(
+    "--test-command",
+    help="The project's test command, run on main after every merge; a failing merge is undone.",
+)
+@click.option(
+    "--no-sandbox",
+    is_flag=True,
+    help="Run Bash without Claude Code's OS sandbox (not recommended: commands can then write anywhere this user can). Given per invocation, never saved.",
+)
+@click.option(
+    "--allow-domain",
+    "allow_domains",
+    multiple=True,
+    help="A network domain sandboxed commands may reach, besides the package registries (repeatable; saved).",
+)
+@click.option(
+    "--allow-repo-code/--no-allow-repo-code",
+    default=None,
+    help="Let commits add what makes git run code: nested repositories (gitlinks) and filter, diff or merge drivers named in .gitattributes; refused by default (saved).",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Say in one line whether the OS sandbox really works here (a probe must fail to write outside), then exit.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the next session's type, model, feature, prompt and settings; launch nothing.",
+)
+@click.option(
+    "--offline-demo/--no-offline-demo",
+    default=None,
+    help="Run against the built-in scripted model on 127.0.0.1: no API key, no network (saved: rerunning the project resumes the demo; --no-offline-demo goes on against your real endpoint).",
+)
+@click.option(
+    "--scenario",
+    type=click.Path(path_type=Path),
+    help="Scenario file for --offline-demo (verdicts and faults; given per invocation).",
+)
+@click.pass_context
+def main(
+    ctx: click.Context,
+    /,
+    project_dir: str | None,
+    spec: Path | None,
+    max_iterations: int | None,
+    dry_run: bool,
+    offline_demo: bool | None,
+    scenario: Path | None,
+    check: bool,
+    no_sandbox: bool,
+    no_wait: bool,
+    allow_domains: tuple[str, ...],
+    quiet: bool,
+    verbose: bool,
+    **options: Any,
+) -> None:
+    """Build an application from a spec with fresh Claude Code sessions, one role at a time.
+
+    Sessions run as INITIALIZER, IMPLEMENT, REVIEW, FIX and ARCHITECTURE; every claim an
+    agent makes is checked against git and the hand-off files before it counts.
+    Interrupt at any time and run the same command again to resume. While it runs,
+    `status --project-dir X` says how it goes and `report --project-dir X` draws it.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if quiet and verbose:
+        raise click.UsageError("--quiet and --verbose exclude each other; give one.")
+    verbosity: Verbosity = "quiet" if quiet else "verbose" if verbose else "normal"
+    console = Console(highlight=False, soft_wrap=True)
+    signal.signal(signal.SIGTERM, _terminated)  # `kill` ends the session's CLI too, then resumes cleanly
+    seams = Seams(**(ctx.obj or {}))  # tests inject a scripted runner and a preflight here
+    if check:
+        result = seams.preflight()
+        (console.print if result.active else _error)(result.message)
+        sys.exit(EXIT_DONE if result.active else EXIT_ERROR)
+    if not project_dir:
+        raise click.UsageError("Missing option '--project-dir'.")
+    safe_git.forget_location()  # a GIT_DIR of the person's shell reaches neither our git nor the sessions
+    options.update(sandbox=not no_sandbox, wait_for_limits=not no_wait, extra_domains=allow_domains)
+    try:
+        code = run_cli(console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options, seams, verbosity)
+    except SchedulerError as exc:
+        _error(f"error: {exc}")
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        _error("interrupted: run the same command again to resume")
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(code)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run_cli(
+    console: Console,
+    project_dir: str,
+    spec: Path | None,
+    max_iterations: int | None,
+    dry: bool,
+    offline_demo: bool | None,
+    scenario: Path | None,
+    options: dict[str, Any],
+    seams: Seams | None = None,
+    verbosity: Verbosity = "normal",
+) -> int:
+    seams = seams or Seams()
+    project = resolve_project(project_dir)
+    if spec is not None:
+        read_spec(spec)
+    saved = progress.load_config(project) if project.exists() else None
+    saved_demo = bool(saved and saved.get("offline_demo"))
+    if offline_demo is None:  # saved with the project: a plain rerun of the demo goes on with it
+        offline_demo = saved_demo
+        if offline_demo and not dry:
+            console.print("Offline demo (saved with this project; --no-offline-demo goes on against your real endpoint)", markup=False)
+    if scenario is not None and not offline_demo:
+        raise BadInput("--scenario only applies to --offline-demo; add --offline-demo or drop --scenario")
+    if offline_demo and spec is not None:
+        console.print(
+            "Note: --offline-demo builds its own small todo app; your spec is copied in as app_spec.txt, "
+            "but the scripted agent does not read it (run without --offline-demo to build it for real)",
+            markup=False,
+        )
+    scenario_data = load_scenario(scenario) if offline_demo else None
+    if offline_demo and saved is None:  # the demo's defaults, for a new project only
+        options = {**OFFLINE_DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
+    config = merge_config(saved, {**options, "offline_demo": offline_demo})
+    if dry:
+        if project.exists() and spec is not None and (project / SPEC_NAME).exists():
+            place_spec(project, spec, console.print)  # refuses a different spec
+        dry_run(console, project, config)
+        return EXIT_DONE
+    starts = session_would_start(project, config)
+    if starts:  # a person's half-done merge: refused before anything is written into the project
+        adoption.refuse_unfinished(project)
+    if starts and not offline_demo:  # before anything is created: a newcomer without credentials gets no folder
+        missing = seams.credentials()
+        if missing:
+            raise NotLoggedIn(missing)
+    make_project_dir(project)
+    view = LiveConsole(console, verbosity=verbosity)
+    echo = view.echo
+    probe = _SandboxCheck(config, seams, echo)
+    try:
+        with progress.project_lock(project):  # the one owner of the lock: nothing is written before it
+            if starts:  # a project with nothing left to run is not probed (the probe runs the real CLI)
+                probe.once()
+            place_spec(project, spec, echo)
+            crashpoints.reached("spec_placed")
+            progress.save_config(project, config.to_json())
+            report = _run(project, config, saved, replace(seams, runner_factory=probe.guard(seams.runner_factory)), view, scenario_data, max_iterations)
+    finally:
+        view.close()
+    from session_scheduler.run.report import print_summary
+
+    print_summary(console, report)
+    if report.status == "done":
+        return EXIT_DONE
+    if report.status == "limit":
+        _error(report.message, style="bold yellow")
+        return EXIT_LIMIT
+    _error(f"error: run halted: {report.message}. Fix the cause and run the same command again")
+    return EXIT_ERROR
+
+
+def _run(
+    project: Path,
+    config: AgentConfig,
+    saved: dict[str, Any] | None,
+    seams: Seams,
+    view: LiveConsole,
+    scenario: Scenario | None,
+    max_iterations: int | None,
+) -> Any:
+    """One run of the scheduler with its event log, console and notifier wired up."""
+    from session_scheduler.run.scheduler import Scheduler
+    from session_scheduler.view.notify import Notifier
+
+    log = events.EventLog(project, events.new_run_id())
+    log.subscribe(view.on_event)
+    if config.notify:
+        log.subscribe(Notifier(config.notify, project, view.echo))
+    with seams.runner_factory(view.echo, scenario, project / LOG_DIR) as runner:
+        view.echo(f"Project: {project}")
+        scheduler = Scheduler(project, config, runner, echo=view.echo, clock=seams.clock, events=log, cost_basis=cost_basis(scenario is not None))
+        try:
+            return scheduler.run(max_iterations)
+        except UnknownModel:  # a model name the endpoint rejects is not kept
+            known = merge_config(saved, {}).models if saved is not None else dict(DEFAULT_MODELS)
+            progress.save_config(project, {**config.to_json(), "models": known})
+            raise
+
+
+def cost_basis(offline: bool) -> str:
+    """What the CLI's cost figures are: money billed per token with an API key, an estimate
+    under a subscription login, or made up by the scripted model."""
+    if offline:
+        return "scripted"
+    return "api" if os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN") else "subscription"
+
+
+def _error(line: str, style: str = "bold red") -> None:
+    """Errors go to stderr, one line, so a piped summary never hides them."""
+    Console(stderr=True, highlight=False, soft_wrap=True).print(line, markup=False, style=style)
+
+
+def session_would_start(project: Path, config: AgentConfig) -> bool:
+    """Whether a run of the project would start a session: not when every feature passes or is
+    blocked, nor when the project budget cannot cover one (the scheduler's own limits, read ahead
+    so that such a run neither probes the sandbox nor asks for credentials)."""
+    saved = statefile.load(project) if project.exists() else None
+    if saved is None:
+        return True
+    if resume(saved.state).lane.role in TERMINAL and saved.in_progress is None:
+        return False
+    budget, cap = config.max_budget_usd, config.max_session_budget_usd
+    if budget is None:
+        return True
+    spent = events.Totals.of(events.read(events.log_path(project))).cost_usd
+    return spent < budget and (cap is None or budget - spent >= cap)
+
+
+class _SandboxCheck:
+    """The sandbox proven once per run, before the first session: up front when the run will
+    start one, and in any case before a session starts (the runner is guarded)."""
+
+    def __init__(self, config: AgentConfig, seams: Seams, echo: Callable[[str], None]) -> None:
+        self.config, self.seams, self.echo = config, seams, echo
+        self.done = False
+
+    def once(self) -> None:
+        """Refuse to run without a proven sandbox unless --no-sandbox says so (then warn)."""
+        if self.done:
+            return
+        self.done = True
+        if not self.config.sandbox:
+            _error("WARNING: --no-sandbox: Bash commands of every session can write anywhere this user can")
+            return
+        result = self.seams.preflight()
+        if not result.active:
+            raise ConfigError(f"{result.message}; or pass --no-sandbox to run Bash unconfined (not recommended)")
+        self.echo(result.message)
+
+    def guard(self, factory: RunnerFactory) -> RunnerFactory:
+        @contextmanager
+        def opened(echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path) -> Iterator[SessionRunner]:
+            with factory(echo, scenario, log_dir) as runner:
+                yield _Guarded(runner, self)
+
+        return opened
+
+
+@dataclass(frozen=True)
+class _Guarded:
+    """A runner that proves the sandbox before its first session."""
+
+    runner: SessionRunner
+    check: _SandboxCheck
+
+    def run(self, request: SessionRequest) -> SessionResult:
+        self.check.once()
+        return self.runner.run(request)
+
+
+def load_scenario(path: Path | None) -> Scenario:
+    try:
+        return Scenario.load(path) if path else DEMO
+    except ValueError as exc:
+        raise BadInput(f"--scenario: {exc}; see docs/scripted_model.md for the format") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def existing_project(project_dir: str) -> Path:
+    project = resolve_project(project_dir)
+    if not project.is_dir():
+        raise ConfigError(f"there is no project at {project}; check --project-dir (a relative path is under {generations_dir()})")
+    return project
+
+
+def _one_line_errors(action: Callable[[], None]) -> None:
+    try:
+        action()
+    except SchedulerError as exc:
+        _error(f"error: {exc}")
+        sys.exit(exc.exit_code)
+
+
+@main.command("status")
+@click.option("--project-dir", required=True, help="The project's folder (as given to the run).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object; its keys are documented in docs/events.md.")
+def status_command(project_dir: str, as_json: bool) -> None:
+    """How a project is doing, also while a run goes on (read-only; takes no lock)."""
+
+    def show() -> None:
+        data = status.status_of(existing_project(project_dir))
+        if as_json:
+            click.echo(json.dumps(data, indent=2))
+        else:
+            for line in status.render(data):
+                click.echo(line)
+
+    _one_line_errors(show)
+
+
+@main.command("report")
+@click.option("--project-dir", required=True, help="The project's folder (as given to the run).")
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Where to write it (default: .agent_logs/report.html in the project for HTML, standard output for Markdown).",
+)
+@click.option("--format", "fmt", type=click.Choice(["html", "md"]), default="html", show_default=True, help="A self-contained HTML page, or Markdown to paste into an issue or a chat.")
+def report_command(project_dir: str, output: Path | None, fmt: str) -> None:
+    """The project as one page: features with their evidence, sessions, cost per role, burndown."""
+    from session_scheduler.view.project_report import gather, render_html, render_markdown
+
+    def write() -> None:
+        project = existing_project(project_dir)
+        data = gather(project)
+        text = render_html(data) if fmt == "html" else render_markdown(data)
+        target = output or (project / LOG_DIR / "report.html" if fmt == "html" else None)
+        if target is None:
+            click.echo(text, nl=False)
+            return
+        try:
+            progress.atomic_write_text(target, text)
+            target.chmod(0o666 & ~_umask())  # a page to share: readable as any file the user writes
+        except OSError as exc:
+            raise ConfigError(f"cannot write {target}: {exc.strerror}; choose another --output") from None
+        click.echo(f"Report written to {target}")
+
+    _one_line_errors(write)
+
+
+if __name__ == "__main__":
+    main()  # pylint: disable=no-value-parameter

@@ -1,0 +1,199 @@
+"""The live console of a run: what a person watching sees, and a copy of it in the log folder.
+
+Lines come in two ways: as text (`echo`, from the scheduler and the session runner) and as
+events (`on_event`, from the event log), which give the session headers and keep the status
+line current. On a terminal the status line stays at the bottom (rich `Live`); otherwise
+every line is plain text and the status is printed after each session. A heartbeat line
+says so when the agent has been quiet for a while. `--quiet` leaves out tool calls and API
+retries; `--verbose` prints them uncut.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Literal
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from session_scheduler.core.humane import duration, money, number, plural
+from session_scheduler.core.layout import CONSOLE_DIR, LOG_DIR
+from session_scheduler.store import events
+from session_scheduler.store.events import Event, Totals
+
+Verbosity = Literal["quiet", "normal", "verbose"]
+HIGHLIGHTED = ("DENIED", "undo:", "WARNING", "blocked:", "set aside:")
+"""Console lines a person watching should not miss."""
+TOOL_LINE_WIDTH = 110
+HEARTBEAT_S = 60.0
+
+
+def is_tool_line(line: str) -> bool:
+    """A tool call or an API retry line of the session runner: `  [ROLE] ...`."""
+    return line.startswith("  [") and "] " in line[:20]
+
+
+def cut(line: str, width: int) -> str:
+    """The line, cut to `width` characters with an ellipsis where it was cut."""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def status_line(totals: Totals, now: float) -> str:
+    """features passing / blocked / total, sessions, elapsed, tokens and cost so far."""
+    started = totals.run_started
+    basis = (started or {}).get("cost_basis", "api")
+    features = len(totals.features)
+    parts = [
+        f"features {len(totals.passing)}/{features} passing" if features else "features: not listed yet",
+        f"{len(totals.blocked)} blocked",
+        plural(totals.sessions, "session"),
+    ]
+    if started is not None:
+        parts.append(f"{duration(now - float(started['ts']))} in this run")
+    tokens = f"{number(totals.spend.total_tokens)} tokens"
+    cost = money(totals.cost_usd)
+    parts += [cost, tokens] if basis == "api" else [tokens, f"{cost} est."]
+    return " · ".join(parts)
+
+
+COST_NOTE = {
+    "api": "",
+    "subscription": "Costs shown are Claude Code's estimate: a subscription login is not billed per token, so tokens come first.",
+    "scripted": "Costs shown are Claude Code's estimate for the scripted model's made-up token counts, not money spent.",
+}
+
+
+class LiveConsole:
+    """Prints a run for a person; `echo` and `on_event` are what the run is given."""
+
+    def __init__(
+        self,
+        console: Console,
+        *,
+        verbosity: Verbosity = "normal",
+        clock: Callable[[], float] = time.time,
+        heartbeat_s: float = HEARTBEAT_S,
+    ) -> None:
+        self.console = console
+        self.verbosity = verbosity
+        self.totals = Totals()
+        self._clock = clock
+        self._heartbeat_s = heartbeat_s
+        self._copy: IO[str] | None = None
+        self._early: list[str] = []
+        self._last_activity = self._last_beat = clock()
+        self._lock = threading.RLock()
+        self._live: Live | None = None
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    # -- the two inputs ------------------------------------------------------------------------
+    def echo(self, line: str) -> None:
+        self._last_activity = self._clock()
+        if is_tool_line(line):
+            if self.verbosity == "quiet":
+                self._keep(line)
+                return
+            if self.verbosity == "normal":
+                line = cut(line, TOOL_LINE_WIDTH)
+        flagged = line.lstrip().startswith(HIGHLIGHTED)
+        self._print(line, "bold red" if flagged else None)
+
+    def on_event(self, event: Event) -> None:
+        self._last_activity = self._clock()
+        with self._lock:
+            self.totals.apply(event)
+        kind = event["kind"]
+        if kind == "run_started":
+            self._open_copy(Path(event["project"]), event["run"])
+            with self._lock:
+                self.totals = Totals.of(events.read(events.log_path(Path(event["project"]))))
+            note = COST_NOTE.get(str(event.get("cost_basis")), "")
+            if note:
+                self._print(note, "dim")
+        elif kind == "session_started":
+            self._print("")
+            self._print(self._header(event), "bold")
+        elif kind == "session_ended" and not self._live:
+            self._print(f"  {status_line(self.totals, self._clock())}", "dim")
+        elif kind == "run_ended":
+            self.close()
+
+    # -- rendering -----------------------------------------------------------------------------
+    def _header(self, event: Event) -> str:
+        feature, features = event.get("feature"), self.totals.features
+        where = ""
+        if feature:
+            place = f" (feature {features.index(feature) + 1} of {len(features)})" if feature in features else ""
+            where = f" · {feature}{place}"
+        branch = f" · {event['branch']}" if event.get("branch") else ""
+        if not feature and str(event.get("branch") or "").startswith("arch/"):
+            branch += f" (the fixes of architecture review {str(event['branch']).removeprefix('arch/')})"
+        attempt = f" · attempt {event['attempt']}" if int(event.get("attempt") or 1) > 1 else ""
+        clock = time.strftime("%H:%M:%S", time.localtime(float(event["ts"])))
+        return f"=== Session {event['session']}: {event['role']} ({event['model']}){where}{branch}{attempt} · {clock} ==="
+
+    def _print(self, line: str, style: str | None = None) -> None:
+        with self._lock:
+            # rich answers a closed pipe (`| head`) with SystemExit after silencing the console:
+            # the run goes on, and the copy in the log folder keeps every line
+            with contextlib.suppress(SystemExit):
+                self.console.print(line, markup=False, highlight=False, style=style, soft_wrap=True)
+            self._keep(line)
+
+    def _keep(self, line: str) -> None:
+        stamped = f"{time.strftime('%H:%M:%S')} {line}\n"
+        if self._copy is None:
+            self._early.append(stamped)
+        else:
+            self._copy.write(stamped)
+            self._copy.flush()
+
+    def _open_copy(self, project: Path, run: str) -> None:
+        folder = project / LOG_DIR / CONSOLE_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            self._copy = (folder / f"run-{run}.log").open("a", encoding="utf-8")
+            self._copy.writelines(self._early)
+            self._early.clear()
+        self.start()
+
+    # -- the status line and the heartbeat -----------------------------------------------------
+    def start(self) -> None:
+        """Start the ticker (and, on a terminal, the status line at the bottom)."""
+        if self._ticker is not None:
+            return
+        if self.console.is_terminal and self.verbosity != "quiet":
+            self._live = Live(console=self.console, get_renderable=self._status, refresh_per_second=1, transient=True)
+            self._live.start()
+        self._ticker = threading.Thread(target=self._tick, daemon=True)
+        self._ticker.start()
+
+    def _status(self) -> Text:
+        return Text(status_line(self.totals, self._clock()), style="reverse")
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            now = self._clock()
+            with self._lock:
+                running = self.totals.in_flight is not None
+                quiet_for = now - self._last_activity
+                due = now - max(self._last_activity, self._last_beat) >= self._heartbeat_s
+            if running and due:
+                self._last_beat = now
+                self._print(f"  … still working: nothing new from the agent for {duration(quiet_for)}", "dim")
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        with self._lock:
+            if self._copy is not None:
+                self._copy.close()
+                self._copy = None
