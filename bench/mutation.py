@@ -41,14 +41,32 @@ class Target:
 TARGETS: dict[str, Target] = {
     "machine": Target(("session_scheduler/core/machine.py",), ("tests/test_machine.py",), 0.95),
     "verification": Target(
-        ("session_scheduler/run/verify.py", "session_scheduler/run/invariants.py"), ("tests/test_verify_rules.py", "tests/test_progress.py", "tests/test_gitops.py"), 0.90
+        ("session_scheduler/run/verify.py", "session_scheduler/run/invariants.py"),
+        ("tests/test_verify_rules.py", "tests/test_progress.py", "tests/test_gitops.py"),
+        0.90,
     ),
-    "bash_policy": Target(("session_scheduler/guard/bash_policy.py",), ("tests/test_bash_policy.py", "tests/test_policy.py"), 0.85),
+    "bash_policy": Target(
+        ("session_scheduler/guard/bash_policy.py",),
+        ("tests/test_bash_policy.py", "tests/test_policy.py"),
+        0.85,
+    ),
     "events": Target(("session_scheduler/store/events.py",), ("tests/test_events.py",), 0.85),
-    "handoff": Target(("session_scheduler/store/handoff_tools.py", "session_scheduler/store/handoff_history.py"), ("tests/test_brief_and_tools.py",), 0.85),
-    "refs": Target(("session_scheduler/repo/refs.py", "session_scheduler/store/filestat.py"), ("tests/test_gitops.py", "tests/test_progress.py"), 0.85),
+    "handoff": Target(
+        ("session_scheduler/store/handoff_tools.py", "session_scheduler/store/handoff_history.py"),
+        ("tests/test_brief_and_tools.py",),
+        0.85,
+    ),
+    "refs": Target(
+        ("session_scheduler/repo/refs.py", "session_scheduler/store/filestat.py"),
+        ("tests/test_gitops.py", "tests/test_progress.py"),
+        0.85,
+    ),
     "confinement": Target(("session_scheduler/core/confinement.py",), ("tests/test_confinement.py",), 0.85),
-    "safe_git": Target(("session_scheduler/guard/safe_git.py", "session_scheduler/repo/git_guard.py"), ("tests/test_safe_git.py",), 0.85),
+    "safe_git": Target(
+        ("session_scheduler/guard/safe_git.py", "session_scheduler/repo/git_guard.py"),
+        ("tests/test_safe_git.py",),
+        0.85,
+    ),
     "git_backup": Target(("session_scheduler/repo/git_backup.py",), ("tests/test_git_backup.py",), 0.85),
 }
 
@@ -56,24 +74,39 @@ EQUIVALENT: dict[str, str] = {
     "session_scheduler.run.invariants.x_check_invariants__mutmut_17": "the duplicate-id check run on a list whose features are the "
     "earlier version's but for `passes`: their ids were checked when the list was made, so it finds none",
     **dict.fromkeys(
-        ("session_scheduler.repo.refs.x__read_packed__mutmut_15", "session_scheduler.repo.refs.x__read_packed__mutmut_17", "session_scheduler.repo.refs.x__read_packed__mutmut_20",
-         "session_scheduler.repo.refs.x_sha__mutmut_5", "session_scheduler.repo.refs.x_sha__mutmut_7", "session_scheduler.repo.refs.x_sha__mutmut_11"),
+        (
+            "session_scheduler.repo.refs.x__read_packed__mutmut_15",
+            "session_scheduler.repo.refs.x__read_packed__mutmut_17",
+            "session_scheduler.repo.refs.x__read_packed__mutmut_20",
+            "session_scheduler.repo.refs.x_sha__mutmut_5",
+            "session_scheduler.repo.refs.x_sha__mutmut_7",
+            "session_scheduler.repo.refs.x_sha__mutmut_11",
+        ),
         "the codec of a ref file: ref names and commits are ASCII, which every ASCII-compatible codec "
         "(the locale's, `UTF-8` spelled in capitals) reads alike, and anything else is no commit either way",
     ),
     **dict.fromkeys(
-        ("session_scheduler.repo.refs.x__read_packed__mutmut_24", "session_scheduler.repo.refs.x__read_packed__mutmut_25"),
+        (
+            "session_scheduler.repo.refs.x__read_packed__mutmut_24",
+            "session_scheduler.repo.refs.x__read_packed__mutmut_25",
+        ),
         "skipping the header and the peeled `^` lines by their first character: neither starts with a "
         "commit, so the commit check that follows skips them anyway",
     ),
     "session_scheduler.repo.refs.x__read_packed__mutmut_29": "`rpartition` for `partition`: git writes one space between the commit "
     "and the ref name, and a valid ref name holds no space",
     **dict.fromkeys(
-        ("session_scheduler.repo.refs.x__read_packed__mutmut_39", "session_scheduler.repo.refs.x__read_packed__mutmut_40"),
+        (
+            "session_scheduler.repo.refs.x__read_packed__mutmut_39",
+            "session_scheduler.repo.refs.x__read_packed__mutmut_40",
+        ),
         "how many parsed versions of packed-refs are kept in mind: one fewer or more changes speed only",
     ),
     **dict.fromkeys(
-        ("session_scheduler.repo.refs.x_keep_packed__mutmut_10", "session_scheduler.repo.refs.x_keep_packed__mutmut_11"),
+        (
+            "session_scheduler.repo.refs.x_keep_packed__mutmut_10",
+            "session_scheduler.repo.refs.x_keep_packed__mutmut_11",
+        ),
         "the name of the temporary link, removed before and after use",
     ),
     "session_scheduler.repo.refs.x_valid__mutmut_9": "a name ending in `/` has an empty last component, which the component rule "
@@ -85,7 +118,11 @@ EQUIVALENT: dict[str, str] = {
     "right in policy.POLICIES belongs to exactly one role, so the join never places it",
     "session_scheduler.run.invariants.x__holders__mutmut_3": "the same separator, upper-cased; never placed for the same reason",
     **dict.fromkeys(
-        ("session_scheduler.run.invariants.x_check_invariants__mutmut_4", "session_scheduler.run.invariants.x_check_invariants__mutmut_6", "session_scheduler.run.invariants.x_check_invariants__mutmut_9"),
+        (
+            "session_scheduler.run.invariants.x_check_invariants__mutmut_4",
+            "session_scheduler.run.invariants.x_check_invariants__mutmut_6",
+            "session_scheduler.run.invariants.x_check_invariants__mutmut_9",
+        ),
         "`unchanged` only skips comparing a feature list with itself (the same validated object): "
         "without the shortcut the same checks run and find the same nothing",
     ),
@@ -164,7 +201,9 @@ def report(name: str, target: Target, work: Path, seconds: float) -> bool:
     met = score >= target.goal
     print(f"\n== {name}: {', '.join(target.sources)} (tests: {', '.join(target.tests)}) ==")
     print(f"killed {killed}/{total} mutants in {seconds:.0f} s; {len(equivalent)} equivalent")
-    print(f"score {score:.1%} of {counted} non-equivalent mutants (goal {target.goal:.0%}): {'met' if met else 'NOT met'}")
+    print(
+        f"score {score:.1%} of {counted} non-equivalent mutants (goal {target.goal:.0%}): {'met' if met else 'NOT met'}"
+    )
     for mutant, status in sorted(statuses.items()):
         if status == "killed":
             continue
@@ -176,8 +215,12 @@ def report(name: str, target: Target, work: Path, seconds: float) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("targets", nargs="*", metavar="TARGET", help=f"one of {sorted(TARGETS)} (default: all)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "targets", nargs="*", metavar="TARGET", help=f"one of {sorted(TARGETS)} (default: all)"
+    )
     parser.add_argument("--children", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--keep", action="store_true", help="keep the work folders")
     args = parser.parse_args()

@@ -43,7 +43,9 @@ def run_cli(project: Path, *extra: str) -> float:
 
 def run_inprocess(project: Path) -> float:
     project.mkdir()
-    (project / "app_spec.txt").write_text((ROOT / "session_scheduler" / "prompts" / "app_spec.txt").read_text())
+    (project / "app_spec.txt").write_text(
+        (ROOT / "session_scheduler" / "prompts" / "app_spec.txt").read_text()
+    )
     started = time.perf_counter()
     config = AgentConfig(feature_count=6, test_command="bash init.sh")
     report = Scheduler(project, config, InProcessRobotRunner(DEMO), echo=lambda _: None).run()
@@ -69,7 +71,9 @@ def main() -> None:
             f"{cli_s / sessions:5.2f} s/session  {len(state['backlog']['passing'])}/{len(state['backlog']['features'])} passing"
         )
         print(f"real CLI, --no-sandbox:   {bare_s:7.1f} s  {bare_s / sessions:5.2f} s/session")
-        print(f"the OS sandbox's cost:    {(cli_s - bare_s) / sessions:+5.2f} s/session ({cli_s / bare_s:4.2f}x)")
+        print(
+            f"the OS sandbox's cost:    {(cli_s - bare_s) / sessions:+5.2f} s/session ({cli_s / bare_s:4.2f}x)"
+        )
         print(f"in-process robot:         {local_s:7.1f} s  {local_s / sessions:5.2f} s/session")
         print(f"ratio real CLI / in-process: {cli_s / local_s:5.1f}x")
         print(f"model requests: {len(requests)} ({len(requests) / sessions:.1f} per session)")

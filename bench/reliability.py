@@ -45,8 +45,18 @@ def night(root: Path) -> list[str]:
     scenario = root / "night.json"
     scenario.write_text(json.dumps({**KILL_SCENARIO, "faults": [*KILL_SCENARIO["faults"], *NIGHT_FAULTS]}))
     project = root / "night"
-    args = ["--project-dir", str(project), "--offline-demo", "--scenario", str(scenario), "--idle-timeout", "10"]
-    result = CliRunner().invoke(cli, args, obj={"preflight": active_sandbox, "clock": VirtualClock(time.time())})
+    args = [
+        "--project-dir",
+        str(project),
+        "--offline-demo",
+        "--scenario",
+        str(scenario),
+        "--idle-timeout",
+        "10",
+    ]
+    result = CliRunner().invoke(
+        cli, args, obj={"preflight": active_sandbox, "clock": VirtualClock(time.time())}
+    )
     if result.exit_code != 0:
         return [f"the night ended with exit {result.exit_code}: {result.output[-800:]}"]
     return check_project(project, expected)
@@ -103,7 +113,10 @@ def stops(root: Path) -> list[str]:
             took, exit_code, stderr = timed_stop(root, f"stop-{number}", running.base_url, *args)
         lines = stderr.splitlines()
         ok = exit_code == code and took < limit and len(lines) == 1
-        print(f"  {name}: {took:.1f} s, exit {exit_code} (goal < {limit:.0f} s, exit {code}): {lines[-1] if lines else '(nothing on stderr)'}", flush=True)
+        print(
+            f"  {name}: {took:.1f} s, exit {exit_code} (goal < {limit:.0f} s, exit {code}): {lines[-1] if lines else '(nothing on stderr)'}",
+            flush=True,
+        )
         if not ok:
             missed.append(f"{name}: {took:.1f} s, exit {exit_code}, {len(lines)} line(s) on stderr")
     return missed
@@ -113,7 +126,9 @@ def main() -> int:
     if "--stops" in sys.argv[1:]:
         with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
             missed = stops(Path(tmp))
-        print(f"stops that retrying cannot fix: {'all within their goals' if not missed else 'MISSED: ' + '; '.join(missed)}")
+        print(
+            f"stops that retrying cannot fix: {'all within their goals' if not missed else 'MISSED: ' + '; '.join(missed)}"
+        )
         return 1 if missed else 0
     started = time.monotonic()
     lost: list[str] = []
@@ -122,16 +137,25 @@ def main() -> int:
         expected = reference(root / "reference")
         for name in CASES:
             problems = run_case(root / "kills", name, expected)
-            print(f"  kill at {name}: {'survived' if not problems else 'LOST: ' + '; '.join(problems)}", flush=True)
+            print(
+                f"  kill at {name}: {'survived' if not problems else 'LOST: ' + '; '.join(problems)}",
+                flush=True,
+            )
             lost += [f"{name}: {p}" for p in problems]
         problems = night(root)
-        print(f"  a night of {len(NIGHT_FAULTS)} API faults: {'survived' if not problems else 'LOST: ' + '; '.join(problems)}")
+        print(
+            f"  a night of {len(NIGHT_FAULTS)} API faults: {'survived' if not problems else 'LOST: ' + '; '.join(problems)}"
+        )
         lost += problems
         missed = stops(root)
     injected = sum(len(kills) for kills in CASES.values()) + len(NIGHT_FAULTS)
     failed_cases = len({line.split(":")[0] for line in lost})
-    print(f"faults injected {injected}, cases survived {len(CASES) + 1 - failed_cases}/{len(CASES) + 1}, anything lost: {len(lost) or 'nothing'}")
-    print(f"stops that retrying cannot fix: {'all within their goals' if not missed else 'MISSED: ' + '; '.join(missed)}")
+    print(
+        f"faults injected {injected}, cases survived {len(CASES) + 1 - failed_cases}/{len(CASES) + 1}, anything lost: {len(lost) or 'nothing'}"
+    )
+    print(
+        f"stops that retrying cannot fix: {'all within their goals' if not missed else 'MISSED: ' + '; '.join(missed)}"
+    )
     print(f"({time.monotonic() - started:.0f} s through the real CLI)")
     return 1 if lost or missed else 0
 

@@ -157,8 +157,12 @@ class History:
                 "kind": "feature" if fid else "architecture",
                 "verdict": verdict,
                 "issues": {
-                    "critical": [f"src/{rng.choice(WORDS)}.py: {words(rng, 6, 10)}"] if verdict == "REJECT" else [],
-                    "major": [f"src/{rng.choice(WORDS)}.py: {words(rng, 6, 10)}"] if verdict != "PASS" else [],
+                    "critical": [f"src/{rng.choice(WORDS)}.py: {words(rng, 6, 10)}"]
+                    if verdict == "REJECT"
+                    else [],
+                    "major": [f"src/{rng.choice(WORDS)}.py: {words(rng, 6, 10)}"]
+                    if verdict != "PASS"
+                    else [],
                     "minor": [f"tests/test_{rng.choice(WORDS)}.py: {words(rng, 4, 8)}"],
                 },
             }
@@ -170,7 +174,9 @@ class History:
                 {
                     "fix_id": len(self.fixes) + 1,
                     "review_id": open_review["review_id"],
-                    "issues_fixed": [i for level in ("critical", "major", "minor") for i in open_review["issues"][level]],
+                    "issues_fixed": [
+                        i for level in ("critical", "major", "minor") for i in open_review["issues"][level]
+                    ],
                 }
             )
         self.sessions.append(entry)
@@ -218,7 +224,9 @@ def pack_merged_branches(project: Path, merged: list[str]) -> None:
     main = git(project, "rev-parse", "main")
     lines = [f"{main} refs/heads/feature/{fid}" for fid in merged]
     (project / ".git" / "packed-refs").write_text(
-        "# pack-refs with: peeled fully-peeled sorted \n" + "\n".join(sorted(lines, key=lambda line: line.split(" ")[1])) + "\n",
+        "# pack-refs with: peeled fully-peeled sorted \n"
+        + "\n".join(sorted(lines, key=lambda line: line.split(" ")[1]))
+        + "\n",
         encoding="utf-8",
     )
 
@@ -332,21 +340,27 @@ class TrivialRunner:
         files = sum((cwd / name).stat().st_size for name in plan.reads if (cwd / name).is_file())
         tools = tools_of(request)  # the hand-off tools the session is served, as an agent calls them
         if plan.work is None or plan.work.feature_id is None:
-            raise RuntimeError(f"the bench's runner has no script for a {plan.role.value} session without a feature")
+            raise RuntimeError(
+                f"the bench's runner has no script for a {plan.role.value} session without a feature"
+            )
         fid, branch = plan.work.feature_id, plan.work.branch
         if plan.role is SessionType.IMPLEMENT:
             start = git(cwd, "rev-parse", "main")
             git(cwd, "checkout", "-q", "-B", branch, "main")
             module = f"src/{fid.lower()}.py"
             (cwd / "src").mkdir(exist_ok=True)
-            (cwd / module).write_text(f'"""{fid}."""\n\n\ndef run() -> str:\n    return "{fid}"\n', encoding="utf-8")
+            (cwd / module).write_text(
+                f'"""{fid}."""\n\n\ndef run() -> str:\n    return "{fid}"\n', encoding="utf-8"
+            )
             git(cwd, "add", module)
             git(cwd, "commit", "-q", "--no-verify", "-m", f"feat({fid}): the feature")
             self._session_entry(tools, fid, start, git(cwd, "rev-parse", "HEAD"))
         elif plan.role is SessionType.REVIEW:
             git(cwd, "checkout", "-q", "main")
             git(cwd, "merge", "-q", "--no-ff", "--no-verify", branch, "-m", f"Merge {branch}")
-            answer, failed = tools.call("record_review", {"verdict": "PASS", "issues": {"critical": [], "major": [], "minor": []}})
+            answer, failed = tools.call(
+                "record_review", {"verdict": "PASS", "issues": {"critical": [], "major": [], "minor": []}}
+            )
             review_id = json.loads(answer)["review_id"] if not failed else 0
             tools.call("mark_passing", {})
             end = git(cwd, "rev-parse", "HEAD")
@@ -473,11 +487,15 @@ def check(project: Path, passing: int, count: int | None, sessions: int, lines: 
     gained = passing_count(project) - passing
     if gained != sessions // 2:
         problems.append(f"{gained} feature(s) passed, expected {sessions // 2}")
-    failed = [line.strip() for line in lines if "FAILED" in line or ("WARNING" in line and "sandbox" not in line)]
+    failed = [
+        line.strip() for line in lines if "FAILED" in line or ("WARNING" in line and "sandbox" not in line)
+    ]
     return problems + failed[:3]
 
 
-def run_sessions(project: Path, sessions: int, runner: TrivialRunner, lines: list[str]) -> tuple[float, float]:
+def run_sessions(
+    project: Path, sessions: int, runner: TrivialRunner, lines: list[str]
+) -> tuple[float, float]:
     sched = scheduler.Scheduler(project, config(), runner, echo=lines.append)
     started = time.perf_counter()
     sched.run(max_iterations=sessions)
@@ -564,7 +582,9 @@ def goals(rows: list[Row]) -> str:
     by_size = {r.features: r for r in rows}
     lines = ["| goal | measured | verdict |", "|---|---:|---|"]
     for label, metric, large, small, limit in GOALS:
-        goal = f"{label} {large:,} vs {small:,}: {'<' if metric.startswith('overhead') else 'within'} {limit:g}x"
+        goal = (
+            f"{label} {large:,} vs {small:,}: {'<' if metric.startswith('overhead') else 'within'} {limit:g}x"
+        )
         if large not in by_size or small not in by_size:
             lines.append(f"| {goal} | n/a | not measured (needs both sizes) |")
             continue
@@ -587,7 +607,9 @@ def parse_sizes(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="feature counts, comma-separated")
-    parser.add_argument("--sessions", type=int, default=20, help="sessions measured per size (IMPLEMENT+REVIEW pairs x2)")
+    parser.add_argument(
+        "--sessions", type=int, default=20, help="sessions measured per size (IMPLEMENT+REVIEW pairs x2)"
+    )
     parser.add_argument(
         "--sessions-at",
         action="append",
@@ -595,11 +617,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N=K",
         help="sessions measured at size N (e.g. 10000=6), overriding --sessions there",
     )
-    parser.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "scheduler-scale-bench")
+    parser.add_argument(
+        "--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "scheduler-scale-bench"
+    )
     parser.add_argument("--rebuild", action="store_true", help="build the projects again even if cached")
-    parser.add_argument("--profile", type=int, metavar="TOP", help="profile instead of measuring; print the TOP functions")
+    parser.add_argument(
+        "--profile", type=int, metavar="TOP", help="profile instead of measuring; print the TOP functions"
+    )
     args = parser.parse_args(argv)
-    overrides = {int(k.replace(",", "")): int(v) for k, v in (item.split("=", 1) for item in args.sessions_at)}
+    overrides = {
+        int(k.replace(",", "")): int(v) for k, v in (item.split("=", 1) for item in args.sessions_at)
+    }
     rows: list[Row] = []
     say: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     for n in parse_sizes(args.sizes):

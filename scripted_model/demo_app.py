@@ -385,4 +385,6 @@ def feature(feature_id: str) -> DemoFeature:
         if item.id == feature_id:
             return item
     note = f"# {feature_id}\n\nDone by the scripted agent.\n"
-    return DemoFeature(feature_id, f"feature {feature_id}", ("read the note",), {f"notes/{feature_id}.md": note}, {})
+    return DemoFeature(
+        feature_id, f"feature {feature_id}", ("read the note",), {f"notes/{feature_id}.md": note}, {}
+    )

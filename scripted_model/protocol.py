@@ -9,7 +9,15 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 FaultKind = Literal[
-    "http_429", "http_529", "http_500", "http_401", "http_402", "http_404", "usage_limit", "stream_cut", "hang"
+    "http_429",
+    "http_529",
+    "http_500",
+    "http_401",
+    "http_402",
+    "http_404",
+    "usage_limit",
+    "stream_cut",
+    "hang",
 ]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 SYSTEM_REMINDER = "<system-reminder>"

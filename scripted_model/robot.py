@@ -221,7 +221,9 @@ def implement(ctx: Ctx) -> Script:
             bash("git add README.md && git commit -q -m 'stray commit on main'"),
             bash(f"git checkout -q {branch}"),
         ]
-    if ctx.scenario.has_fault(ctx.session, "hidden_commit_on_main"):  # out of the policy's sight: the sandbox stops it
+    if ctx.scenario.has_fault(
+        ctx.session, "hidden_commit_on_main"
+    ):  # out of the policy's sight: the sandbox stops it
         script = "git checkout -q main && echo '# stray' >> README.md && git add README.md && git commit -q -m 'stray commit on main'"
         yield [write("stray.sh", script + "\n"), bash("bash stray.sh; rm -f stray.sh")]
     yield from faults(ctx, files)
@@ -256,7 +258,9 @@ def review(ctx: Ctx) -> Script:
         if not tests_passed(retest) and not ctx.scenario.has_fault(ctx.session, "ignore_tests"):
             yield [bash("git reset --hard ORIG_HEAD")]
             verdict, end = "REQUEST_CHANGES", ""
-            issues["critical"].append(f"the test suite fails on main after the merge: {retest.strip()[-200:]}")
+            issues["critical"].append(
+                f"the test suite fails on main after the merge: {retest.strip()[-200:]}"
+            )
     else:
         yield [bash("git checkout -q main")]
     (recorded,) = yield [handoff("record_review", verdict=verdict, issues=issues)]
@@ -264,7 +268,11 @@ def review(ctx: Ctx) -> Script:
     if verdict == "PASS" and feature_id:
         yield [handoff("mark_passing")]
     yield from faults(ctx, files)
-    yield [session_entry("REVIEWED", [feature_id] if feature_id else [], "", end, verdict=verdict, review_id=review_id)]
+    yield [
+        session_entry(
+            "REVIEWED", [feature_id] if feature_id else [], "", end, verdict=verdict, review_id=review_id
+        )
+    ]
     return f"{verdict}: review {review_id} of {key}."
 
 

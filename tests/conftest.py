@@ -19,5 +19,10 @@ def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
 @pytest.fixture
 def spec_file(tmp_path: Path) -> Path:
     path = tmp_path / "spec.txt"
-    path.write_text(Path(__file__).resolve().parent.parent.joinpath("session_scheduler", "prompts", "app_spec.txt").read_text())
+    path.write_text(
+        Path(__file__)
+        .resolve()
+        .parent.parent.joinpath("session_scheduler", "prompts", "app_spec.txt")
+        .read_text()
+    )
     return path

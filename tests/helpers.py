@@ -17,7 +17,9 @@ from session_scheduler.testing.seams import active_sandbox
 
 def state_for(role: SessionType, feature_id: str = "F001", **lane: object) -> SessionState:
     """A state whose next session is `role` on one feature (none for INITIALIZER / ARCHITECTURE)."""
-    work = feature(feature_id) if role in (SessionType.IMPLEMENT, SessionType.REVIEW, SessionType.FIX) else None
+    work = (
+        feature(feature_id) if role in (SessionType.IMPLEMENT, SessionType.REVIEW, SessionType.FIX) else None
+    )
     return SessionState(Backlog((feature_id,)), Lane(role, work, **lane))  # type: ignore[arg-type]
 
 
@@ -29,7 +31,9 @@ def request_for(project: Path, state: SessionState, config: AgentConfig | None =
 def factory_of(make: Callable[[Scenario | None], SessionRunner]) -> RunnerFactory:
     """A runner factory as the CLI takes it, building the given runner."""
 
-    def factory(echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path) -> AbstractContextManager[SessionRunner]:
+    def factory(
+        echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path
+    ) -> AbstractContextManager[SessionRunner]:
         @contextmanager
         def opened() -> Iterator[SessionRunner]:
             yield make(scenario)

@@ -51,7 +51,10 @@ def test_the_person_s_claude_md_reaches_every_session_and_a_later_edit_never_doe
     for prompt in prompts(runner):
         assert f"{adoption.HEADING}\n" in prompt and RULES in prompt
         assert prompt.index("# Scope of this session") < prompt.index(adoption.HEADING)
-    assert any("the project's CLAUDE.md (work tree) goes to every session as its conventions" in line for line in lines), lines
+    assert any(
+        "the project's CLAUDE.md (work tree) goes to every session as its conventions" in line
+        for line in lines
+    ), lines
     assert git(project, "show", "main:CLAUDE.md") == RULES and (project / "CLAUDE.md").read_text() == RULES
     assert git(project, "status", "--porcelain") == ""  # nothing of the scheduler's in the work tree
     recorded = json.loads(adoption.path(project).read_text())
@@ -67,7 +70,10 @@ def test_the_person_s_claude_md_reaches_every_session_and_a_later_edit_never_doe
     assert json.loads(adoption.path(project).read_text())["claude_md"]["text"] == RULES
     # the run ends on main, where the work is, and names the person's branch, which no session touched
     assert git(project, "symbolic-ref", "--short", "HEAD").strip() == "main"
-    assert "  work tree: on main, with the sessions' work; your branch trunk is as you left it (`git checkout trunk`)" in lines
+    assert (
+        "  work tree: on main, with the sessions' work; your branch trunk is as you left it (`git checkout trunk`)"
+        in lines
+    )
     assert git(project, "log", "-1", "--format=%s", "trunk").strip() == "the person's work"
 
 
@@ -77,7 +83,10 @@ def test_a_project_without_claude_md_gets_no_conventions_and_ends_on_main(tmp_pa
     assert report.status == "done"
     assert all(adoption.HEADING not in prompt for prompt in prompts(runner))
     assert not (project / "CLAUDE.md").exists()
-    assert json.loads(adoption.path(project).read_text()) == {"claude_md": {"source": "none", "text": ""}, "branch": None}
+    assert json.loads(adoption.path(project).read_text()) == {
+        "claude_md": {"source": "none", "text": ""},
+        "branch": None,
+    }
     assert git(project, "symbolic-ref", "--short", "HEAD").strip() == "main"
 
 
@@ -107,7 +116,10 @@ def test_a_half_done_merge_of_the_person_s_is_refused_before_anything_is_touched
     with pytest.raises(Exception):  # noqa: B017 (the conflict makes git exit 1)
         git(project, "-c", "user.name=p", "-c", "user.email=p@x", "merge", "-q", "other")
     before = git(project, "status", "--porcelain")
-    with pytest.raises(GitError, match=r"in the middle of a merge: finish it \(`git commit`\) or abort it \(`git merge --abort`\)"):
+    with pytest.raises(
+        GitError,
+        match=r"in the middle of a merge: finish it \(`git commit`\) or abort it \(`git merge --abort`\)",
+    ):
         run(project, ONE)
     assert (project / ".git" / "MERGE_HEAD").exists() and git(project, "status", "--porcelain") == before
     assert git(project, "stash", "list") == "" and not (project / ".agent_logs").exists()
@@ -125,11 +137,15 @@ def test_found_reads_a_regular_file_or_the_committed_blob_never_a_link(tmp_path:
     git(project, "rm", "-q", "--cached", "CLAUDE.md")
     git(project, "add", "CLAUDE.md")
     git(project, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qm", "a link")
-    assert adoption.found(project) == adoption.Adoption("", "none", "trunk")  # a committed link is not read either
+    assert adoption.found(project) == adoption.Adoption(
+        "", "none", "trunk"
+    )  # a committed link is not read either
     (project / "CLAUDE.md").unlink()
     (project / "CLAUDE.md").write_text("x" * (adoption.MAX_CHARS + 10))
     text = adoption.found(project).conventions
-    assert text.startswith("x" * adoption.MAX_CHARS) and "[... cut: 10 more characters of CLAUDE.md ...]" in text
+    assert (
+        text.startswith("x" * adoption.MAX_CHARS) and "[... cut: 10 more characters of CLAUDE.md ...]" in text
+    )
 
 
 def test_dry_run_preview_is_what_the_first_session_gets_and_changes_nothing(tmp_path: Path) -> None:

@@ -33,7 +33,11 @@ def test_options_carry_the_role(tmp_path: Path) -> None:
     req = request(tmp_path)
     options = build_options(req, stderr=lambda _: None, env={"X": "1"})
     assert options.model == "opus" and options.max_turns == 7 and options.cwd == str(tmp_path)
-    assert options.system_prompt == {"type": "preset", "preset": "claude_code", "append": req.plan.system_prompt}
+    assert options.system_prompt == {
+        "type": "preset",
+        "preset": "claude_code",
+        "append": req.plan.system_prompt,
+    }
     assert "# YOUR ROLE - REVIEW AGENT" in req.plan.system_prompt
     assert "# Scope of this session: REVIEW" in req.plan.system_prompt
     assert options.setting_sources == [] and options.settings == str(tmp_path / ".claude_settings.json")
@@ -45,7 +49,9 @@ def test_options_carry_the_role(tmp_path: Path) -> None:
 async def test_the_file_path_hook_denies_scheduler_files(tmp_path: Path) -> None:
     hook = build_options(request(tmp_path), stderr=lambda _: None).hooks["PreToolUse"][0].hooks[0]  # type: ignore[index]
     denied = await hook(
-        {"tool_name": "Write", "tool_input": {"file_path": str(tmp_path / ".claude_settings.json")}}, None, None
+        {"tool_name": "Write", "tool_input": {"file_path": str(tmp_path / ".claude_settings.json")}},
+        None,
+        None,
     )
     assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert await hook({"tool_name": "Write", "tool_input": {"file_path": "reviews.json"}}, None, None) == {}
@@ -109,7 +115,9 @@ def test_a_session_ends_at_its_result_and_stops_what_it_left_in_the_background(t
     class Server:
         def respond(self, turn: Turn) -> Reply:
             if not turn.exchanges():
-                call = ToolCall("Bash", {"command": "sleep 300", "description": "dev server", "run_in_background": True})
+                call = ToolCall(
+                    "Bash", {"command": "sleep 300", "description": "dev server", "run_in_background": True}
+                )
                 return Reply(text="", tool_calls=(call,))
             return Reply(text="Started the dev server; done.")
 
@@ -126,7 +134,9 @@ def test_a_session_ends_at_its_result_and_stops_what_it_left_in_the_background(t
 
 @pytest.mark.e2e
 @pytest.mark.parametrize(("kind", "status"), [("http_401", 401), ("http_402", 402), ("http_404", 404)])
-def test_what_retrying_cannot_fix_stops_the_session_at_the_first_answer(tmp_path: Path, kind: str, status: int) -> None:
+def test_what_retrying_cannot_fix_stops_the_session_at_the_first_answer(
+    tmp_path: Path, kind: str, status: int
+) -> None:
     """The CLI retries a rejected key, a billing error or an unknown model like an outage (ten
     tries, minutes): the runner stops at the first such answer, and classify names the fix."""
     from scripted_model.protocol import Fault, Turn

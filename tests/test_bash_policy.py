@@ -22,7 +22,9 @@ OK = None
 def context(role: SessionType, branch: str | None = WORK, cwd: Path = PROJECT) -> BashContext:
     allowed, refused = git_rules(settings_for(role))
     work = feature("F001") if role in (T.IMPLEMENT, T.REVIEW, T.FIX) else None
-    return BashContext(role, work, PROJECT, cwd, branch, frozenset({"main", WORK, "feature/F002"}), allowed, refused)
+    return BashContext(
+        role, work, PROJECT, cwd, branch, frozenset({"main", WORK, "feature/F002"}), allowed, refused
+    )
 
 
 HEREDOC_MESSAGE = "git commit -m \"$(cat <<'EOF'\nfeat: add /api/todos\n\nWith tests.\nEOF\n)\""
@@ -69,7 +71,12 @@ ROWS: list[tuple[SessionType, str | None, str, str | None]] = [
     # role rules from the policy table
     (T.IMPLEMENT, "main", "git commit -m x", "IMPLEMENT may not change the branch main"),
     (T.IMPLEMENT, WORK, "git checkout main && git commit -m x", "IMPLEMENT may not change the branch main"),
-    (T.IMPLEMENT, WORK, "git switch main; git reset --hard HEAD~1", "IMPLEMENT may not change the branch main"),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "git switch main; git reset --hard HEAD~1",
+        "IMPLEMENT may not change the branch main",
+    ),
     (T.IMPLEMENT, WORK, "git checkout -b other", "IMPLEMENT may not change the branch other"),
     (T.IMPLEMENT, WORK, "git switch -c other", "IMPLEMENT may not change the branch other"),
     (T.IMPLEMENT, WORK, "git branch -f main HEAD", "IMPLEMENT may not change the branch main"),
@@ -77,18 +84,48 @@ ROWS: list[tuple[SessionType, str | None, str, str | None]] = [
     (T.IMPLEMENT, "main", "git branch -m renamed", "IMPLEMENT may not change the branch main"),
     (T.IMPLEMENT, WORK, "git branch -m feature/F002 x", "IMPLEMENT may not change the branch feature/F002"),
     (T.IMPLEMENT, WORK, "git branch other", "IMPLEMENT may not change the branch other"),
-    (T.IMPLEMENT, WORK, "git checkout feature/F002 && git commit -m x", "IMPLEMENT may not change the branch feature/F002"),
-    (T.IMPLEMENT, WORK, "git push origin main", "`git push` with these arguments is not among IMPLEMENT's git commands"),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "git checkout feature/F002 && git commit -m x",
+        "IMPLEMENT may not change the branch feature/F002",
+    ),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "git push origin main",
+        "`git push` with these arguments is not among IMPLEMENT's git commands",
+    ),
     (T.IMPLEMENT, WORK, "git merge main", "`git merge` with these arguments is not among IMPLEMENT's"),
-    (T.REVIEW, "main", "git merge --no-ff feature/F002", "REVIEW may merge only feature/F001, not feature/F002"),
+    (
+        T.REVIEW,
+        "main",
+        "git merge --no-ff feature/F002",
+        "REVIEW may merge only feature/F001, not feature/F002",
+    ),
     (T.REVIEW, "main", "git merge feature/F001 feature/F002", "REVIEW may merge only feature/F001"),
-    (T.REVIEW, WORK, "git checkout feature/F002 && git merge feature/F001", "REVIEW may not change the branch feature/F002"),
+    (
+        T.REVIEW,
+        WORK,
+        "git checkout feature/F002 && git merge feature/F001",
+        "REVIEW may not change the branch feature/F002",
+    ),
     (T.REVIEW, "main", "git commit -m x", "not among REVIEW's git commands"),
     (T.REVIEW, "main", "git branch -D feature/F001", "not among REVIEW's git commands"),
     (T.FIX, "main", "git merge main", "FIX may not change the branch main"),
-    (T.FIX, WORK, "git checkout main && git merge --abort && git commit -m x", "FIX may not change the branch main"),
+    (
+        T.FIX,
+        WORK,
+        "git checkout main && git merge --abort && git commit -m x",
+        "FIX may not change the branch main",
+    ),
     (T.FIX, WORK, "git merge feature/F002", "not among FIX's git commands"),
-    (T.ARCHITECTURE, "main", "git branch x", "ARCHITECTURE may not change the branch x (it may change no branch)"),
+    (
+        T.ARCHITECTURE,
+        "main",
+        "git branch x",
+        "ARCHITECTURE may not change the branch x (it may change no branch)",
+    ),
     (T.ARCHITECTURE, "main", "git commit -m x", "not among ARCHITECTURE's git commands"),
     (T.INITIALIZER, "main", "git checkout -b x", "not among INITIALIZER's git commands"),
     # git options, variables and aliases that run code or leave the project
@@ -96,27 +133,47 @@ ROWS: list[tuple[SessionType, str | None, str, str | None]] = [
     (T.IMPLEMENT, WORK, "git -C /tmp status", "`git -C /tmp` leaves the project"),
     (T.IMPLEMENT, WORK, "git -C .. status", "`git -C ..` leaves the project"),
     (T.IMPLEMENT, WORK, "git -C /work/project/../other log", "leaves the project"),
-    (T.IMPLEMENT, WORK, "git -C /work/project -c core.hooksPath=h commit -m x", "the git option -c is refused"),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "git -C /work/project -c core.hooksPath=h commit -m x",
+        "the git option -c is refused",
+    ),
     (T.IMPLEMENT, WORK, "git -C", "the git option -C is refused"),
     (T.IMPLEMENT, WORK, "git --git-dir=/tmp/x/.git log", "the git option --git-dir=/tmp/x/.git is refused"),
     (T.IMPLEMENT, WORK, "git --exec-path=/tmp commit", "the git option --exec-path=/tmp is refused"),
     (T.IMPLEMENT, WORK, "GIT_DIR=/tmp/x git status", "environment variables are refused for git"),
-    (T.IMPLEMENT, WORK, "env GIT_CONFIG_COUNT=1 git commit -m x", "environment variables are refused for git"),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "env GIT_CONFIG_COUNT=1 git commit -m x",
+        "environment variables are refused for git",
+    ),
     (T.IMPLEMENT, WORK, "git log --output=/tmp/x", "the git option --output is refused"),
     (T.IMPLEMENT, WORK, "git diff --ext-diff", "the git option --ext-diff is refused"),
     (T.IMPLEMENT, WORK, "git commit --template=t.txt -m x", "the git option --template is refused"),
     (T.IMPLEMENT, WORK, "git log --upload-pack=x", "the git option --upload-pack is refused"),
-    (T.IMPLEMENT, WORK, "git commit -m x --cleanup=strip core.fsmonitor=x", "names a git setting that runs code"),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "git commit -m x --cleanup=strip core.fsmonitor=x",
+        "names a git setting that runs code",
+    ),
     (T.IMPLEMENT, WORK, "git add alias.x", "names a git setting that runs code"),
     (T.REVIEW, "main", "git merge -s evil feature/F001", "the merge strategy evil is not one of git's own"),
     (T.REVIEW, "main", "git merge --strategy=evil feature/F001", "the merge strategy evil"),
     (T.REVIEW, "main", "git merge -sevil feature/F001", "the merge strategy evil"),
     (T.IMPLEMENT, WORK, "git diff --no-index ~/.ssh/id_rsa a.py", "git may not read or write ~/.ssh/id_rsa"),
-    (T.IMPLEMENT, WORK, "git diff --no-index ../../etc/passwd a.py", "git may not read or write ../../etc/passwd"),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "git diff --no-index ../../etc/passwd a.py",
+        "git may not read or write ../../etc/passwd",
+    ),
     (T.IMPLEMENT, WORK, "git commit -F /etc/passwd", "git may not read or write /etc/passwd"),
     (T.IMPLEMENT, WORK, "git foo", "`git foo` is not a git command"),
-    (T.IMPLEMENT, WORK, "git commit -m \"$(touch /tmp/x)\"", "git arguments must be written out"),
-    (T.IMPLEMENT, WORK, "git commit -m \"$(cat <<EOF\n$(id)\nEOF\n)\"", "git arguments must be written out"),
+    (T.IMPLEMENT, WORK, 'git commit -m "$(touch /tmp/x)"', "git arguments must be written out"),
+    (T.IMPLEMENT, WORK, 'git commit -m "$(cat <<EOF\n$(id)\nEOF\n)"', "git arguments must be written out"),
     (T.IMPLEMENT, WORK, "git add $FILES", "git arguments must be written out"),
     (T.IMPLEMENT, WORK, "ls | xargs git add", "git arguments must be written out"),
     (T.IMPLEMENT, WORK, "find . -exec git add {} ;", "git arguments must be written out"),
@@ -125,7 +182,12 @@ ROWS: list[tuple[SessionType, str | None, str, str | None]] = [
     # scheduler files and git internals
     (T.IMPLEMENT, WORK, "echo '{}' > .agent_state.json", "the command names .agent_state.json"),
     (T.IMPLEMENT, WORK, "cat x >> .agent_logs/events.jsonl", "the command names .agent_logs"),
-    (T.IMPLEMENT, WORK, "python3 -c \"open('.agent_config.json','w')\"", "the command names .agent_config.json"),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "python3 -c \"open('.agent_config.json','w')\"",
+        "the command names .agent_config.json",
+    ),
     (T.IMPLEMENT, WORK, "cp evil.sh .git/hooks/pre-commit", "the command names .git/hooks"),
     (T.IMPLEMENT, WORK, "tee -a .git/config < x", "the command names .git/config"),
     (T.IMPLEMENT, WORK, "mkdir -p .claude && cp s.json .claude/settings.json", "the command names .claude"),
@@ -135,17 +197,42 @@ ROWS: list[tuple[SessionType, str | None, str, str | None]] = [
     (T.IMPLEMENT, WORK, "$(echo rm) -rf x", "the command name `$(echo rm)` is computed at run time"),
     (T.IMPLEMENT, WORK, "$CMD x", "the command name `$CMD` is computed at run time"),
     (T.IMPLEMENT, WORK, 'eval "$X"', "`eval` runs a string computed at run time"),
-    (T.IMPLEMENT, WORK, "bash -c \"$X\"", "`bash` runs a string computed at run time"),
+    (T.IMPLEMENT, WORK, 'bash -c "$X"', "`bash` runs a string computed at run time"),
     (T.IMPLEMENT, WORK, "timeout $T git status", "`timeout` is given an argument computed at run time"),
     (T.IMPLEMENT, WORK, "env -S 'git status'", "`env -S` is refused"),
-    (T.IMPLEMENT, WORK, "bash -c 'git checkout main && git commit -m x'", "IMPLEMENT may not change the branch main"),
-    (T.IMPLEMENT, WORK, "eval 'git checkout main; git commit -m x'", "IMPLEMENT may not change the branch main"),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "bash -c 'git checkout main && git commit -m x'",
+        "IMPLEMENT may not change the branch main",
+    ),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "eval 'git checkout main; git commit -m x'",
+        "IMPLEMENT may not change the branch main",
+    ),
     (T.IMPLEMENT, WORK, "watch -n 1 git checkout main", OK),
-    (T.IMPLEMENT, "main", "sh -c \"sh -c 'sh -c \\\"sh -c git\\\"'\"", OK),
-    (T.IMPLEMENT, WORK, "sh -c 'sh -c \"sh -c \\\"sh -c \\\\\\\"sh -c x\\\\\\\"\\\"\"'", "nested this deep"),
-    (T.IMPLEMENT, WORK, "xargs -I{} sh -c 'git checkout main && git commit -m x'", "IMPLEMENT may not change the branch main"),
-    (T.IMPLEMENT, WORK, "find . -exec sh -c 'git checkout main; git commit -m x' ;", "IMPLEMENT may not change the branch main"),
-    (T.IMPLEMENT, WORK, "f() { git checkout main; git commit -m x; }; f", "IMPLEMENT may not change the branch main"),
+    (T.IMPLEMENT, "main", 'sh -c "sh -c \'sh -c \\"sh -c git\\"\'"', OK),
+    (T.IMPLEMENT, WORK, 'sh -c \'sh -c "sh -c \\"sh -c \\\\\\"sh -c x\\\\\\"\\""\'', "nested this deep"),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "xargs -I{} sh -c 'git checkout main && git commit -m x'",
+        "IMPLEMENT may not change the branch main",
+    ),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "find . -exec sh -c 'git checkout main; git commit -m x' ;",
+        "IMPLEMENT may not change the branch main",
+    ),
+    (
+        T.IMPLEMENT,
+        WORK,
+        "f() { git checkout main; git commit -m x; }; f",
+        "IMPLEMENT may not change the branch main",
+    ),
     # deleting the project itself
     (T.IMPLEMENT, WORK, "rm -rf .", "`rm -r .` would delete the whole project"),
     (T.IMPLEMENT, WORK, "rm -r -f ./", "`rm -r ./` would delete the whole project"),
@@ -179,7 +266,12 @@ ROWS: list[tuple[SessionType, str | None, str, str | None]] = [
     (T.IMPLEMENT, WORK, "env --split-string='git status'", "`env -S` is refused"),
     (T.IMPLEMENT, WORK, "env --split-string 'git status'", "`env -S` is refused"),
     (T.IMPLEMENT, "main", "env -- git commit -m x", "IMPLEMENT may not change the branch main"),
-    (T.IMPLEMENT, "main", "env -i PATH=/usr/bin git commit -m x", "environment variables are refused for git"),
+    (
+        T.IMPLEMENT,
+        "main",
+        "env -i PATH=/usr/bin git commit -m x",
+        "environment variables are refused for git",
+    ),
     (T.IMPLEMENT, "main", "env -u HOME git commit -m x", "IMPLEMENT may not change the branch main"),
     (T.IMPLEMENT, "main", "timeout -s KILL 5 git commit -m x", "IMPLEMENT may not change the branch main"),
     (T.IMPLEMENT, "main", "nice -n 5 git commit -m x", "IMPLEMENT may not change the branch main"),
@@ -189,7 +281,12 @@ ROWS: list[tuple[SessionType, str | None, str, str | None]] = [
     (T.IMPLEMENT, WORK, "find . -execdir git add {} ;", "git arguments must be written out"),
     (T.IMPLEMENT, WORK, "find . -ok git add {} ;", "git arguments must be written out"),
     (T.IMPLEMENT, WORK, "find . -okdir git add {} ;", "git arguments must be written out"),
-    (T.IMPLEMENT, "main", "find . -name x -exec echo \\; -exec git commit -m x +", "IMPLEMENT may not change the branch main"),
+    (
+        T.IMPLEMENT,
+        "main",
+        "find . -name x -exec echo \\; -exec git commit -m x +",
+        "IMPLEMENT may not change the branch main",
+    ),
     (T.IMPLEMENT, WORK, "find . -exec git status ;", OK),
     (T.IMPLEMENT, WORK, "cd && git status", "git runs only in the project folder"),
     (T.IMPLEMENT, WORK, "cd -P /tmp && git status", "git runs only in the project folder"),
@@ -198,7 +295,9 @@ ROWS: list[tuple[SessionType, str | None, str, str | None]] = [
 ]
 
 
-@pytest.mark.parametrize(("role", "branch", "command", "verdict"), ROWS, ids=[f"{r[0].value}:{r[2][:40]}" for r in ROWS])
+@pytest.mark.parametrize(
+    ("role", "branch", "command", "verdict"), ROWS, ids=[f"{r[0].value}:{r[2][:40]}" for r in ROWS]
+)
 def test_each_rule(role: SessionType, branch: str | None, command: str, verdict: str | None) -> None:
     reason = bash_refusal(command, context(role, branch))
     if verdict is None:
@@ -214,11 +313,15 @@ def test_a_shell_whose_working_directory_left_the_project_runs_no_git() -> None:
     assert bash_refusal("ls", context(T.IMPLEMENT, cwd=Path("/tmp"))) is None
 
 
-@pytest.mark.parametrize("char", ["\U000f8584", "\U00033bdc", "\U00080000", "\U0010fffd", "\ud800", "\x8f", "\x00"])
+@pytest.mark.parametrize(
+    "char", ["\U000f8584", "\U00033bdc", "\U00080000", "\U0010fffd", "\ud800", "\x8f", "\x00"]
+)
 def test_characters_that_crash_the_parser_are_refused_before_it(char: str) -> None:
     reason = bash_refusal(f"{{{char}\u00f5.", context(T.IMPLEMENT))
     assert reason is not None and "a character the shell parser cannot take" in reason
-    assert bash_refusal("git commit -m '\u2728 feat: \U0001f389 caf\u00e9 \u4e2d'", context(T.IMPLEMENT)) is None
+    assert (
+        bash_refusal("git commit -m '\u2728 feat: \U0001f389 caf\u00e9 \u4e2d'", context(T.IMPLEMENT)) is None
+    )
 
 
 @settings(max_examples=300)

@@ -22,20 +22,56 @@ T = SessionType
 
 
 def features(n: int, text: str = "a feature") -> dict[str, Any]:
-    return {"features": [{"id": f"F{k:05d}", "category": "c", "description": f"{text} {k}", "steps": ["s1", "s2"], "passes": False} for k in range(1, n + 1)]}
+    return {
+        "features": [
+            {
+                "id": f"F{k:05d}",
+                "category": "c",
+                "description": f"{text} {k}",
+                "steps": ["s1", "s2"],
+                "passes": False,
+            }
+            for k in range(1, n + 1)
+        ]
+    }
 
 
-def project_with(tmp_path: Path, n: int = 3, sessions: int = 0, reviews: list[dict[str, Any]] | None = None) -> Path:
+def project_with(
+    tmp_path: Path, n: int = 3, sessions: int = 0, reviews: list[dict[str, Any]] | None = None
+) -> Path:
     (tmp_path / "feature_list.json").write_text(json.dumps(features(n)))
-    entries = [{"session_id": k, "agent_type": "IMPLEMENT", "features_touched": [], "outcome": "READY_FOR_REVIEW", "notes": f"note {k}"} for k in range(1, sessions + 1)]
-    status = {"project_name": "p", "current_phase": "IMPLEMENT", "current_feature": None, "current_branch": None, "features_completed": 0}
+    entries = [
+        {
+            "session_id": k,
+            "agent_type": "IMPLEMENT",
+            "features_touched": [],
+            "outcome": "READY_FOR_REVIEW",
+            "notes": f"note {k}",
+        }
+        for k in range(1, sessions + 1)
+    ]
+    status = {
+        "project_name": "p",
+        "current_phase": "IMPLEMENT",
+        "current_feature": None,
+        "current_branch": None,
+        "features_completed": 0,
+    }
     (tmp_path / "progress.json").write_text(json.dumps({**status, "sessions": entries}))
     (tmp_path / "reviews.json").write_text(json.dumps({"reviews": reviews or [], "fixes": []}))
     return tmp_path
 
 
-def review(review_id: int, feature_id: str | None, verdict: str = "REQUEST_CHANGES", kind: str = "feature") -> dict[str, Any]:
-    return {"review_id": review_id, "feature_id": feature_id, "kind": kind, "verdict": verdict, "issues": {"critical": [], "major": [f"issue of {review_id}"], "minor": []}}
+def review(
+    review_id: int, feature_id: str | None, verdict: str = "REQUEST_CHANGES", kind: str = "feature"
+) -> dict[str, Any]:
+    return {
+        "review_id": review_id,
+        "feature_id": feature_id,
+        "kind": kind,
+        "verdict": verdict,
+        "issues": {"critical": [], "major": [f"issue of {review_id}"], "minor": []},
+    }
 
 
 # -- the brief --------------------------------------------------------------------------------------
@@ -47,10 +83,22 @@ def test_the_brief_has_the_feature_its_steps_neighbours_reviews_and_last_session
     text = brief.render(brief.gather(project, state, 8, "make test"))
     assert "## Your feature: F00003 (branch `feature/F00003`)" in text and "1. s1" in text
     assert "F00001 a feature 1" in text and "F00005 a feature 5" in text and "F00003 a feature 3;" not in text
-    assert "review 1: REQUEST_CHANGES: issue of 1" in text and "session 7 IMPLEMENT" in text and "session 4 " not in text
+    assert (
+        "review 1: REQUEST_CHANGES: issue of 1" in text
+        and "session 7 IMPLEMENT" in text
+        and "session 4 " not in text
+    )
     assert "Test command: `make test`" in text
     facts = json.loads(text.rsplit("```json", 1)[1].split("```")[0])
-    assert facts == {"session": 8, "role": "IMPLEMENT", "feature": "F00003", "branch": "feature/F00003", "open_review": None, "earlier_reviews": 1, "test_command": "make test"}
+    assert facts == {
+        "session": 8,
+        "role": "IMPLEMENT",
+        "feature": "F00003",
+        "branch": "feature/F00003",
+        "open_review": None,
+        "earlier_reviews": 1,
+        "test_command": "make test",
+    }
 
 
 def test_the_feature_is_found_where_the_state_puts_it_or_anywhere_else() -> None:
@@ -79,9 +127,16 @@ def test_a_fix_brief_names_the_open_review_even_from_the_history(tmp_path: Path)
     text=st.text(min_size=0, max_size=5_000),
     steps=st.integers(0, 300),
 )
-def test_the_brief_stays_under_its_budget_whatever_the_project_holds(size: int, text: str, steps: int) -> None:
+def test_the_brief_stays_under_its_budget_whatever_the_project_holds(
+    size: int, text: str, steps: int
+) -> None:
     entry = {"id": "F1", "description": text * 3, "steps": [text] * steps}
-    open_review = {"review_id": 9, "verdict": "REJECT", "issues": {"critical": [text] * 50, "major": [text] * 50, "minor": []}, "scheduler_findings": [text] * 20}
+    open_review = {
+        "review_id": 9,
+        "verdict": "REJECT",
+        "issues": {"critical": [text] * 50, "major": [text] * 50, "minor": []},
+        "scheduler_findings": [text] * 20,
+    }
     facts = brief.Facts(
         role="FIX",
         session=size * 10,
@@ -91,7 +146,9 @@ def test_the_brief_stays_under_its_budget_whatever_the_project_holds(size: int, 
         open_review=open_review,
         earlier_reviews=[open_review] * 3,
         earlier_review_count=size,
-        recent_sessions=[{"session_id": k, "agent_type": "FIX", "outcome": "FIXED", "notes": text} for k in range(3)],
+        recent_sessions=[
+            {"session_id": k, "agent_type": "FIX", "outcome": "FIXED", "notes": text} for k in range(3)
+        ],
         features_total=size,
         features_passing=size // 2,
         test_command=text[:200],
@@ -106,13 +163,21 @@ def test_the_brief_stays_under_its_budget_whatever_the_project_holds(size: int, 
 
 def test_each_role_gets_the_tools_its_rights_give_it() -> None:
     assert tool_names(T.IMPLEMENT) == ("brief", "show_feature", "append_session")
-    assert tool_names(T.REVIEW) == ("brief", "show_feature", "append_session", "record_review", "mark_passing")
+    assert tool_names(T.REVIEW) == (
+        "brief",
+        "show_feature",
+        "append_session",
+        "record_review",
+        "mark_passing",
+    )
     assert tool_names(T.FIX) == ("brief", "show_feature", "append_session", "record_fix")
     assert tool_names(T.ARCHITECTURE) == ("brief", "show_feature", "append_session", "record_review")
     assert permission_rules(T.FIX)[-1] == f"{PREFIX}record_fix"
 
 
-def tools(project: Path, role: SessionType, number: int = 5, work: Any = None, open_review: int | None = None) -> HandoffTools:
+def tools(
+    project: Path, role: SessionType, number: int = 5, work: Any = None, open_review: int | None = None
+) -> HandoffTools:
     return HandoffTools(project, role, number, work, open_review, "the brief")
 
 
@@ -120,10 +185,23 @@ def test_append_session_fills_in_the_session_and_takes_one_entry(tmp_path: Path)
     project = project_with(tmp_path)
     t = tools(project, T.IMPLEMENT, work=feature("F00002"))
     assert t.call(f"{PREFIX}brief", {}) == ("the brief", False)
-    assert t.call("append_session", {"outcome": "READY_FOR_REVIEW", "notes": "done"}) == ("appended the entry of session 5 to progress.json", False)
+    assert t.call("append_session", {"outcome": "READY_FOR_REVIEW", "notes": "done"}) == (
+        "appended the entry of session 5 to progress.json",
+        False,
+    )
     entry = json.loads((project / "progress.json").read_text())["sessions"][-1]
-    assert entry == {"session_id": 5, "agent_type": "IMPLEMENT", "features_touched": ["F00002"], "outcome": "READY_FOR_REVIEW", "commit_range": None, "notes": "done"}
-    assert t.call("append_session", {"outcome": "x"}) == ("session 5 already has its entry in progress.json", True)
+    assert entry == {
+        "session_id": 5,
+        "agent_type": "IMPLEMENT",
+        "features_touched": ["F00002"],
+        "outcome": "READY_FOR_REVIEW",
+        "commit_range": None,
+        "notes": "done",
+    }
+    assert t.call("append_session", {"outcome": "x"}) == (
+        "session 5 already has its entry in progress.json",
+        True,
+    )
     assert t.call("record_review", {"verdict": "PASS", "issues": {}})[1] is True  # not IMPLEMENT's tool
     answer, failed = t.call("append_session", {"outcome": "x", "features_touched": ["not an id"]})
     assert failed  # the session already has its entry; a fresh tool checks the schema instead
@@ -136,14 +214,26 @@ def test_a_review_is_numbered_after_the_history_and_passing_needs_a_pass_first(t
     project = project_with(tmp_path, reviews=[review(k, "F00009") for k in range(1, 45)])
     handoff_history.trim(project)
     t = tools(project, T.REVIEW, work=feature("F00002"))
-    assert t.call("mark_passing", {}) == ("record your PASS review first (record_review with verdict PASS), then mark the feature passing", True)
+    assert t.call("mark_passing", {}) == (
+        "record your PASS review first (record_review with verdict PASS), then mark the feature passing",
+        True,
+    )
     answer, failed = t.call("record_review", {"verdict": "PASS", "issues": {"minor": ["m"]}})
     assert not failed and json.loads(answer) == {"review_id": 45, "verdict": "PASS"}
     added = json.loads((project / "reviews.json").read_text())["reviews"][-1]
-    assert (added["feature_id"], added["kind"], added["branch"], added["issues"]) == ("F00002", "feature", "feature/F00002", {"critical": [], "major": [], "minor": ["m"]})
+    assert (added["feature_id"], added["kind"], added["branch"], added["issues"]) == (
+        "F00002",
+        "feature",
+        "feature/F00002",
+        {"critical": [], "major": [], "minor": ["m"]},
+    )
     assert t.call("mark_passing", {}) == ("F00002 is marked passing", False)
-    assert [f["id"] for f in json.loads((project / "feature_list.json").read_text())["features"] if f["passes"]] == ["F00002"]
-    bad = tools(project, T.REVIEW, number=6, work=feature("F00003")).call("record_review", {"verdict": "MAYBE", "issues": {}})
+    assert [
+        f["id"] for f in json.loads((project / "feature_list.json").read_text())["features"] if f["passes"]
+    ] == ["F00002"]
+    bad = tools(project, T.REVIEW, number=6, work=feature("F00003")).call(
+        "record_review", {"verdict": "MAYBE", "issues": {}}
+    )
     assert bad[1] and "would not match its schema" in bad[0]
 
 
@@ -160,38 +250,62 @@ def test_the_tools_never_change_the_version_the_scheduler_validated(tmp_path: Pa
     assert all(not f["passes"] for f in before.features()) and before.review_list() == []
     assert (before.progress or {})["sessions"] == [] and len((after.progress or {})["sessions"]) == 1
     # the entries that did not change are shared, not copied
-    assert [a is b for a, b in zip(before.features(), after.features(), strict=True)] == [True, False, True, True]
+    assert [a is b for a, b in zip(before.features(), after.features(), strict=True)] == [
+        True,
+        False,
+        True,
+        True,
+    ]
     assert after.features() == json.loads((project / "feature_list.json").read_text())["features"]
 
 
 def test_a_tool_refuses_a_broken_file_and_says_how_to_mend_it(tmp_path: Path) -> None:
     project = project_with(tmp_path)
     (project / "progress.json").write_text("{ not json")
-    answer, failed = tools(project, T.IMPLEMENT, work=feature("F00002")).call("append_session", {"outcome": "x"})
+    answer, failed = tools(project, T.IMPLEMENT, work=feature("F00002")).call(
+        "append_session", {"outcome": "x"}
+    )
     assert failed and "is not valid JSON (line 1, column 3" in answer and "fix the file" in answer
     (project / "feature_list.json").write_text(json.dumps({"features": [{"id": "bad"}]}))
-    answer, failed = tools(project, T.REVIEW, work=feature("F00002")).call("show_feature", {"feature_id": "F00002"})
+    answer, failed = tools(project, T.REVIEW, work=feature("F00002")).call(
+        "show_feature", {"feature_id": "F00002"}
+    )
     assert failed and "does not match its schema" in answer
 
 
 def test_an_architecture_review_and_a_fix_of_it(tmp_path: Path) -> None:
     project = project_with(tmp_path)
-    answer, _ = tools(project, T.ARCHITECTURE).call("record_review", {"verdict": "REQUEST_CHANGES", "issues": {"major": ["split it"]}})
+    answer, _ = tools(project, T.ARCHITECTURE).call(
+        "record_review", {"verdict": "REQUEST_CHANGES", "issues": {"major": ["split it"]}}
+    )
     review_id = json.loads(answer)["review_id"]
     assert json.loads((project / "reviews.json").read_text())["reviews"][-1]["kind"] == "architecture"
-    assert tools(project, T.FIX, 7, architecture_fixes(review_id)).call("record_fix", {"issues_fixed": ["split"]})[1] is True  # no open review
+    assert (
+        tools(project, T.FIX, 7, architecture_fixes(review_id)).call(
+            "record_fix", {"issues_fixed": ["split"]}
+        )[1]
+        is True
+    )  # no open review
     fix = tools(project, T.FIX, 7, architecture_fixes(review_id), open_review=review_id)
-    assert json.loads(fix.call("record_fix", {"issues_fixed": ["split it"]})[0]) == {"fix_id": 1, "review_id": review_id}
+    assert json.loads(fix.call("record_fix", {"issues_fixed": ["split it"]})[0]) == {
+        "fix_id": 1,
+        "review_id": review_id,
+    }
     assert fix.call("mark_passing", {})[1] is True
     assert fix.call("show_feature", {"feature_id": "F00002"})[0].startswith('{\n  "id": "F00002"')
-    assert fix.call("show_feature", {"feature_id": "F404"}) == ("no feature 'F404' in feature_list.json", True)
+    assert fix.call("show_feature", {"feature_id": "F404"}) == (
+        "no feature 'F404' in feature_list.json",
+        True,
+    )
 
 
 # -- the history files --------------------------------------------------------------------------------
 
 
 def test_old_entries_move_to_the_history_once_even_when_a_kill_repeats_the_move(tmp_path: Path) -> None:
-    project = project_with(tmp_path, sessions=45, reviews=[review(k, "F00001" if k % 2 else "F00002") for k in range(1, 41)])
+    project = project_with(
+        tmp_path, sessions=45, reviews=[review(k, "F00001" if k % 2 else "F00002") for k in range(1, 41)]
+    )
     moved = handoff_history.trim(project)
     assert moved == {"sessions": 25, "reviews": 20}
     kept = json.loads((project / "progress.json").read_text())["sessions"]
@@ -199,9 +313,19 @@ def test_old_entries_move_to_the_history_once_even_when_a_kill_repeats_the_move(
     assert [e["session_id"] for e in handoff_history.read_history(project, "sessions")] == list(range(1, 26))
     assert handoff_history.archived_review_counts(project) == {"F00001": 10, "F00002": 10}
     # a kill after the history was appended but before progress.json was rewritten: the move repeats
-    (project / "progress.json").write_text(json.dumps({**json.loads((project / "progress.json").read_text()), "sessions": [*handoff_history.read_history(project, "sessions")[-5:], *kept, *kept[:0]]}))
+    (project / "progress.json").write_text(
+        json.dumps(
+            {
+                **json.loads((project / "progress.json").read_text()),
+                "sessions": [*handoff_history.read_history(project, "sessions")[-5:], *kept, *kept[:0]],
+            }
+        )
+    )
     data = json.loads((project / "progress.json").read_text())
-    data["sessions"] = [{"session_id": k, "agent_type": "IMPLEMENT", "features_touched": [], "outcome": "x"} for k in range(21, 61)]
+    data["sessions"] = [
+        {"session_id": k, "agent_type": "IMPLEMENT", "features_touched": [], "outcome": "x"}
+        for k in range(21, 61)
+    ]
     (project / "progress.json").write_text(json.dumps(data))
     handoff_history.trim(project)
     ids = [e["session_id"] for e in handoff_history.read_history(project, "sessions")]
@@ -223,7 +347,12 @@ entry_values = st.fixed_dictionaries(
         "passes": st.sampled_from([True, False, "no"]),
     }
 )
-documents = st.one_of(st.fixed_dictionaries({"features": st.lists(entry_values, max_size=4)}), st.just({}), st.just({"features": "x"}), st.just([]))
+documents = st.one_of(
+    st.fixed_dictionaries({"features": st.lists(entry_values, max_size=4)}),
+    st.just({}),
+    st.just({"features": "x"}),
+    st.just([]),
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -231,7 +360,9 @@ documents = st.one_of(st.fixed_dictionaries({"features": st.lists(entry_values, 
 def test_checking_only_what_changed_agrees_with_checking_everything(now: Any, before: Any) -> None:
     whole = schema_error(now, HANDOFF_SCHEMAS["feature_list.json"]) is None
     assert (progress.incremental_schema_error(now, "feature_list.json", None) is None) == whole
-    if schema_error(before, HANDOFF_SCHEMAS["feature_list.json"]) is None:  # `before` is always a validated version
+    if (
+        schema_error(before, HANDOFF_SCHEMAS["feature_list.json"]) is None
+    ):  # `before` is always a validated version
         assert (progress.incremental_schema_error(now, "feature_list.json", before) is None) == whole
 
 
@@ -257,9 +388,15 @@ def test_the_sdk_serves_exactly_the_role_s_tools_and_answers_through_them(tmp_pa
     assert [tool.name for tool in served] == list(tool_names(T.FIX))
     fix = next(tool for tool in served if tool.name == "record_fix")
     answer = anyio.run(fix.handler, {"issues_fixed": ["x"]})
-    assert answer == {"content": [{"type": "text", "text": "there is no open review to record a fix for"}], "is_error": True}
+    assert answer == {
+        "content": [{"type": "text", "text": "there is no open review to record a fix for"}],
+        "is_error": True,
+    }
     brief_tool = next(tool for tool in served if tool.name == "brief")
-    assert anyio.run(brief_tool.handler, {}) == {"content": [{"type": "text", "text": "the brief"}], "is_error": False}
+    assert anyio.run(brief_tool.handler, {}) == {
+        "content": [{"type": "text", "text": "the brief"}],
+        "is_error": False,
+    }
     config = mcp_server(t)
     assert config["type"] == "sdk" and config["name"] == SERVER
 
@@ -267,9 +404,17 @@ def test_the_sdk_serves_exactly_the_role_s_tools_and_answers_through_them(tmp_pa
 def test_a_review_session_entry_keeps_its_verdict_and_review(tmp_path: Path) -> None:
     project = project_with(tmp_path)
     t = tools(project, T.REVIEW, number=9, work=feature("F00001"))
-    t.call("append_session", {"outcome": "REVIEWED", "verdict": "PASS", "review_id": 3, "commit_range": {"from": "a", "to": "b"}})
+    t.call(
+        "append_session",
+        {"outcome": "REVIEWED", "verdict": "PASS", "review_id": 3, "commit_range": {"from": "a", "to": "b"}},
+    )
     entry = json.loads((project / "progress.json").read_text())["sessions"][-1]
-    assert (entry["verdict"], entry["review_id"], entry["commit_range"], entry["features_touched"]) == ("PASS", 3, {"from": "a", "to": "b"}, ["F00001"])
+    assert (entry["verdict"], entry["review_id"], entry["commit_range"], entry["features_touched"]) == (
+        "PASS",
+        3,
+        {"from": "a", "to": "b"},
+        ["F00001"],
+    )
     arch = tools(project, T.ARCHITECTURE, number=10)
     arch.call("append_session", {"outcome": "ARCHITECTURE_REVIEWED"})
     assert json.loads((project / "progress.json").read_text())["sessions"][-1]["features_touched"] == []
@@ -282,15 +427,23 @@ def test_a_list_is_trimmed_only_once_it_holds_twice_its_window(tmp_path: Path) -
     assert handoff_history.trim(project, window=3) == {"sessions": 3}
 
 
-def test_the_review_counts_key_architecture_reviews_and_branches_and_survive_a_repeated_move(tmp_path: Path) -> None:
-    reviews = [review(1, None, kind="architecture"), {**review(2, None), "branch": "arch/1"}, review(3, "F00001")] * 1
+def test_the_review_counts_key_architecture_reviews_and_branches_and_survive_a_repeated_move(
+    tmp_path: Path,
+) -> None:
+    reviews = [
+        review(1, None, kind="architecture"),
+        {**review(2, None), "branch": "arch/1"},
+        review(3, "F00001"),
+    ] * 1
     reviews = [{**r, "review_id": n + 1} for n, r in enumerate(reviews * 2)]
     project = project_with(tmp_path, reviews=reviews)
     before = (project / "reviews.json").read_text()
     handoff_history.trim(project, window=3)
     counts = {"architecture": 1, "arch/1": 1, "F00001": 1}
     assert handoff_history.archived_review_counts(project) == counts
-    (project / "reviews.json").write_text(before)  # a kill before reviews.json was rewritten: the move runs again
+    (project / "reviews.json").write_text(
+        before
+    )  # a kill before reviews.json was rewritten: the move runs again
     handoff_history.trim(project, window=3)
     assert handoff_history.archived_review_counts(project) == counts
     assert [r["review_id"] for r in handoff_history.read_history(project, "reviews")] == [1, 2, 3]
@@ -298,7 +451,9 @@ def test_the_review_counts_key_architecture_reviews_and_branches_and_survive_a_r
 
 def test_the_newest_archived_id_is_read_from_the_end_of_a_large_history(tmp_path: Path) -> None:
     path = handoff_history.history_path(tmp_path, "sessions")
-    path.write_text("".join(json.dumps({"session_id": n, "notes": "x" * 100}) + "\n" for n in range(1, 2001)) + "\n\n")
+    path.write_text(
+        "".join(json.dumps({"session_id": n, "notes": "x" * 100}) + "\n" for n in range(1, 2001)) + "\n\n"
+    )
     assert path.stat().st_size > 65_536
     assert handoff_history.largest_archived_id(tmp_path, "sessions") == 2000
     assert handoff_history.largest_archived_id(tmp_path, "fixes") == 0

@@ -16,7 +16,11 @@ from session_scheduler.view.cli import main, resolve_project
 
 
 def invoke(*args: str, scenario: dict[str, Any] | None = None) -> Result:
-    return CliRunner().invoke(main, list(args), obj=cli_seams(lambda _: InProcessRobotRunner(Scenario.from_json(scenario or {"features": 2}))))
+    return CliRunner().invoke(
+        main,
+        list(args),
+        obj=cli_seams(lambda _: InProcessRobotRunner(Scenario.from_json(scenario or {"features": 2}))),
+    )
 
 
 def section(output: str, title: str) -> str:
@@ -52,7 +56,9 @@ def test_dry_run_prints_the_initializer_and_launches_nothing(spec_file: Path) ->
     assert "Model: sonnet" in result.output
     assert "initializer_prompt.md" in result.output and ".claude_settings.json" in result.output
     assert not resolve_project("demo").exists()
-    assert section(result.output, "appended to Claude Code's system prompt").startswith("# YOUR ROLE - INITIALIZER AGENT")
+    assert section(result.output, "appended to Claude Code's system prompt").startswith(
+        "# YOUR ROLE - INITIALIZER AGENT"
+    )
     assert json.loads(section(result.output, "settings"))["permissions"]
 
 
@@ -204,7 +210,10 @@ def test_a_deleted_handoff_file_without_any_copy_is_an_error_not_a_fresh_start(s
     invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "3")
     project = resolve_project("app")
     (project / "reviews.json").unlink()
-    for copy in [*project.glob(".agent_logs/session_*/post/reviews.json"), *project.glob(".agent_logs/restore/*/reviews.json")]:
+    for copy in [
+        *project.glob(".agent_logs/session_*/post/reviews.json"),
+        *project.glob(".agent_logs/restore/*/reviews.json"),
+    ]:
         copy.unlink()
     result = invoke("--project-dir", "app")
     assert result.exit_code == 1
@@ -231,7 +240,9 @@ def test_dry_run_shows_exactly_the_system_prompt_and_settings_the_session_gets(s
     )
     assert result.exit_code == 3, result.output
     (request,) = robot.requests
-    assert section(dry.output, "appended to Claude Code's system prompt").rstrip("\n") == request.plan.system_prompt.rstrip("\n")
+    assert section(dry.output, "appended to Claude Code's system prompt").rstrip(
+        "\n"
+    ) == request.plan.system_prompt.rstrip("\n")
     assert "# Scope of this session: REVIEW" in request.plan.system_prompt
     assert json.loads(section(dry.output, "settings")) == request.plan.settings
 
@@ -239,10 +250,15 @@ def test_dry_run_shows_exactly_the_system_prompt_and_settings_the_session_gets(s
 def test_a_budget_that_is_not_a_number_is_refused_before_anything_is_saved() -> None:
     for value in ("nan", "inf"):
         result = invoke("--project-dir", "app", "--max-budget-usd", value)
-        assert result.exit_code == 2 and f"Invalid value for '--max-budget-usd': '{value}' is not a finite number" in result.output
+        assert (
+            result.exit_code == 2
+            and f"Invalid value for '--max-budget-usd': '{value}' is not a finite number" in result.output
+        )
         assert not (resolve_project("app") / ".agent_config.json").exists()
 
 
 def test_errors_go_to_stderr(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["--project-dir", "app", "--spec", str(tmp_path / "missing.txt")])
-    assert result.exit_code == 2 and result.stdout == "" and result.stderr.startswith("error: cannot read spec")
+    assert (
+        result.exit_code == 2 and result.stdout == "" and result.stderr.startswith("error: cannot read spec")
+    )

@@ -490,7 +490,10 @@ def test_run_tests_at_cannot_write_outside_its_worktree(repo: git.Repo, tmp_path
 def test_run_tests_at_unsandboxed_when_the_project_says_no_sandbox(repo: git.Repo, tmp_path: Path) -> None:
     """--no-sandbox (warned on every session) runs the test command unconfined, as before."""
     beside = tmp_path / "beside.txt"
-    assert gitops.run_tests_at(repo, repo.head.commit.hexsha, f"touch {beside}", sandboxed=False) == (True, "")
+    assert gitops.run_tests_at(repo, repo.head.commit.hexsha, f"touch {beside}", sandboxed=False) == (
+        True,
+        "",
+    )
     assert beside.exists()
 
 

@@ -16,18 +16,38 @@ HOST = Host(homes=("/root", "/home"), config_dir=None, secret_env=(), path=(), t
 
 
 def test_the_host_is_read_from_the_environment() -> None:
-    env = {"HOME": "/h", "PATH": "/usr/bin:relative:/b", "GITLAB_DEPLOY_TOKEN": "x", "DB_PASSWORD": "x", "EDITOR": "vi", "CLAUDE_CONFIG_DIR": "/c"}
+    env = {
+        "HOME": "/h",
+        "PATH": "/usr/bin:relative:/b",
+        "GITLAB_DEPLOY_TOKEN": "x",
+        "DB_PASSWORD": "x",
+        "EDITOR": "vi",
+        "CLAUDE_CONFIG_DIR": "/c",
+    }
     host = Host.of(env)
-    assert host.homes == ("/h", "/root", "/home") and host.config_dir == "/c" and host.path == ("/usr/bin", "/b")
+    assert (
+        host.homes == ("/h", "/root", "/home") and host.config_dir == "/c" and host.path == ("/usr/bin", "/b")
+    )
     assert host.temp == tempfile.gettempdir()
-    assert {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "GITLAB_DEPLOY_TOKEN", "DB_PASSWORD"} <= set(host.secret_env)
-    assert "EDITOR" not in host.secret_env and "CLAUDE_CODE_MAX_RETRIES" not in Host.of({"CLAUDE_CODE_MAX_RETRIES": "2"}).secret_env
+    assert {
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "GITLAB_DEPLOY_TOKEN",
+        "DB_PASSWORD",
+    } <= set(host.secret_env)
+    assert (
+        "EDITOR" not in host.secret_env
+        and "CLAUDE_CODE_MAX_RETRIES" not in Host.of({"CLAUDE_CODE_MAX_RETRIES": "2"}).secret_env
+    )
     assert Host.of({"CLAUDE_CONFIG_DIR": ""}).config_dir is None
     assert Host.of({}).homes[0] == os.path.expanduser("~"), "no HOME named: the user's own is still denied"
 
 
 def test_homes_config_the_projects_beside_and_the_temp_folders_are_denied() -> None:
-    host = Host(homes=("/home/u", "/root", "/home"), config_dir="/etc/claude", secret_env=(), path=(), temp="/scratch")
+    host = Host(
+        homes=("/home/u", "/root", "/home"), config_dir="/etc/claude", secret_env=(), path=(), temp="/scratch"
+    )
     assert denied_regions(Path("/work/gen/app"), host) == (
         "/home/u", "/root", "/home", "/etc/claude", "/work/gen", "/tmp", "/var/tmp", "/scratch",
     )  # fmt: skip
@@ -43,10 +63,14 @@ def test_no_config_folder_and_a_project_at_the_root_deny_nothing_more_and_never_
 def test_a_shared_temp_parent_stays_open_only_when_asked(parent: str) -> None:
     host = Host(homes=("/root", "/home"), config_dir=None, secret_env=(), path=(), temp="/scratch")
     project = Path(parent, "app")
-    assert parent in denied_regions(project, host), "the test command's worktree lies apart: its project's parent is denied"
+    assert parent in denied_regions(project, host), (
+        "the test command's worktree lies apart: its project's parent is denied"
+    )
     opened = denied_regions(project, host, open_shared_parent=True)
     assert parent not in opened
-    assert {"/root", "/home", "/tmp", "/var/tmp", "/scratch"} - {parent} <= set(opened), "the other temp folders stay denied"
+    assert {"/root", "/home", "/tmp", "/var/tmp", "/scratch"} - {parent} <= set(opened), (
+        "the other temp folders stay denied"
+    )
 
 
 @pytest.mark.parametrize(
@@ -85,6 +109,14 @@ def test_toolchains_reached_through_home_are_named_under_each_home_but_not_the_u
 
 def test_credentials_inside_reopened_toolchains_stay_denied() -> None:
     kept = kept_denied(("/home/u", "/root", "/home"), ("/home/bob/.cargo", "/root/.pyenv"))
-    assert {"/home/u/.cargo/credentials", "/home/u/.cargo/credentials.toml", "/root/.local/share/keyrings"} <= set(kept)
-    assert {"/home/bob/.cargo/credentials", "/home/bob/.cargo/credentials.toml"} <= set(kept), "another user's, re-opened by PATH"
-    assert not any(p.startswith("/home/.") for p in kept) and not any(p.startswith("/root/.pyenv") for p in kept)
+    assert {
+        "/home/u/.cargo/credentials",
+        "/home/u/.cargo/credentials.toml",
+        "/root/.local/share/keyrings",
+    } <= set(kept)
+    assert {"/home/bob/.cargo/credentials", "/home/bob/.cargo/credentials.toml"} <= set(kept), (
+        "another user's, re-opened by PATH"
+    )
+    assert not any(p.startswith("/home/.") for p in kept) and not any(
+        p.startswith("/root/.pyenv") for p in kept
+    )

@@ -29,7 +29,10 @@ def test_an_existing_repository_with_uncommitted_work_keeps_it_and_the_spec(tmp_
     assert report.status == "done"
     assert git(project, "show", "main:app_spec.txt") == SPEC.read_text()
     note = next(line for line in lines if "set aside: uncommitted work is kept as stash@{0}" in line)
-    assert "`git stash show -p --include-untracked stash@{0}` shows it, `git stash pop stash@{0}` brings it back" in note
+    assert (
+        "`git stash show -p --include-untracked stash@{0}` shows it, `git stash pop stash@{0}` brings it back"
+        in note
+    )
     # the stash holds the person's work only: it pops back cleanly beside the scheduler's files
     stashed = git(project, "stash", "show", "--include-untracked", "--name-only", "stash@{0}").split()
     assert sorted(stashed) == ["notes.md", "scratch.txt"]
@@ -47,11 +50,16 @@ def test_passes_set_by_hand_are_set_back(tmp_path: Path) -> None:
         feature["passes"] = True
     path.write_text(json.dumps(data))
     report, _, lines = run(project, LIFECYCLE, max_iterations=1)
-    assert any("WARNING: `passes` of F001, F002, F003 in feature_list.json did not match" in line for line in lines), lines
+    assert any(
+        "WARNING: `passes` of F001, F002, F003 in feature_list.json did not match" in line for line in lines
+    ), lines
     assert report.state.backlog.passing == frozenset()
     report, _, _ = run(project, LIFECYCLE)
     assert report.status == "done"
-    assert all(f["passes"] is (f["id"] in report.state.backlog.passing) for f in json.loads(path.read_text())["features"])
+    assert all(
+        f["passes"] is (f["id"] in report.state.backlog.passing)
+        for f in json.loads(path.read_text())["features"]
+    )
 
 
 def test_a_missing_handoff_file_comes_back_from_its_newest_copy(tmp_path: Path) -> None:
@@ -60,8 +68,14 @@ def test_a_missing_handoff_file_comes_back_from_its_newest_copy(tmp_path: Path) 
     kept = json.loads((project / "reviews.json").read_text())
     (project / "reviews.json").unlink()
     report, _, lines = run(project, LIFECYCLE, max_iterations=1)
-    assert any("WARNING: reviews.json was missing; restored from .agent_logs/restore/post/reviews.json" in line for line in lines), lines
-    assert json.loads((project / "reviews.json").read_text())["reviews"][: len(kept["reviews"])] == kept["reviews"]
+    assert any(
+        "WARNING: reviews.json was missing; restored from .agent_logs/restore/post/reviews.json" in line
+        for line in lines
+    ), lines
+    assert (
+        json.loads((project / "reviews.json").read_text())["reviews"][: len(kept["reviews"])]
+        == kept["reviews"]
+    )
     assert report.status == "limit"
 
 
@@ -78,14 +92,18 @@ def test_the_project_folder_cannot_hold_the_other_projects_or_the_scheduler(
     assert CFG.max_attempts == 3
 
 
-def test_a_project_cleaned_with_git_clean_stops_with_one_line_instead_of_starting_over(tmp_path: Path) -> None:
+def test_a_project_cleaned_with_git_clean_stops_with_one_line_instead_of_starting_over(
+    tmp_path: Path,
+) -> None:
     from session_scheduler.core.errors import StateError
 
     project = new_project(tmp_path)
     run(project, LIFECYCLE, max_iterations=3)
     subprocess.run(["git", "clean", "-xfdq"], cwd=project, check=True)
     main_before = git(project, "rev-parse", "main")
-    with pytest.raises(StateError, match=r"the hand-off files are gone, but main has \d+ commits? of earlier sessions"):
+    with pytest.raises(
+        StateError, match=r"the hand-off files are gone, but main has \d+ commits? of earlier sessions"
+    ):
         run(project, LIFECYCLE)
     assert git(project, "rev-parse", "main") == main_before
     assert not (project / ".agent_logs").exists()
@@ -106,7 +124,10 @@ def test_a_person_s_branch_named_as_a_work_branch_is_set_aside_not_taken_over(tm
     assert git(project, "rev-parse", "refs/scheduler/preexisting/feature/F001").strip() == old
     assert git(project, "rev-parse", "refs/scheduler/preexisting/arch/7").strip() == old
     assert git(project, "rev-parse", "featureless").strip() == old  # not in the scheduler's namespace
-    assert any("set aside: your branch feature/F001" in line and "refs/scheduler/preexisting/feature/F001" in line for line in lines), lines
+    assert any(
+        "set aside: your branch feature/F001" in line and "refs/scheduler/preexisting/feature/F001" in line
+        for line in lines
+    ), lines
     assert sessions(project) == EXPECTED  # the run went as on a new repository
     again, _, lines = run(project, LIFECYCLE)  # a later run sets nothing aside
     assert again.status == "done" and not any("set aside" in line for line in lines)

@@ -391,7 +391,9 @@ def test_handoff_files_validate_after_every_session(which: str, request: pytest.
         post = folder / "post"
         names = sorted(p.name for p in post.glob("*.json"))
         assert names == sorted(progress.KEPT_PER_SESSION), f"{folder.name}: post copies {names}"
-        changes = load_json(folder / "changes.json")  # feature_list.json grows with the project: its changes only
+        changes = load_json(
+            folder / "changes.json"
+        )  # feature_list.json grows with the project: its changes only
         assert not changes["passes"] or role == REVIEW, f"{folder.name}: {role} changed passes {changes}"
         for path in post.glob("*.json"):
             progress.validate(load_json(path), HANDOFF_SCHEMAS[path.name], f"{folder.name}/post/{path.name}")
@@ -405,7 +407,9 @@ def test_handoff_files_validate_after_every_session(which: str, request: pytest.
     for name in layout.HANDOFF_FILES:
         final = progress.read_json(the_run.project / name, HANDOFF_SCHEMAS[name])
         copy = progress.restore_point(the_run.project, "post") / name
-        last_post = json.loads(progress._with_passes(copy.read_text(), passing) if name == progress.BASE else copy.read_text())
+        last_post = json.loads(
+            progress._with_passes(copy.read_text(), passing) if name == progress.BASE else copy.read_text()
+        )
         if name == "progress.json":  # the scheduler writes the DONE status after the last copy
             status = ("current_phase", "current_feature", "current_branch", "features_completed")
             final = {k: v for k, v in final.items() if k not in status}
@@ -437,19 +441,30 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
         results = re.findall(
             rf'"tool_use_id": "{re.escape(d["tool_use_id"])}", "content": "([^"]*)"', transcript
         )
-        assert results and all("denied" in text or "scheduler policy" in text for text in results), (d, results)
+        assert results and all("denied" in text or "scheduler policy" in text for text in results), (
+            d,
+            results,
+        )
 
     # The audit trail: each denial with the rule that refused it, a line on the console, a count.
-    audit = [json.loads(line) for line in (session_dir(project, 2) / "denials.jsonl").read_text().splitlines()]
+    audit = [
+        json.loads(line) for line in (session_dir(project, 2) / "denials.jsonl").read_text().splitlines()
+    ]
     assert {(a["role"], a["tool"], a["rule"]) for a in audit} == {
-        ("IMPLEMENT", "Bash", "scheduler policy: `git push` with these arguments is not among IMPLEMENT's git commands"),
+        (
+            "IMPLEMENT",
+            "Bash",
+            "scheduler policy: `git push` with these arguments is not among IMPLEMENT's git commands",
+        ),
         ("IMPLEMENT", "Write", "scheduler policy: .claude_settings.json belongs to the scheduler"),
     }
     assert "DENIED Bash: git push origin main (scheduler policy: `git push`" in fault_run.proc.stdout
     assert totals_of(project).denials_by_role == {"IMPLEMENT": 3, "REVIEW": 1}
 
     # The Bash policy hook refused the commit on main in session 5, and said why.
-    audit = [json.loads(line) for line in (session_dir(project, 5) / "denials.jsonl").read_text().splitlines()]
+    audit = [
+        json.loads(line) for line in (session_dir(project, 5) / "denials.jsonl").read_text().splitlines()
+    ]
     assert [(a["tool"], a["input"]["command"]) for a in audit] == [
         ("Bash", "git add README.md && git commit -q -m 'stray commit on main'")
     ]
@@ -637,8 +652,14 @@ def test_commits_on_main_are_stopped_before_they_land(fault_run: Run) -> None:
     project = fault_run.project
     lines = session_lines(fault_run.proc.stdout)
     assert "Session 5 IMPLEMENT: verified" in lines[5], lines[5]
-    assert re.search(r"DENIED Bash: git add README.md && git commit .*IMPLEMENT may not change the branch main", fault_run.proc.stdout)
-    assert "couldn't set 'refs/heads/main'" in (project / ".agent_logs" / "session_0005_IMPLEMENT" / "transcript.jsonl").read_text()
+    assert re.search(
+        r"DENIED Bash: git add README.md && git commit .*IMPLEMENT may not change the branch main",
+        fault_run.proc.stdout,
+    )
+    assert (
+        "couldn't set 'refs/heads/main'"
+        in (project / ".agent_logs" / "session_0005_IMPLEMENT" / "transcript.jsonl").read_text()
+    )
     history = first_parent_history(project)
     assert all(subject != "stray commit on main" for _, _, subject in history)
     assert [len(parents) for _, parents, _ in history[2:]] == [2, 2]
@@ -750,7 +771,11 @@ def test_one_invocation_waits_out_a_usage_limit_and_backs_off_a_529_burst(
     assert totals_of(project).not_counted == {"usage_limit": 1, "outage": 2}
     assert totals_of(project).failed == 0 and state["lane"]["attempts"] == 0
     assert sequence(project) == [INIT, IMPL, REVIEW]
-    kept = sorted(p.name.split(".interrupted-")[1].split("-")[0] for p in log_root(project).iterdir() if ".interrupted-" in p.name)
+    kept = sorted(
+        p.name.split(".interrupted-")[1].split("-")[0]
+        for p in log_root(project).iterdir()
+        if ".interrupted-" in p.name
+    )
     assert kept == ["outage", "outage", "usage_limit"]  # every cut transcript kept beside its rerun
 
 
@@ -806,15 +831,28 @@ def test_status_json_follows_a_live_run_and_agrees_with_its_event_log(tmp_path: 
     event log, names the session in flight, and comes back quickly; after the run it says so."""
     env = product_env(tmp_path)
     project = tmp_path / "watched"
-    scenario = write_scenario(tmp_path / "two.json", {"features": 2, "reviews": {"F001": ["REQUEST_CHANGES", "PASS"]}})
-    proc = subprocess.Popen(offline_command(project, scenario), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    scenario = write_scenario(
+        tmp_path / "two.json", {"features": 2, "reviews": {"F001": ["REQUEST_CHANGES", "PASS"]}}
+    )
+    proc = subprocess.Popen(
+        offline_command(project, scenario),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     snapshots: list[dict[str, Any]] = []
     latencies: list[float] = []
     try:
         while proc.poll() is None:
             if (project / layout.STATE_FILE).exists():
                 begun = time.monotonic()
-                answer = run([sys.executable, ENTRY, "status", "--project-dir", str(project), "--json"], env, timeout=60)
+                answer = run(
+                    [sys.executable, ENTRY, "status", "--project-dir", str(project), "--json"],
+                    env,
+                    timeout=60,
+                )
                 latencies.append(time.monotonic() - begun)
                 assert answer.returncode == 0, explain(answer)
                 snapshots.append(json.loads(answer.stdout))
@@ -838,12 +876,19 @@ def test_status_json_follows_a_live_run_and_agrees_with_its_event_log(tmp_path: 
         started = [e for e in log if e["kind"] == "session_started" and e["session"] == flight["session"]]
         assert started and started[0]["role"] == flight["role"] and started[0]["model"] == flight["model"]
         assert snap["features"]["total"] in (0, 2) and snap["phase"] in (INIT, IMPL, REVIEW, FIX, ARCH)
-    assert sorted(latencies)[len(latencies) // 2] < 3.0  # the median answer; bench/offline_demo.py measures it
-    final = json.loads(run([sys.executable, ENTRY, "status", "--project-dir", str(project), "--json"], env).stdout)
+    assert (
+        sorted(latencies)[len(latencies) // 2] < 3.0
+    )  # the median answer; bench/offline_demo.py measures it
+    final = json.loads(
+        run([sys.executable, ENTRY, "status", "--project-dir", str(project), "--json"], env).stdout
+    )
     totals = totals_of(project)
     assert final["running"] is False and final["run"]["ended"]["status"] == "done"
     assert final["features"] == {"total": 2, "passing": 2, "blocked": 0}
-    assert final["sessions"]["total"] == totals.sessions and final["sessions"]["by_role"] == totals.sessions_by_role
+    assert (
+        final["sessions"]["total"] == totals.sessions
+        and final["sessions"]["by_role"] == totals.sessions_by_role
+    )
     assert final["cost_usd"] == pytest.approx(totals.cost_usd) and final["cost_basis"] == "scripted"
     assert [r["session"] for r in final["recent"]] == [e["session"] for e in totals.recent(5)]
     # the console said what the costs are, and a copy of it is in the log folder
@@ -883,27 +928,57 @@ def build_at_size(project: Path, features: int, sessions_per_feature: int = 10) 
     ids = [f"F{n:04d}" for n in range(1, features + 1)]
     passing = ids[:-5]
     feature_list = [
-        {"id": fid, "category": "functional", "description": f"The user can do thing {fid} and sees it listed with its details",
-         "steps": [f"step {k} of {fid}: run the command and check the output" for k in range(1, 4)], "passes": fid in passing}
+        {
+            "id": fid,
+            "category": "functional",
+            "description": f"The user can do thing {fid} and sees it listed with its details",
+            "steps": [f"step {k} of {fid}: run the command and check the output" for k in range(1, 4)],
+            "passes": fid in passing,
+        }
         for fid in ids
     ]
     entries = [
-        {"session_id": n, "agent_type": "IMPLEMENT", "features_touched": [ids[(n - 1) % len(ids)]], "outcome": "READY_FOR_REVIEW",
-         "commit_range": {"from": "a" * 40, "to": "b" * 40}, "notes": f"session {n}: implemented the thing and its tests, all green"}
+        {
+            "session_id": n,
+            "agent_type": "IMPLEMENT",
+            "features_touched": [ids[(n - 1) % len(ids)]],
+            "outcome": "READY_FOR_REVIEW",
+            "commit_range": {"from": "a" * 40, "to": "b" * 40},
+            "notes": f"session {n}: implemented the thing and its tests, all green",
+        }
         for n in range(1, features * sessions_per_feature + 1)
     ]
-    reviews = [{"review_id": k + 1, "feature_id": fid, "kind": "feature", "verdict": "PASS", "issues": {"critical": [], "major": [], "minor": ["a small thing"]}} for k, fid in enumerate(passing)]
+    reviews = [
+        {
+            "review_id": k + 1,
+            "feature_id": fid,
+            "kind": "feature",
+            "verdict": "PASS",
+            "issues": {"critical": [], "major": [], "minor": ["a small thing"]},
+        }
+        for k, fid in enumerate(passing)
+    ]
     nxt = ids[len(passing)]
     (project / "feature_list.json").write_text(json.dumps({"features": feature_list}, indent=2))
-    progress_data = {"project_name": project.name, "current_phase": IMPL, "current_feature": nxt, "current_branch": f"feature/{nxt}",
-                     "features_completed": len(passing), "sessions": entries}
+    progress_data = {
+        "project_name": project.name,
+        "current_phase": IMPL,
+        "current_feature": nxt,
+        "current_branch": f"feature/{nxt}",
+        "features_completed": len(passing),
+        "sessions": entries,
+    }
     (project / "progress.json").write_text(json.dumps(progress_data, indent=2))
     (project / "reviews.json").write_text(json.dumps({"reviews": reviews, "fixes": []}, indent=2))
     from session_scheduler.core.machine import Backlog, Lane, SessionState, feature
     from session_scheduler.store.statefile import save
 
-    state = SessionState(Backlog(tuple(ids), frozenset(passing)), Lane(SessionType.IMPLEMENT, feature(nxt)),
-                         architecture_checked_at=len(passing), session_count=len(entries))
+    state = SessionState(
+        Backlog(tuple(ids), frozenset(passing)),
+        Lane(SessionType.IMPLEMENT, feature(nxt)),
+        architecture_checked_at=len(passing),
+        session_count=len(entries),
+    )
     save(project, state, None)
     return nxt
 
@@ -921,17 +996,28 @@ def test_a_project_of_a_thousand_features_runs_sessions_normally(tmp_path: Path)
     state = state_of(project)
     assert nxt in state["backlog"]["passing"] and state["session_count"] == 10_002
     assert git(project, "log", "-1", "--format=%s", "main") == f"Merge feature/{nxt}"
-    assert next(f for f in load_json(project / "feature_list.json")["features"] if f["id"] == nxt)["passes"] is True
+    assert (
+        next(f for f in load_json(project / "feature_list.json")["features"] if f["id"] == nxt)["passes"]
+        is True
+    )
     ends = [e for e in events.read(events.log_path(project)) if e["kind"] == "session_ended"]
     assert [(e["role"], e["standing"]) for e in ends] == [(IMPL, "verified"), (REVIEW, "verified")]
     # what agents write stays small; the older entries are in the history files, once each
     assert (project / "progress.json").stat().st_size < 40_000
-    history = [json.loads(line)["session_id"] for line in (project / "progress_history.jsonl").read_text().splitlines()]
+    history = [
+        json.loads(line)["session_id"]
+        for line in (project / "progress_history.jsonl").read_text().splitlines()
+    ]
     kept = [e["session_id"] for e in load_json(project / "progress.json")["sessions"]]
     assert history + kept == list(range(1, 10_003))
     # no request to the model carries a whole hand-off file
-    requests = [json.loads(line) for line in (log_root(project) / "scripted_model_requests.jsonl").read_text().splitlines()]
-    assert requests and max(r["body_bytes"] for r in requests) < 150_000, max(r["body_bytes"] for r in requests)
+    requests = [
+        json.loads(line)
+        for line in (log_root(project) / "scripted_model_requests.jsonl").read_text().splitlines()
+    ]
+    assert requests and max(r["body_bytes"] for r in requests) < 150_000, max(
+        r["body_bytes"] for r in requests
+    )
 
 
 def _can_unshare_network() -> bool:
@@ -993,7 +1079,9 @@ def test_a_silent_session_is_stopped_by_the_idle_timeout_and_healthy_ones_are_no
 def assert_cut_with_its_tokens(project: Path, by: str) -> None:
     """Session 2 was stopped before Claude Code reported: its end says so, with the tokens its
     transcript shows (two requests were answered) and an estimated cost, never 0 tokens and $0."""
-    ended = next(e for e in events.read(events.log_path(project)) if e["kind"] == "session_ended" and e["session"] == 2)
+    ended = next(
+        e for e in events.read(events.log_path(project)) if e["kind"] == "session_ended" and e["session"] == 2
+    )
     receipt = ended["receipt"]
     assert ended["cut"]["by"] == by and receipt["partial"] and receipt["cost_estimated"], ended
     assert receipt["input_tokens"] > 0 and receipt["cost_usd"] > 0, receipt

@@ -32,14 +32,30 @@ def receipt(cost: float = 0.0, tokens: int = 0, **extra: Any) -> dict[str, Any]:
     }
 
 
-def ended(n: int, role: str, standing: str, feature: str | None = "F1", cost: float = 1.0, tokens: int = 10) -> dict[str, Any]:
-    return {"session": n, "role": role, "feature": feature, "standing": standing, "reason": "", "receipt": receipt(cost, tokens)}
+def ended(
+    n: int, role: str, standing: str, feature: str | None = "F1", cost: float = 1.0, tokens: int = 10
+) -> dict[str, Any]:
+    return {
+        "session": n,
+        "role": role,
+        "feature": feature,
+        "standing": standing,
+        "reason": "",
+        "receipt": receipt(cost, tokens),
+    }
 
 
 def test_an_event_has_its_kind_fields_and_nothing_unknown_is_written(tmp_path: Path) -> None:
     log = EventLog(tmp_path, "r1", clock=lambda: 100.0)
     event = log.emit("feature_blocked", feature="F2", rejections=2)
-    assert event == {"v": 1, "ts": 100.0, "run": "r1", "kind": "feature_blocked", "feature": "F2", "rejections": 2}
+    assert event == {
+        "v": 1,
+        "ts": 100.0,
+        "run": "r1",
+        "kind": "feature_blocked",
+        "feature": "F2",
+        "rejections": 2,
+    }
     assert events.read(events.log_path(tmp_path)) == [event]
     with pytest.raises(ValueError, match="unknown event kind"):
         log.emit("something_else")
@@ -73,13 +89,21 @@ def test_foreign_lines_are_skipped(tmp_path: Path) -> None:
     path = events.log_path(tmp_path)
     path.parent.mkdir(parents=True)
     good = make_event("undo", "r", 1.0, {"session": 1, "reason": "a"})
-    path.write_bytes(b"not json\n[1,2]\n" + json.dumps({"kind": "nope"}).encode() + b"\n\xff\xfe\n" + json.dumps(good).encode() + b"\n")
+    path.write_bytes(
+        b"not json\n[1,2]\n"
+        + json.dumps({"kind": "nope"}).encode()
+        + b"\n\xff\xfe\n"
+        + json.dumps(good).encode()
+        + b"\n"
+    )
     assert events.read(path) == [good]
 
 
 @settings(max_examples=60, deadline=None)
 @given(cut=st.integers(min_value=0, max_value=10_000))
-def test_any_cut_of_the_log_reads_as_a_prefix_of_its_events(tmp_path_factory: pytest.TempPathFactory, cut: int) -> None:
+def test_any_cut_of_the_log_reads_as_a_prefix_of_its_events(
+    tmp_path_factory: pytest.TempPathFactory, cut: int
+) -> None:
     folder = tmp_path_factory.mktemp("cut")
     path = events.log_path(folder)
     written = [make_event("undo", "r", float(n), {"session": n, "reason": "é" * n}) for n in range(12)]
@@ -93,16 +117,40 @@ def test_any_cut_of_the_log_reads_as_a_prefix_of_its_events(tmp_path_factory: py
 
 def test_the_fold_counts_a_session_once_as_it_last_ended_and_adds_up_every_spend() -> None:
     log = [
-        make_event("run_started", "r1", 1.0, {"pid": 1, "project": "/p", "version": "x", "cost_basis": "api"}),
+        make_event(
+            "run_started", "r1", 1.0, {"pid": 1, "project": "/p", "version": "x", "cost_basis": "api"}
+        ),
         make_event("features_listed", "r1", 2.0, {"session": 1, "features": ["F1", "F2"]}),
-        make_event("session_started", "r1", 3.0, {"session": 2, "role": "IMPLEMENT", "model": "m", "feature": "F1", "branch": "feature/F1", "attempt": 1, "log_dir": "l"}),
+        make_event(
+            "session_started",
+            "r1",
+            3.0,
+            {
+                "session": 2,
+                "role": "IMPLEMENT",
+                "model": "m",
+                "feature": "F1",
+                "branch": "feature/F1",
+                "attempt": 1,
+                "log_dir": "l",
+            },
+        ),
         make_event("session_ended", "r1", 4.0, ended(2, "IMPLEMENT", "failed")),
-        make_event("session_ended", "r1", 5.0, ended(2, "IMPLEMENT", "verified")),  # killed before the save, run again
+        make_event(
+            "session_ended", "r1", 5.0, ended(2, "IMPLEMENT", "verified")
+        ),  # killed before the save, run again
         make_event("session_ended", "r1", 6.0, ended(3, "REVIEW", "outage", cost=0.5)),
         make_event("session_ended", "r1", 7.0, ended(3, "REVIEW", "verified", cost=2.0, tokens=5)),
-        make_event("merge_verified", "r1", 8.0, {"session": 3, "feature": "F1", "branch": "feature/F1", "commit": "abc", "tests": "passed"}),
+        make_event(
+            "merge_verified",
+            "r1",
+            8.0,
+            {"session": 3, "feature": "F1", "branch": "feature/F1", "commit": "abc", "tests": "passed"},
+        ),
         make_event("feature_blocked", "r1", 9.0, {"feature": "F2", "rejections": 2}),
-        make_event("denial", "r1", 9.5, {"session": 3, "role": "REVIEW", "tool": "Bash", "input": {}, "rule": "x"}),
+        make_event(
+            "denial", "r1", 9.5, {"session": 3, "role": "REVIEW", "tool": "Bash", "input": {}, "rule": "x"}
+        ),
     ]
     totals = Totals.of(log)
     assert totals.sessions == 2 and totals.failed == 0
@@ -137,7 +185,15 @@ def test_the_fold_of_one_run_leaves_out_the_others() -> None:
 
 def test_a_session_in_flight_and_a_wait_until_the_next_session_starts() -> None:
     totals = Totals()
-    start = {"session": 5, "role": "REVIEW", "model": "opus", "feature": "F3", "branch": "feature/F3", "attempt": 1, "log_dir": "l"}
+    start = {
+        "session": 5,
+        "role": "REVIEW",
+        "model": "opus",
+        "feature": "F3",
+        "branch": "feature/F3",
+        "attempt": 1,
+        "log_dir": "l",
+    }
     totals.apply(make_event("session_started", "r", 1.0, start))
     assert totals.in_flight is not None and totals.in_flight["session"] == 5
     totals.apply(make_event("session_ended", "r", 2.0, ended(5, "REVIEW", "usage_limit")))
@@ -177,7 +233,9 @@ def _umask() -> int:
     return mask
 
 
-def test_a_failing_listener_is_reported_and_the_others_still_hear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failing_listener_is_reported_and_the_others_still_hear(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log = EventLog(tmp_path, "r1", clock=lambda: 5.0)
     heard: list[dict[str, Any]] = []
 
@@ -187,24 +245,53 @@ def test_a_failing_listener_is_reported_and_the_others_still_hear(tmp_path: Path
     log.subscribe(broken)
     log.subscribe(heard.append)
     event = log.emit("undo", session=1, reason="x")
-    assert heard == [event] and "a listener of the event log failed on undo: RuntimeError('boom')" in capsys.readouterr().err
+    assert (
+        heard == [event]
+        and "a listener of the event log failed on undo: RuntimeError('boom')" in capsys.readouterr().err
+    )
 
 
 def test_every_fact_of_the_fold() -> None:
-    start = {"session": 2, "role": "IMPLEMENT", "model": "m", "feature": "F1", "branch": "b", "attempt": 1, "log_dir": "l"}
+    start = {
+        "session": 2,
+        "role": "IMPLEMENT",
+        "model": "m",
+        "feature": "F1",
+        "branch": "b",
+        "attempt": 1,
+        "log_dir": "l",
+    }
     log = [
-        make_event("run_started", "r", 10.0, {"pid": 1, "project": "/p", "version": "x", "cost_basis": "api"}),
+        make_event(
+            "run_started", "r", 10.0, {"pid": 1, "project": "/p", "version": "x", "cost_basis": "api"}
+        ),
         make_event("features_listed", "r", 11.0, {"session": 1, "features": ["F1", "F2", "F3"]}),
-        make_event("denial", "r", 12.0, {"session": 2, "role": "IMPLEMENT", "tool": "Bash", "input": {}, "rule": "x"}),
-        make_event("denial", "r", 12.5, {"session": 2, "role": "IMPLEMENT", "tool": "Bash", "input": {}, "rule": "x"}),
-        make_event("denial", "r", 12.7, {"session": 3, "role": "REVIEW", "tool": "Write", "input": {}, "rule": "y"}),
+        make_event(
+            "denial", "r", 12.0, {"session": 2, "role": "IMPLEMENT", "tool": "Bash", "input": {}, "rule": "x"}
+        ),
+        make_event(
+            "denial", "r", 12.5, {"session": 2, "role": "IMPLEMENT", "tool": "Bash", "input": {}, "rule": "x"}
+        ),
+        make_event(
+            "denial", "r", 12.7, {"session": 3, "role": "REVIEW", "tool": "Write", "input": {}, "rule": "y"}
+        ),
         make_event("session_started", "r", 13.0, start),
-        make_event("session_ended", "r", 14.0, {**ended(2, "IMPLEMENT", "outage"), "receipt": {"cost_usd": None, "input_tokens": None}}),
+        make_event(
+            "session_ended",
+            "r",
+            14.0,
+            {**ended(2, "IMPLEMENT", "outage"), "receipt": {"cost_usd": None, "input_tokens": None}},
+        ),
         make_event("session_ended", "r", 15.0, ended(3, "REVIEW", "outage", cost=0.5)),
         make_event("session_ended", "r", 16.0, ended(4, "FIX", "failed", cost=0.5)),
         make_event("session_ended", "r", 16.5, ended(5, "FIX", "failed", cost=0.5)),
         make_event("session_ended", "r", 17.0, ended(6, "REVIEW", "verified", cost=0.5)),
-        make_event("merge_verified", "r", 17.5, {"session": 6, "feature": "F1", "branch": "b", "commit": "c", "tests": "passed"}),
+        make_event(
+            "merge_verified",
+            "r",
+            17.5,
+            {"session": 6, "feature": "F1", "branch": "b", "commit": "c", "tests": "passed"},
+        ),
         make_event("feature_blocked", "r", 18.0, {"feature": "F2", "rejections": 2}),
         make_event("limit_wait", "r", 18.5, {"session": 7, "why": "usage_limit", "until": 99.0}),
         {"v": 1, "ts": 19.0, "run": "r", "kind": "from_a_newer_version"},
@@ -212,7 +299,11 @@ def test_every_fact_of_the_fold() -> None:
     ]
     totals = Totals.of(log)
     assert (totals.first_ts, totals.last_ts) == (10.0, 20.0)
-    assert totals.features == ("F1", "F2", "F3") and totals.passing == {"F1": 17.5} and totals.blocked == {"F2": 18.0}
+    assert (
+        totals.features == ("F1", "F2", "F3")
+        and totals.passing == {"F1": 17.5}
+        and totals.blocked == {"F2": 18.0}
+    )
     assert totals.denials_by_role == {"IMPLEMENT": 2, "REVIEW": 1}
     assert totals.not_counted == {"outage": 2}
     assert (totals.failed, totals.by_role["FIX"].failed, totals.by_role["FIX"].sessions) == (2, 2, 2)
@@ -225,7 +316,9 @@ def test_every_fact_of_the_fold() -> None:
 def test_sync_puts_what_was_appended_on_disk_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[str] = []
     real = events.os.fsync
-    monkeypatch.setattr(events.os, "fsync", lambda fd: (synced.append(events.os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    monkeypatch.setattr(
+        events.os, "fsync", lambda fd: (synced.append(events.os.readlink(f"/proc/self/fd/{fd}")), real(fd))
+    )
     log = EventLog(tmp_path, "r1")
     log.sync()
     assert synced == []  # nothing appended yet
@@ -239,7 +332,9 @@ def test_sync_puts_what_was_appended_on_disk_once(tmp_path: Path, monkeypatch: p
     assert synced == [str(log.path)] * 2
 
 
-def test_the_scheduler_syncs_the_log_before_each_save_of_its_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_scheduler_syncs_the_log_before_each_save_of_its_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from test_lifecycle import LIFECYCLE, new_project, run
 
     from session_scheduler.run import scheduler

@@ -58,7 +58,9 @@ class RecordingBrain(RobotBrain):
 
 
 def sh(project: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=project, capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        ["git", *args], cwd=project, capture_output=True, text=True, timeout=60, check=False
+    )
     return done.stdout
 
 
@@ -98,13 +100,17 @@ def the_person_s_files_are_intact(project: Path, kept: dict[str, str]) -> None:
     for branch in ("develop", "main"):
         assert sh(project, "show", f"{branch}:CLAUDE.md") in ("", RULES)
         assert sh(project, "show", f"{branch}:.gitignore") in ("", GITIGNORE)
-    assert sh(project, "log", "--format=%s", "--all", "--", "CLAUDE.md", ".gitignore").split("\n")[:1] == ["the person's start"]
+    assert sh(project, "log", "--format=%s", "--all", "--", "CLAUDE.md", ".gitignore").split("\n")[:1] == [
+        "the person's start"
+    ]
     assert sh(project, "rev-parse", "develop").strip() == kept["develop"]
     stashes = sh(project, "stash", "list", "--format=%H %gs").splitlines()
     assert f"{kept['stash']} On develop: the person's own stash" in stashes, stashes
 
 
-def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_every_session(tmp_path: Path) -> None:
+def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_every_session(
+    tmp_path: Path,
+) -> None:
     started = time.monotonic()
     project = tmp_path / "generations" / "mine"
     kept = person_s_repository(project)
@@ -121,8 +127,13 @@ def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_ever
         # 1. a merge in progress: refused in one line, nothing touched
         refused = run(command(project), env)
         assert refused.returncode == 1, explain(refused)
-        assert "in the middle of a merge: finish it (`git commit`) or abort it (`git merge --abort`)" in refused.stdout + refused.stderr
-        assert (project / ".git" / "MERGE_HEAD").exists() and sh(project, "status", "--porcelain") == status_before
+        assert (
+            "in the middle of a merge: finish it (`git commit`) or abort it (`git merge --abort`)"
+            in refused.stdout + refused.stderr
+        )
+        assert (project / ".git" / "MERGE_HEAD").exists() and sh(
+            project, "status", "--porcelain"
+        ) == status_before
         assert not brain.systems and not (project / ".agent_logs" / "adoption.json").exists()
         the_person_s_files_are_intact(project, kept)
 
@@ -143,15 +154,25 @@ def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_ever
 
     # nothing of the scheduler's was committed, and the person's files are as they were
     staged_all = sh(project, "show", "--name-only", "--format=", "main~0^{/chore: project skeleton}").split()
-    assert staged_all and not any(name == "CLAUDE.md" or name.startswith((".agent", ".claude")) for name in staged_all), staged_all
+    assert staged_all and not any(
+        name == "CLAUDE.md" or name.startswith((".agent", ".claude")) for name in staged_all
+    ), staged_all
     the_person_s_files_are_intact(project, kept)
     assert sh(project, "rev-parse", "refs/scheduler/preexisting/feature/F001").strip() == kept["feature/F001"]
-    assert "set aside: your branch feature/F001" in first.stdout and "git branch <name> refs/scheduler/preexisting/feature/F001" in first.stdout
+    assert (
+        "set aside: your branch feature/F001" in first.stdout
+        and "git branch <name> refs/scheduler/preexisting/feature/F001" in first.stdout
+    )
 
     # the uncommitted edit and the untracked file were set aside once, named with the command that brings them back
-    notes = re.findall(r"set aside: uncommitted work is kept as (stash@\{\d+\}) .*`git stash pop \1` brings it back", first.stdout)
+    notes = re.findall(
+        r"set aside: uncommitted work is kept as (stash@\{\d+\}) .*`git stash pop \1` brings it back",
+        first.stdout,
+    )
     assert len(notes) == 1, first.stdout
-    ours = [line for line in sh(project, "stash", "list", "--format=%gs").splitlines() if "scheduler:" in line]
+    ours = [
+        line for line in sh(project, "stash", "list", "--format=%gs").splitlines() if "scheduler:" in line
+    ]
     assert len(ours) == 1, ours
     set_aside = {e["ref"] for e in events.read(events.log_path(project)) if e["kind"] == "set_aside"}
     assert set_aside == {"refs/scheduler/preexisting/feature/F001", notes[0]}, set_aside
@@ -168,7 +189,9 @@ def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_ever
     stash_list = sh(project, "stash", "list")
     rerun = run(command(project), env)
     assert rerun.returncode == 0, explain(rerun)
-    assert sh(project, "stash", "list") == stash_list and sh(project, "status", "--porcelain") == " M notes.md\n"
+    assert (
+        sh(project, "stash", "list") == stash_list and sh(project, "status", "--porcelain") == " M notes.md\n"
+    )
     assert (project / "notes.md").read_text() == "line 1\nanother edit\n"
     assert sh(project, "symbolic-ref", "--short", "HEAD").strip() == "main"
     assert time.monotonic() - started < 120

@@ -64,7 +64,9 @@ def test_file_tools_stay_inside_the_project(
 
 @pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")
-def test_reads_outside_and_credentials_are_refused_through_the_real_cli(world: tuple[Path, Path], tmp_path: Path) -> None:
+def test_reads_outside_and_credentials_are_refused_through_the_real_cli(
+    world: tuple[Path, Path], tmp_path: Path
+) -> None:
     project, outside = world
     (project / "escape").unlink()
     request = request_for(project, state_for(T.IMPLEMENT), AgentConfig())

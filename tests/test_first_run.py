@@ -69,7 +69,9 @@ def test_a_scenario_that_cannot_be_used_is_a_usage_error_in_one_line(tmp_path: P
         scenario.mkdir()
     if kind == "without-demo":
         scenario.write_text('{"features": 1}')
-    args = ["--project-dir", "app", "--scenario", str(scenario)] + ([] if kind == "without-demo" else ["--offline-demo"])
+    args = ["--project-dir", "app", "--scenario", str(scenario)] + (
+        [] if kind == "without-demo" else ["--offline-demo"]
+    )
     result = invoke(*args)
     assert result.exit_code == 2, result.output
     assert one_line(result).startswith("error: ") and "scenario" in result.stderr
@@ -86,7 +88,9 @@ def test_without_credentials_nothing_is_created_and_one_line_says_how_to_log_in(
         probes.append(1)
         return active_sandbox()
 
-    result = invoke("--project-dir", "app", "--spec", str(spec_file), credentials=lambda: NO_CREDENTIALS, preflight=probe)
+    result = invoke(
+        "--project-dir", "app", "--spec", str(spec_file), credentials=lambda: NO_CREDENTIALS, preflight=probe
+    )
     assert result.exit_code == 1, result.output
     assert one_line(result) == f"error: {NO_CREDENTIALS}"
     assert not resolve_project("app").exists() and probes == []
@@ -104,7 +108,9 @@ def test_the_credentials_check_asks_the_bundled_cli(tmp_path: Path, monkeypatch:
         monkeypatch.setenv(key, value)
     assert credentials_missing() is None, "a key is credentials"
     monkeypatch.delenv("ANTHROPIC_API_KEY")
-    assert "has no credentials for the endpoint http://127.0.0.1:9 (ANTHROPIC_BASE_URL)" in str(credentials_missing())
+    assert "has no credentials for the endpoint http://127.0.0.1:9 (ANTHROPIC_BASE_URL)" in str(
+        credentials_missing()
+    )
     monkeypatch.delenv("ANTHROPIC_BASE_URL")
     assert credentials_missing() == LOGIN_HELP
 
@@ -114,10 +120,19 @@ def test_a_newcomer_without_credentials_gets_one_line_and_no_folder(tmp_path: Pa
     """The user's command with an empty home and no key: the bundled CLI says it is not logged in."""
     from session_scheduler.run.classify import LOGIN_HELP
 
-    env = {key: value for key, value in hermetic_env("http://127.0.0.1:9", tmp_path / "home").items() if not key.startswith("ANTHROPIC_")}
+    env = {
+        key: value
+        for key, value in hermetic_env("http://127.0.0.1:9", tmp_path / "home").items()
+        if not key.startswith("ANTHROPIC_")
+    }
     env["AGENT_GENERATIONS_DIR"] = str(tmp_path / "generations")
     done = subprocess.run(
-        [sys.executable, "autonomous_agent_demo.py", "--project-dir", "my_app"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "autonomous_agent_demo.py", "--project-dir", "my_app"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.strip().splitlines() == [f"error: {LOGIN_HELP}"]
@@ -147,16 +162,23 @@ def test_a_plain_rerun_of_the_demo_resumes_the_demo_and_no_offline_demo_leaves_i
     assert json.loads((resolve_project("demo") / ".agent_config.json").read_text())["offline_demo"] is True
     rerun = invoke("--project-dir", "demo", "--max-iterations", "1", **seams)
     assert rerun.exit_code == 3, rerun.output
-    assert "Offline demo (saved with this project; --no-offline-demo goes on against your real endpoint)" in rerun.output
+    assert (
+        "Offline demo (saved with this project; --no-offline-demo goes on against your real endpoint)"
+        in rerun.output
+    )
     assert offline == [True, True], "the rerun talks to the scripted model and asks for no credentials"
     real = invoke("--project-dir", "demo", "--no-offline-demo", **seams)
-    assert real.exit_code == 1 and one_line(real) == f"error: {NO_CREDENTIALS}", "left: credentials are needed now"
+    assert real.exit_code == 1 and one_line(real) == f"error: {NO_CREDENTIALS}", (
+        "left: credentials are needed now"
+    )
 
 
 # --- a finished project: no probe, no credentials ------------------------------------------------
 
 
-def test_rerunning_a_finished_project_neither_probes_the_sandbox_nor_asks_for_credentials(spec_file: Path) -> None:
+def test_rerunning_a_finished_project_neither_probes_the_sandbox_nor_asks_for_credentials(
+    spec_file: Path,
+) -> None:
     assert invoke("--project-dir", "app", "--spec", str(spec_file)).exit_code == 0
     probes: list[int] = []
 
@@ -181,7 +203,9 @@ def test_a_session_never_starts_unprobed() -> None:
             return SessionResult()
 
     @contextmanager
-    def factory(echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path) -> Iterator[SessionRunner]:
+    def factory(
+        echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path
+    ) -> Iterator[SessionRunner]:
         yield Runner()
 
     def probe() -> Preflight:
@@ -232,7 +256,9 @@ def test_help_says_where_a_relative_project_dir_lands() -> None:
 # --- nothing left in the system temp folder ------------------------------------------------------
 
 
-def test_dry_run_leaves_nothing_in_the_temp_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec_file: Path) -> None:
+def test_dry_run_leaves_nothing_in_the_temp_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec_file: Path
+) -> None:
     temp = tmp_path / "temp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
@@ -252,8 +278,19 @@ def test_a_run_check_and_dry_run_leave_the_temp_folder_empty(tmp_path: Path) -> 
     env.update(TMPDIR=str(temp), AGENT_GENERATIONS_DIR=str(tmp_path / "generations"))
     scenario = tmp_path / "scenario.json"
     scenario.write_text('{"features": 1}')
-    for args in (["--check"], ["--project-dir", "app", "--offline-demo", "--scenario", str(scenario)], ["--project-dir", "app", "--dry-run"]):
-        done = subprocess.run([sys.executable, "autonomous_agent_demo.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    for args in (
+        ["--check"],
+        ["--project-dir", "app", "--offline-demo", "--scenario", str(scenario)],
+        ["--project-dir", "app", "--dry-run"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "autonomous_agent_demo.py", *args],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr
         left = sorted(p.name for p in temp.iterdir())
         if left:
@@ -313,7 +350,10 @@ def run_against(base_url: str, tmp_path: Path) -> subprocess.CompletedProcess[st
 REFUSALS = {
     "http_401": ("refused the credentials (401)", "check ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"),
     "http_402": ("refused the request for billing reasons", "check the account's credit"),
-    "http_404": ("does not know the model 'sonnet'", "--initializer-model (the model of INITIALIZER sessions)"),
+    "http_404": (
+        "does not know the model 'sonnet'",
+        "--initializer-model (the model of INITIALIZER sessions)",
+    ),
 }
 
 
@@ -333,18 +373,25 @@ def test_a_refused_key_billing_or_model_ends_the_run_in_one_line(tmp_path: Path,
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr
     cause, fix = REFUSALS[kind]
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and cause in lines[0] and fix in lines[0], done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and cause in lines[0] and fix in lines[0], (
+        done.stderr
+    )
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("status", [404, 405, 200])
-def test_an_endpoint_that_is_not_an_anthropic_api_ends_the_run_in_one_line(tmp_path: Path, status: int) -> None:
+def test_an_endpoint_that_is_not_an_anthropic_api_ends_the_run_in_one_line(
+    tmp_path: Path, status: int
+) -> None:
     with PlainWebServer(status) as server:
         done = run_against(server.base_url, tmp_path)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert f"the endpoint {server.base_url} (ANTHROPIC_BASE_URL) does not look like the Anthropic API" in lines[0]
+    assert (
+        f"the endpoint {server.base_url} (ANTHROPIC_BASE_URL) does not look like the Anthropic API"
+        in lines[0]
+    )
     assert f"answered HTTP {status} with an HTML page" in lines[0] and "set ANTHROPIC_BASE_URL" in lines[0]
 
 
@@ -367,7 +414,13 @@ def test_a_refusal_of_a_json_api_is_not_taken_for_a_web_page() -> None:
 def test_a_page_instead_of_the_api_stops_the_run_and_says_so() -> None:
     from session_scheduler.run.classify import Standing, cut_short
 
-    result = SessionResult(api_error_status=404, base_url="http://127.0.0.1:8080", not_an_api="HTTP 404 with an HTML page")
+    result = SessionResult(
+        api_error_status=404, base_url="http://127.0.0.1:8080", not_an_api="HTTP 404 with an HTML page"
+    )
     classified = cut_short(result, "sonnet")
-    assert classified is not None and classified.standing is Standing.AUTH and classified.unknown_model is None
-    assert classified.reason.startswith("the endpoint http://127.0.0.1:8080 (ANTHROPIC_BASE_URL) does not look like the Anthropic API")
+    assert (
+        classified is not None and classified.standing is Standing.AUTH and classified.unknown_model is None
+    )
+    assert classified.reason.startswith(
+        "the endpoint http://127.0.0.1:8080 (ANTHROPIC_BASE_URL) does not look like the Anthropic API"
+    )

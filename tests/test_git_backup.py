@@ -41,8 +41,14 @@ def new_project(tmp_path: Path) -> Path:
     sh(project, "for i in $(seq 120); do echo $i > f$i; done && echo 1 > a && git add . && git commit -qm a")
     sh(project, "git branch feature/F001 && git branch feature/F002 && git tag -a -m v v1")
     sh(project, "git update-ref refs/scheduler/undone/session-1/x HEAD && git pack-refs --all")
-    sh(project, "m=$(git rev-parse main) && git update-ref -d refs/heads/main && git update-ref refs/heads/main $m")  # loose only
-    sh(project, "echo 2 > a && git commit -qam b && echo 3 > a && git stash -q && echo 4 > a && git stash -q && git branch feature/F003")
+    sh(
+        project,
+        "m=$(git rev-parse main) && git update-ref -d refs/heads/main && git update-ref refs/heads/main $m",
+    )  # loose only
+    sh(
+        project,
+        "echo 2 > a && git commit -qam b && echo 3 > a && git stash -q && echo 4 > a && git stash -q && git branch feature/F003",
+    )
     (project / ".git" / "hooks" / "pre-push").symlink_to("/bin/true")  # links among the settings stay links
     (project / ".git" / "config.worktree").symlink_to(os.devnull)
     git_guard.baseline(project)
@@ -76,14 +82,23 @@ def test_the_backup_holds_every_ref_and_stash_entry_and_follows_the_repository(p
     backup = git_backup.sync(project, project / ".git")
     assert backup.error == "" and backup.head == "ref: refs/heads/main\n"
     assert {f"{sha} {name}" for name, sha in backup.refs.items()} == set(refs_of(project).splitlines())
-    assert len(backup.refs) == 7 and "refs/stash" in backup.refs and "refs/scheduler/undone/session-1/x" in backup.refs
+    assert (
+        len(backup.refs) == 7
+        and "refs/stash" in backup.refs
+        and "refs/scheduler/undone/session-1/x" in backup.refs
+    )
     stashes = sh(project, "git log -g --format=%H refs/stash").split()
     kept = sh(backup.store, "git for-each-ref --format='%(refname)' refs/stash-log/").split()
     assert sorted(kept) == sorted(f"refs/stash-log/{sha}" for sha in stashes)
-    with (project / ".git" / "logs" / "refs" / "stash").open("a") as reflog:  # an entry of no commit fails no fetch
+    with (project / ".git" / "logs" / "refs" / "stash").open(
+        "a"
+    ) as reflog:  # an entry of no commit fails no fetch
         reflog.write(f"{stashes[0]} {'3' * 40} A U Thor <a@u.t> 1700000000 +0000\tplanted\n")
     assert git_backup.sync(project, project / ".git").error == ""
-    sh(project, "git checkout -q -b feature/F004 && echo 5 > b && git add b && git commit -qm c && git branch -D feature/F002")
+    sh(
+        project,
+        "git checkout -q -b feature/F004 && echo 5 > b && git add b && git commit -qm c && git branch -D feature/F002",
+    )
     later = git_backup.sync(project, project / ".git")
     assert {f"{sha} {name}" for name, sha in later.refs.items()} == set(refs_of(project).splitlines())
     assert "refs/heads/feature/F002" not in later.refs and later.head == "ref: refs/heads/feature/F004\n"
@@ -104,7 +119,9 @@ def test_the_backup_keeps_its_refs_packed_and_its_history_indexed(project: Path)
     assert len(git_backup.sync(project, project / ".git").refs) == 62 and loose() == git_backup.LOOSE_KEPT
     sh(project, "git branch one-more")
     assert len(git_backup.sync(project, project / ".git").refs) == 63 and loose() == 0
-    assert (store / "objects" / "info" / "commit-graph").stat().st_mtime_ns == graph.st_mtime_ns, "written once"
+    assert (store / "objects" / "info" / "commit-graph").stat().st_mtime_ns == graph.st_mtime_ns, (
+        "written once"
+    )
 
 
 def test_the_fetch_runs_no_command_the_repository_s_config_names(project: Path, tmp_path: Path) -> None:
@@ -120,12 +137,19 @@ def test_the_fetch_runs_no_command_the_repository_s_config_names(project: Path, 
 def test_a_sound_repository_is_left_as_it_is(project: Path) -> None:
     sh(project, "git tag blob HEAD:a")  # a ref to a blob that is not a branch
     backup = git_backup.sync(project, project / ".git")
-    (project / ".git" / "refs" / "heads" / ".main.tmp").write_text("garbage\n")  # no ref name: git reads no ref there
-    sh(project, "git checkout -q feature/F001 && echo 5 > b && git add b && git commit -qm c && git checkout -q -b feature/F009")
+    (project / ".git" / "refs" / "heads" / ".main.tmp").write_text(
+        "garbage\n"
+    )  # no ref name: git reads no ref there
+    sh(
+        project,
+        "git checkout -q feature/F001 && echo 5 > b && git add b && git commit -qm c && git checkout -q -b feature/F009",
+    )
     before = refs_of(project)
     assert git_backup.repair(backup) is None  # a branch moved or made is verification's to judge
     assert refs_of(project) == before
-    sh(project, "git branch -D feature/F003 && git checkout -q --detach && git branch -D feature/F009")  # and one deleted,
+    sh(
+        project, "git branch -D feature/F003 && git checkout -q --detach && git branch -D feature/F009"
+    )  # and one deleted,
     assert git_backup.repair(backup) is None  # its commit still there; HEAD detached
 
 
@@ -147,7 +171,10 @@ DESTRUCTIONS: dict[str, tuple[Callable[[Path], object], str]] = {
         ".git/packed-refs unreadable",
     ),
     "packed-refs out of order": (  # its header says sorted: git would look for refs where they are not
-        lambda g: sh(g, "sed -i 's/feature.F001$/feature\\/F00x/; s/feature.F002$/feature\\/F001/; s/feature.F00x$/feature\\/F002/' packed-refs"),
+        lambda g: sh(
+            g,
+            "sed -i 's/feature.F001$/feature\\/F00x/; s/feature.F002$/feature\\/F001/; s/feature.F00x$/feature\\/F002/' packed-refs",
+        ),
         ".git/packed-refs unreadable",
     ),
 }
@@ -156,18 +183,26 @@ DESTRUCTIONS: dict[str, tuple[Callable[[Path], object], str]] = {
 @pytest.mark.parametrize("name", list(DESTRUCTIONS))
 def test_a_destroyed_repository_is_rebuilt_as_it_was(project: Path, name: str) -> None:
     destroy, damage = DESTRUCTIONS[name]
-    config, exclude = (project / ".git" / "config").read_text(), (project / ".git" / "info" / "exclude").read_text()
+    config, exclude = (
+        (project / ".git" / "config").read_text(),
+        (project / ".git" / "info" / "exclude").read_text(),
+    )
     packed = (project / ".git" / "packed-refs").read_text()
     backup = git_backup.sync(project, project / ".git")
     assert any(p.suffix == ".pack" for p in (backup.store / "objects" / "pack").iterdir())
     before = refs_of(project)
     destroy(project / ".git")
-    assert git_backup.repair(backup) == f"the session damaged .git ({damage}); restored from the scheduler's copy"
+    assert (
+        git_backup.repair(backup)
+        == f"the session damaged .git ({damage}); restored from the scheduler's copy"
+    )
     restored(project, before, backup)
     assert (project / ".git" / "config").read_text() == config, "the run's settings, identity included"
     assert (project / ".git" / "info" / "exclude").read_text() == exclude
     settings = json.loads((project / ".agent_logs" / "git_guard" / "digest.json").read_text())
-    assert git_guard.differences(settings, git_guard.fingerprints(project / ".git")) == [], "hooks, info, links as they were"
+    assert git_guard.differences(settings, git_guard.fingerprints(project / ".git")) == [], (
+        "hooks, info, links as they were"
+    )
     assert sh(project, "git status --porcelain") == "", "the index matches the work tree again"
     if name in ("HEAD garbage", "refs removed"):  # a packed-refs git reads is left as it is
         assert (project / ".git" / "packed-refs").read_text() == packed and "\n^" in packed
@@ -175,7 +210,10 @@ def test_a_destroyed_repository_is_rebuilt_as_it_was(project: Path, name: str) -
 
 def test_many_problems_are_counted_after_the_first_four(project: Path) -> None:
     backup = git_backup.sync(project, project / ".git")
-    sh(project, f"find .git/refs -type f -delete && rm .git/packed-refs && echo {'1' * 40} | tee .git/refs/heads/x .git/refs/heads/y")
+    sh(
+        project,
+        f"find .git/refs -type f -delete && rm .git/packed-refs && echo {'1' * 40} | tee .git/refs/heads/x .git/refs/heads/y",
+    )
     line = git_backup.repair(backup)
     assert line == (
         "the session damaged .git (HEAD points to no commit, refs/scheduler/undone/session-1/x missing, refs/stash missing, "
@@ -184,7 +222,9 @@ def test_many_problems_are_counted_after_the_first_four(project: Path) -> None:
     assert sh(project, "git branch --list x y") == ""
 
 
-def test_a_git_folder_replaced_by_a_file_and_objects_by_a_link_are_made_again(project: Path, tmp_path: Path) -> None:
+def test_a_git_folder_replaced_by_a_file_and_objects_by_a_link_are_made_again(
+    project: Path, tmp_path: Path
+) -> None:
     backup = git_backup.sync(project, project / ".git")
     before = refs_of(project)
     elsewhere = tmp_path / "elsewhere"
@@ -192,11 +232,16 @@ def test_a_git_folder_replaced_by_a_file_and_objects_by_a_link_are_made_again(pr
     (project / ".git" / "objects").symlink_to(elsewhere)
     assert git_backup.check(backup) == [".git/objects missing"]
     assert git_backup.repair(backup) is not None
-    assert not (project / ".git" / "objects").is_symlink() and elsewhere.is_dir(), "the link's target is left alone"
+    assert not (project / ".git" / "objects").is_symlink() and elsewhere.is_dir(), (
+        "the link's target is left alone"
+    )
     restored(project, before, backup)
     shutil.rmtree(project / ".git")
     (project / ".git").write_text(f"gitdir: {elsewhere}\n")
-    assert git_backup.repair(backup) == "the session damaged .git (.git is not a folder); restored from the scheduler's copy"
+    assert (
+        git_backup.repair(backup)
+        == "the session damaged .git (.git is not a folder); restored from the scheduler's copy"
+    )
     restored(project, before, backup)
 
 
@@ -214,11 +259,19 @@ def test_broken_branches_go_back_or_go_and_head_names_a_commit_again(project: Pa
     backup = git_backup.sync(project, project / ".git")
     before = refs_of(project)
     blob = sh(project, "git rev-parse HEAD:a").strip()
-    sh(project, f"echo {'1' * 40} > .git/refs/heads/feature/F009 && echo {blob} > .git/refs/heads/feature/F003")
+    sh(
+        project,
+        f"echo {'1' * 40} > .git/refs/heads/feature/F009 && echo {blob} > .git/refs/heads/feature/F003",
+    )
     sh(project, "echo garbage > .git/refs/heads/main && echo 'ref: refs/heads/feature/F009' > .git/HEAD")
-    sh(project, f"sed -i 's/^[0-9a-f]* refs.heads.feature.F002$/{'2' * 40} refs\\/heads\\/feature\\/F002/' .git/packed-refs")
+    sh(
+        project,
+        f"sed -i 's/^[0-9a-f]* refs.heads.feature.F002$/{'2' * 40} refs\\/heads\\/feature\\/F002/' .git/packed-refs",
+    )
     sh(project, f"sed -i '/refs.heads.feature.F002$/a {'4' * 40} refs/heads/feature/F008' .git/packed-refs")
-    sh(project, f"echo HEAD > .git/refs/heads/feature/F007 && echo {'5' * 40} > .git/refs/tags/broken")  # a name is no object
+    sh(
+        project, f"echo HEAD > .git/refs/heads/feature/F007 && echo {'5' * 40} > .git/refs/tags/broken"
+    )  # a name is no object
     assert git_backup.check(backup) == [
         "HEAD points to no commit",
         "refs/heads/feature/F002 missing",
@@ -251,7 +304,9 @@ def test_a_symbolic_ref_is_followed(project: Path) -> None:
     backup = git_backup.sync(project, project / ".git")
     assert backup.refs["refs/remotes/origin/HEAD"] == backup.refs["refs/heads/feature/F003"]
     sh(project, "git branch -D feature/F003")
-    assert git_backup.check(backup) == ["refs/remotes/origin/HEAD missing"], "the branch is verification's, the ref it left dangling not"
+    assert git_backup.check(backup) == ["refs/remotes/origin/HEAD missing"], (
+        "the branch is verification's, the ref it left dangling not"
+    )
 
 
 def test_a_corrupt_object_is_copied_back(project: Path) -> None:
@@ -269,7 +324,9 @@ def test_a_corrupt_object_is_copied_back(project: Path) -> None:
 
 def test_a_repair_that_needs_no_object_keeps_the_index_and_the_newer_stash_entries(project: Path) -> None:
     backup = git_backup.sync(project, project / ".git")
-    sh(project, "echo 5 > a && git stash -q && echo 6 > a && git add a")  # a third stash entry, a staged change
+    sh(
+        project, "echo 5 > a && git stash -q && echo 6 > a && git add a"
+    )  # a third stash entry, a staged change
     (project / ".git" / "HEAD").write_text("garbage")
     git_backup.repair(backup)
     assert sh(project, "git status --porcelain") == "M  a\n"
@@ -289,7 +346,9 @@ def test_head_that_is_a_link_or_names_no_ref_is_unreadable(project: Path) -> Non
     assert git_backup.check(backup) == ["HEAD unreadable"]
 
 
-def test_git_s_location_variables_and_the_repository_s_hooks_are_not_used(project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_git_s_location_variables_and_the_repository_s_hooks_are_not_used(
+    project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     backup = git_backup.sync(project, project / ".git")
     (tmp_path / "index").write_text("garbage")
     monkeypatch.setenv("GIT_INDEX_FILE", str(tmp_path / "index"))
@@ -326,15 +385,24 @@ def test_a_git_command_that_fails_says_how(project: Path) -> None:
     assert failed.value.status == 128 and failed.value.said.startswith("fatal: ")
     backup = git_backup.sync(project, project / ".git")
     (project / ".git" / "config").write_text("[garbage\n")
-    assert git_backup.check(backup) == [f"git cannot read the repository (fatal: bad config line 1 in file {project}/.git/config)"]
+    assert git_backup.check(backup) == [
+        f"git cannot read the repository (fatal: bad config line 1 in file {project}/.git/config)"
+    ]
 
 
 def test_packed_refs_are_read_as_git_reads_them() -> None:
     a, b = "a" * 40, "b" * 40
     assert git_backup._packed("") == {}
-    assert git_backup._packed(f"{a} refs/heads/x\n{b} refs/heads/w\n") == {"refs/heads/x": a, "refs/heads/w": b}
-    assert git_backup._packed(f"# pack-refs with: peeled\n{a} refs/tags/x\n^{b}\n{b} refs/heads/w\n") is not None
-    assert git_backup._packed(f"# pack-refs with: peeled sorted \n{a} refs/heads/x\n{b} refs/heads/w\n") is None
+    assert git_backup._packed(f"{a} refs/heads/x\n{b} refs/heads/w\n") == {
+        "refs/heads/x": a,
+        "refs/heads/w": b,
+    }
+    assert (
+        git_backup._packed(f"# pack-refs with: peeled\n{a} refs/tags/x\n^{b}\n{b} refs/heads/w\n") is not None
+    )
+    assert (
+        git_backup._packed(f"# pack-refs with: peeled sorted \n{a} refs/heads/x\n{b} refs/heads/w\n") is None
+    )
     assert git_backup._packed(f"garbage\n{a} refs/heads/x\n") is None
     assert git_backup._packed(f"{a} refs/heads/x\ngarbage\n") is None
     assert git_backup._packed(f"^{b}\n{a} refs/heads/x\n") is None
@@ -344,8 +412,15 @@ def test_packed_refs_are_read_as_git_reads_them() -> None:
 def test_lock_files_are_removed(project: Path) -> None:
     backup = git_backup.sync(project, project / ".git")
     sh(project, "git checkout -q -b feature/F009")  # a branch of the session: HEAD stays on it
-    sh(project, "touch .git/index.lock .git/refs/heads/main.lock .git/packed-refs.lock && mkdir .git/refs/heads/x.lock .git/y.lock")
-    assert git_backup.check(backup) == [".git/index.lock left behind", ".git/packed-refs.lock left behind", ".git/refs/heads/main.lock left behind"]
+    sh(
+        project,
+        "touch .git/index.lock .git/refs/heads/main.lock .git/packed-refs.lock && mkdir .git/refs/heads/x.lock .git/y.lock",
+    )
+    assert git_backup.check(backup) == [
+        ".git/index.lock left behind",
+        ".git/packed-refs.lock left behind",
+        ".git/refs/heads/main.lock left behind",
+    ]
     git_backup.repair(backup)
     sh(project, "git branch -f feature/F001 main && echo x > a && git stash -q")
     assert sh(project, "git symbolic-ref HEAD") == "refs/heads/feature/F009\n"
@@ -357,13 +432,18 @@ def test_pipes_and_links_where_git_reads_refs_are_removed(project: Path) -> None
     packed = project / ".git" / "packed-refs"
     os.rename(packed, project / "packed-refs.elsewhere")
     packed.symlink_to(project / "packed-refs.elsewhere")
-    assert git_backup.check(backup)[-2:] == [".git/packed-refs is not a file", ".git/refs/heads/pipe is not a file"]
+    assert git_backup.check(backup)[-2:] == [
+        ".git/packed-refs is not a file",
+        ".git/refs/heads/pipe is not a file",
+    ]
     git_backup.repair(backup)
     assert not (project / ".git" / "refs" / "heads" / "pipe").exists() and not packed.is_symlink()
     assert (project / "packed-refs.elsewhere").exists()
 
 
-def test_links_in_refs_are_removed_and_what_they_point_to_is_left_alone(project: Path, tmp_path: Path) -> None:
+def test_links_in_refs_are_removed_and_what_they_point_to_is_left_alone(
+    project: Path, tmp_path: Path
+) -> None:
     backup = git_backup.sync(project, project / ".git")
     before = refs_of(project)
     outside = tmp_path / "outside"
@@ -373,7 +453,10 @@ def test_links_in_refs_are_removed_and_what_they_point_to_is_left_alone(project:
     (project / ".git" / "refs" / "heads" / "feature").symlink_to(outside)
     (project / ".git" / "refs" / "heads" / "main").unlink()
     (project / ".git" / "refs" / "heads" / "main").symlink_to(outside / "F003")
-    assert git_backup.check(backup)[-2:] == [".git/refs/heads/feature is a link", ".git/refs/heads/main is a link"]
+    assert git_backup.check(backup)[-2:] == [
+        ".git/refs/heads/feature is a link",
+        ".git/refs/heads/main is a link",
+    ]
     git_backup.repair(backup)
     restored(project, before, backup)
     assert (outside / "F003").read_text() == "a person's file\n"
@@ -389,7 +472,9 @@ def test_an_unreadable_index_is_read_again_from_head_and_the_work_tree_is_kept(p
 
 
 @pytest.mark.parametrize("step", ["_strays_removed", "_index"])
-def test_a_step_that_fails_is_named_and_the_next_ones_run(project: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+def test_a_step_that_fails_is_named_and_the_next_ones_run(
+    project: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
     backup = git_backup.sync(project, project / ".git")
     real = getattr(git_backup, step)
 
@@ -400,12 +485,17 @@ def test_a_step_that_fails_is_named_and_the_next_ones_run(project: Path, monkeyp
     monkeypatch.setattr(git_backup, step, part_way)
     (project / ".git" / "HEAD").write_text("garbage")
     line = git_backup.repair(backup)
-    assert line == "the session damaged .git (HEAD unreadable); restored from the scheduler's copy, except: No space left on device"
+    assert (
+        line
+        == "the session damaged .git (HEAD unreadable); restored from the scheduler's copy, except: No space left on device"
+    )
     assert git_backup.check(backup) == []
 
 
 @pytest.mark.parametrize("fails", [False, True])
-def test_objects_put_back_mean_an_index_read_again(project: Path, monkeypatch: pytest.MonkeyPatch, fails: bool) -> None:
+def test_objects_put_back_mean_an_index_read_again(
+    project: Path, monkeypatch: pytest.MonkeyPatch, fails: bool
+) -> None:
     backup = git_backup.sync(project, project / ".git")
     sh(project, "echo staged > staged && git add staged")  # its blob is in no commit: gone with the objects
     shutil.rmtree(project / ".git" / "objects")
@@ -418,7 +508,9 @@ def test_objects_put_back_mean_an_index_read_again(project: Path, monkeypatch: p
 
         monkeypatch.setattr(git_backup, "_objects", part_way)
     line = git_backup.repair(backup)
-    assert line is not None and line.endswith("scheduler's copy, except: No space left on device" if fails else "scheduler's copy")
+    assert line is not None and line.endswith(
+        "scheduler's copy, except: No space left on device" if fails else "scheduler's copy"
+    )
     assert sh(project, "git status --porcelain").splitlines() == ["?? staged"]
     sh(project, "git stash push -q --include-untracked")
 
@@ -438,10 +530,16 @@ def test_what_cannot_be_put_back_is_named(project: Path) -> None:
 def test_a_git_folder_outside_the_project_is_named_by_its_path(tmp_path: Path) -> None:
     project, elsewhere = tmp_path / "app", tmp_path / "repo.git"
     project.mkdir()
-    sh(tmp_path, f"git init -q -b main --separate-git-dir {elsewhere} app && cd app && git commit -q --allow-empty -m a")
+    sh(
+        tmp_path,
+        f"git init -q -b main --separate-git-dir {elsewhere} app && cd app && git commit -q --allow-empty -m a",
+    )
     backup = git_backup.sync(project, elsewhere)
     (elsewhere / "HEAD").write_text("garbage")
-    assert git_backup.repair(backup) == f"the session damaged {elsewhere} (HEAD unreadable); restored from the scheduler's copy"
+    assert (
+        git_backup.repair(backup)
+        == f"the session damaged {elsewhere} (HEAD unreadable); restored from the scheduler's copy"
+    )
     assert sh(project, "git rev-parse --abbrev-ref HEAD") == "main\n"
 
 
@@ -452,7 +550,12 @@ def test_a_fetch_that_fails_keeps_the_earlier_backup(project: Path) -> None:
     content = loose.read_bytes()
     loose.unlink()
     first = git_backup.sync(project, project / ".git")
-    assert first.error and first.refs == {} and first.head == "ref: refs/heads/main\n" and git_backup.load(project) is None
+    assert (
+        first.error
+        and first.refs == {}
+        and first.head == "ref: refs/heads/main\n"
+        and git_backup.load(project) is None
+    )
     loose.write_bytes(content)
     earlier = git_backup.sync(project, project / ".git")
     assert earlier.error == "" and earlier.head == "ref: refs/heads/feature/F004\n"
@@ -461,7 +564,10 @@ def test_a_fetch_that_fails_keeps_the_earlier_backup(project: Path) -> None:
     (project / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
     backup = git_backup.sync(project, project / ".git")
     assert backup.error.startswith("the scheduler's copy of the repository could not be brought up to date (")
-    assert backup.error.endswith("); it keeps the repository as an earlier session found it") and "fatal: " in backup.error
+    assert (
+        backup.error.endswith("); it keeps the repository as an earlier session found it")
+        and "fatal: " in backup.error
+    )
     assert backup.refs == earlier.refs and backup.head == earlier.head
     assert (backup.store / "scheduler" / "stash-log").exists(), "kept as the earlier backup found it"
     sh(project, "git update-ref -d refs/heads/feature/F005")
@@ -479,13 +585,19 @@ def test_a_backup_that_cannot_be_read_is_named(project: Path) -> None:
 
 def test_when_a_run_opens_the_repository_only_damage_is_repaired(project: Path) -> None:
     backup = git_backup.sync(project, project / ".git")
-    sh(project, "git branch -D feature/F002 && git tag -d v1 && echo x > a && git commit -qam person && touch .git/index.lock")
+    sh(
+        project,
+        "git branch -D feature/F002 && git tag -d v1 && echo x > a && git commit -qam person && touch .git/index.lock",
+    )
     assert git_backup.repair(backup, at_open=True) is None, "a person's changes between runs are kept"
     assert "feature/F002" not in sh(project, "git branch") and (project / ".git" / "index.lock").exists()
     assert sh(project, "git tag") == ""
     (project / ".git" / "refs" / "heads" / "main").unlink()
     line = git_backup.repair(backup, at_open=True)
-    assert line == ".git was damaged since the last session began (HEAD points to no commit); restored from the scheduler's copy"
+    assert (
+        line
+        == ".git was damaged since the last session began (HEAD points to no commit); restored from the scheduler's copy"
+    )
 
 
 # -- the scheduler ----------------------------------------------------------------------------------
@@ -494,7 +606,9 @@ def test_when_a_run_opens_the_repository_only_damage_is_repaired(project: Path) 
 class Destroying(InProcessRobotRunner):
     """The robot, with sessions that destroy `.git` after doing their work."""
 
-    def __init__(self, scenario: Scenario, destroy: dict[int, Callable[[Path], object]], *, kill: bool = False) -> None:
+    def __init__(
+        self, scenario: Scenario, destroy: dict[int, Callable[[Path], object]], *, kill: bool = False
+    ) -> None:
         super().__init__(scenario)
         self.destroy, self.kill = destroy, kill
 
@@ -524,19 +638,34 @@ def test_a_run_whose_sessions_destroy_the_repository_is_undone_and_finishes(tmp_
     destroy: dict[int, Callable[[Path], object]] = {2: shutil.rmtree, 4: objects_and_head}
     lines: list[str] = []
     cfg = AgentConfig(feature_count=1)
-    report = Scheduler(project, cfg, Destroying(Scenario.from_json({"features": 1}), destroy), echo=lines.append).run()
+    report = Scheduler(
+        project, cfg, Destroying(Scenario.from_json({"features": 1}), destroy), echo=lines.append
+    ).run()
     assert report.status == "done" and report.state.backlog.passing == {"F001"}
     damaged = [
         (2, "the session damaged .git (.git missing); restored from the scheduler's copy"),
-        (4, "the session damaged .git (.git/objects missing, HEAD unreadable); restored from the scheduler's copy"),
+        (
+            4,
+            "the session damaged .git (.git/objects missing, HEAD unreadable); restored from the scheduler's copy",
+        ),
     ]
     assert all(f"  undo: {line}" in lines for _, line in damaged)
-    events = [json.loads(line) for line in (project / ".agent_logs" / "events.jsonl").read_text().splitlines()]
+    events = [
+        json.loads(line) for line in (project / ".agent_logs" / "events.jsonl").read_text().splitlines()
+    ]
     undone = [(e["session"], e["reason"]) for e in events if e["kind"] == "undo"]
     assert undone[0] == damaged[0] and damaged[1] in undone
-    assert [e["standing"] for e in events if e["kind"] == "session_ended"] == ["verified", "failed", "verified", "failed", "verified"]
+    assert [e["standing"] for e in events if e["kind"] == "session_ended"] == [
+        "verified",
+        "failed",
+        "verified",
+        "failed",
+        "verified",
+    ]
     assert gitops.is_ancestor(gitops.open_repo(project), "feature/F001", "main")
-    sh(project, "git rev-list --objects --all >/dev/null")  # every ref's history is there (the reflogs may name lost work)
+    sh(
+        project, "git rev-list --objects --all >/dev/null"
+    )  # every ref's history is there (the reflogs may name lost work)
 
 
 def test_a_run_killed_in_a_session_that_destroyed_the_repository_resumes_on_it(tmp_path: Path) -> None:
@@ -544,12 +673,17 @@ def test_a_run_killed_in_a_session_that_destroyed_the_repository_resumes_on_it(t
     cfg = AgentConfig(feature_count=1)
     scenario = Scenario.from_json({"features": 1})
     with pytest.raises(KeyboardInterrupt):
-        Scheduler(project, cfg, Destroying(scenario, {2: shutil.rmtree}, kill=True), echo=lambda _: None).run()
+        Scheduler(
+            project, cfg, Destroying(scenario, {2: shutil.rmtree}, kill=True), echo=lambda _: None
+        ).run()
     assert not (project / ".git").exists()
     lines: list[str] = []
     report = Scheduler(project, cfg, InProcessRobotRunner(scenario), echo=lines.append).run()
     assert report.status == "done" and report.state.backlog.passing == {"F001"}
-    assert "  WARNING: .git was damaged since the last session began (.git missing); restored from the scheduler's copy" in lines
+    assert (
+        "  WARNING: .git was damaged since the last session began (.git missing); restored from the scheduler's copy"
+        in lines
+    )
 
 
 def test_a_backup_that_cannot_be_brought_up_to_date_is_a_warning(tmp_path: Path) -> None:
@@ -562,6 +696,14 @@ def test_a_backup_that_cannot_be_brought_up_to_date_is_a_warning(tmp_path: Path)
         (g / "objects" / tree[:2] / tree[2:]).unlink(missing_ok=True)
 
     lines: list[str] = []
-    report = Scheduler(project, AgentConfig(feature_count=1), Destroying(Scenario.from_json({"features": 1}), {1: break_history}), echo=lines.append).run()
+    report = Scheduler(
+        project,
+        AgentConfig(feature_count=1),
+        Destroying(Scenario.from_json({"features": 1}), {1: break_history}),
+        echo=lines.append,
+    ).run()
     assert report.status == "done"
-    assert any(line.startswith("  WARNING: the scheduler's copy of the repository could not be brought up to date") for line in lines)
+    assert any(
+        line.startswith("  WARNING: the scheduler's copy of the repository could not be brought up to date")
+        for line in lines
+    )

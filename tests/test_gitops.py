@@ -18,7 +18,17 @@ def sh(project: Path, *args: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
-NAMES = ("main", "feature/F001", "feature/deep/F002", "gone", "empty", "garbled", "alias", "dangling", "hidden")
+NAMES = (
+    "main",
+    "feature/F001",
+    "feature/deep/F002",
+    "gone",
+    "empty",
+    "garbled",
+    "alias",
+    "dangling",
+    "hidden",
+)
 
 
 def git_answers(project: Path) -> tuple[str | None, dict[str, str], dict[str, str | None]]:
@@ -27,12 +37,18 @@ def git_answers(project: Path) -> tuple[str | None, dict[str, str], dict[str, st
     out = sh(project, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads/")
     heads = dict(line.split(" ", 1) for line in out.splitlines() if line)
     names = NAMES
-    refs = {name: sh(project, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}") or None for name in names}
+    refs = {
+        name: sh(project, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}") or None for name in names
+    }
     return branch, heads, refs
 
 
 def ours(repo: git.Repo) -> tuple[str | None, dict[str, str], dict[str, str | None]]:
-    return gitops.current_branch(repo), gitops.branches(repo), {name: gitops.head(repo, name) for name in NAMES}
+    return (
+        gitops.current_branch(repo),
+        gitops.branches(repo),
+        {name: gitops.head(repo, name) for name in NAMES},
+    )
 
 
 @pytest.fixture
@@ -84,7 +100,14 @@ def test_symbolic_tagged_hidden_and_unsafe_refs_read_as_git_reads_them(project: 
     assert answers == git_answers(project)
     assert answers[2]["alias"] == answers[2]["feature/deep/F002"] and answers[2]["hidden"] is None
     assert refs.sha(project / ".git", "refs/tags/v1") == sh(project, "rev-parse", "refs/tags/v1")
-    for unsafe in ("refs/heads/../../config", "refs/heads/x.lock", "refs/heads/.hidden", "HEAD", "refs/heads/a b", "refs/heads/"):
+    for unsafe in (
+        "refs/heads/../../config",
+        "refs/heads/x.lock",
+        "refs/heads/.hidden",
+        "HEAD",
+        "refs/heads/a b",
+        "refs/heads/",
+    ):
         assert refs.sha(project / ".git", unsafe) is None, unsafe
     sh(project, "branch", "-f", "-q", "feature/F001", "feature/deep/F002")
     sh(project, "pack-refs", "--all")  # packed-refs rewritten: read again
@@ -138,7 +161,9 @@ def test_dirty_sees_staged_unstaged_and_untracked_but_not_ignored(project: Path)
     assert gitops.dirty(repo)
 
 
-def test_the_stash_list_is_asked_again_only_when_the_stash_changed(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_stash_list_is_asked_again_only_when_the_stash_changed(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert gitops.stashes(project) == []
     repo = git.Repo(project)
     (project / "left.txt").write_text("left\n")
@@ -201,13 +226,21 @@ def test_the_saved_heads_are_what_differs_from_a_kept_packed_refs(project: Path,
     heads = gitops.branches(repo)
     pre = PreSession("m", None, Handoff(None, None, None), copies, heads)
     record = pre.heads_record
-    assert record == {"heads": {"feature/F001": heads["feature/F001"], "new": heads["new"]}, "heads_gone": ["packed-only"]}
+    assert record == {
+        "heads": {"feature/F001": heads["feature/F001"], "new": heads["new"]},
+        "heads_gone": ["packed-only"],
+    }
     assert heads_of(record, copies) == heads
-    assert heads_of({"heads": {"main": "x"}}, copies) == {"main": "x"}  # a record of an older version: every branch
+    assert heads_of({"heads": {"main": "x"}}, copies) == {
+        "main": "x"
+    }  # a record of an older version: every branch
     (copies / "packed-refs").unlink()
     refs.keep_packed(tmp_path / "no-repo", copies)  # a repository without packed-refs keeps none
     assert not (copies / "packed-refs").exists()
-    assert PreSession("m", None, Handoff(None, None, None), copies, heads).heads_record == {"heads": heads, "heads_gone": []}
+    assert PreSession("m", None, Handoff(None, None, None), copies, heads).heads_record == {
+        "heads": heads,
+        "heads_gone": [],
+    }
 
 
 def test_many_loose_branches_are_packed_and_read_the_same(project: Path) -> None:
@@ -232,25 +265,51 @@ SHAS = tuple(c * 40 for c in "123")
     after=st.dictionaries(st.sampled_from("abcdefgh"), st.sampled_from(SHAS), max_size=8),
     copies=st.booleans(),
 )
-def test_the_changed_branches_are_exactly_those_that_differ(before: dict[str, str], after: dict[str, str], copies: bool) -> None:
+def test_the_changed_branches_are_exactly_those_that_differ(
+    before: dict[str, str], after: dict[str, str], copies: bool
+) -> None:
     from session_scheduler.repo import refs
 
     if copies:  # equal commits as other string objects, as two reads of a loose ref give
         after = {b: "".join(list(s)) for b, s in after.items()}
         assert all(after[b] is not s for b, s in before.items() if b in after)
-    assert refs.changed(before, after) == {b for b in before.keys() | after.keys() if before.get(b) != after.get(b)}
+    assert refs.changed(before, after) == {
+        b for b in before.keys() | after.keys() if before.get(b) != after.get(b)
+    }
 
 
 def test_ref_names_follow_git_s_rules() -> None:
     from session_scheduler.repo import refs
 
-    for good in ("refs/heads/main", "refs/heads/feature/F001", "refs/heads/v1.2", "refs/tags/x-y_z", "refs/stash"):
+    for good in (
+        "refs/heads/main",
+        "refs/heads/feature/F001",
+        "refs/heads/v1.2",
+        "refs/tags/x-y_z",
+        "refs/stash",
+    ):
         assert refs.valid(good), good
     bad = (
-        "heads/main", "refs/heads/a.", "refs/heads/a/", "refs/heads/", "refs/heads/.hidden", "refs/heads/x/.y",
-        "refs/heads/a.lock", "refs/heads/a.lock/b", "refs/heads/a..b", "refs/heads/a b", "refs/heads/a~1",
-        "refs/heads/a^", "refs/heads/a:b", "refs/heads/a?", "refs/heads/a*", "refs/heads/a[b", "refs/heads/a\\b",
-        "refs/heads/a@{1}", "refs//heads", "refs/heads/a\x7f",
+        "heads/main",
+        "refs/heads/a.",
+        "refs/heads/a/",
+        "refs/heads/",
+        "refs/heads/.hidden",
+        "refs/heads/x/.y",
+        "refs/heads/a.lock",
+        "refs/heads/a.lock/b",
+        "refs/heads/a..b",
+        "refs/heads/a b",
+        "refs/heads/a~1",
+        "refs/heads/a^",
+        "refs/heads/a:b",
+        "refs/heads/a?",
+        "refs/heads/a*",
+        "refs/heads/a[b",
+        "refs/heads/a\\b",
+        "refs/heads/a@{1}",
+        "refs//heads",
+        "refs/heads/a\x7f",
     )
     for name in bad:
         assert not refs.valid(name), name
@@ -289,7 +348,9 @@ def test_packed_refs_are_parsed_once_per_version_even_through_a_kept_link(tmp_pa
     assert refs.packed(git_dir) == {"refs/heads/x": "c" * 40}
 
 
-def test_packed_refs_are_copied_where_they_cannot_be_linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_packed_refs_are_copied_where_they_cannot_be_linked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from session_scheduler.repo import refs
 
     git_dir, kept = tmp_path / "g", tmp_path / "kept"

@@ -32,7 +32,9 @@ def imported(path: Path) -> set[str]:
 def test_every_module_of_the_package_lives_in_a_layer() -> None:
     loose = [p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"]
     assert loose == []
-    assert sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()) == sorted(LAYERS)
+    assert sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()) == sorted(
+        LAYERS
+    )
 
 
 @pytest.mark.parametrize("layer", LAYERS)
@@ -68,7 +70,12 @@ def test_the_scripted_model_imports_nothing_of_the_product() -> None:
 
 
 def test_nothing_edits_the_import_path() -> None:
-    files = [*PACKAGE.rglob("*.py"), *(ROOT / "scripted_model").glob("*.py"), *(ROOT / "tests").glob("*.py"), *(ROOT / "bench").glob("*.py")]
+    files = [
+        *PACKAGE.rglob("*.py"),
+        *(ROOT / "scripted_model").glob("*.py"),
+        *(ROOT / "tests").glob("*.py"),
+        *(ROOT / "bench").glob("*.py"),
+    ]
     needle = "sys.path." + "insert"
     assert [str(p.relative_to(ROOT)) for p in files if needle in p.read_text(encoding="utf-8")] == []
 
@@ -82,5 +89,7 @@ def test_outside_the_checkout_only_the_package_and_the_faces_import(tmp_path: Pa
         "import session_scheduler.run.scheduler, config, agent, progress, prompts, security\n"
         "assert config.AgentConfig is session_scheduler.core.config.AgentConfig\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr or done.stdout

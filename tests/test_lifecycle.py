@@ -102,7 +102,9 @@ def test_full_lifecycle(tmp_path: Path) -> None:
     roles = [r.plan.role.value for r in runner.requests]
     assert roles == EXPECTED
     assert all(f"# YOUR ROLE - {r.plan.role.value} AGENT" in r.plan.system_prompt for r in runner.requests)
-    assert all(f"# Scope of this session: {r.plan.role.value}" in r.plan.system_prompt for r in runner.requests)
+    assert all(
+        f"# Scope of this session: {r.plan.role.value}" in r.plan.system_prompt for r in runner.requests
+    )
     assert [r.plan.model for r in runner.requests][:3] == ["sonnet", "sonnet", "opus"]
 
 
@@ -172,7 +174,9 @@ def test_a_visible_commit_on_main_is_refused_before_it_runs(tmp_path: Path) -> N
     scenario = {**LIFECYCLE, "faults": [{"session": 2, "kind": "commit_on_main"}]}
     report, _, lines = run(project, scenario)
     assert report.status == "done" and sessions(project) == EXPECTED
-    assert any("DENIED" in line and "IMPLEMENT may not change the branch main" in line for line in lines), lines
+    assert any("DENIED" in line and "IMPLEMENT may not change the branch main" in line for line in lines), (
+        lines
+    )
     assert "stray commit on main" not in git(project, "log", "--format=%s", "--all")
 
 
@@ -198,13 +202,19 @@ def test_forbidden_write_is_denied_by_the_path_policy(tmp_path: Path) -> None:
     assert result["permission_denials"][0]["tool_input"]["file_path"].endswith("src/x.py")
     assert report.status == "done"
     (audit,) = (project / ".agent_logs" / "session_0003_REVIEW" / "denials.jsonl").read_text().splitlines()
-    assert json.loads(audit)["rule"] == "scheduler policy: REVIEW may write only feature_list.json, progress.json, reviews.json, not src/x.py"
+    assert (
+        json.loads(audit)["rule"]
+        == "scheduler policy: REVIEW may write only feature_list.json, progress.json, reviews.json, not src/x.py"
+    )
     assert report.totals.denials_by_role == {"REVIEW": 1}
 
 
 def test_a_forbidden_command_is_denied_and_audited_with_its_rule(tmp_path: Path) -> None:
     project = new_project(tmp_path)
-    scenario = {"features": 1, "faults": [{"session": 2, "kind": "forbidden_command", "command": "git push origin main"}]}
+    scenario = {
+        "features": 1,
+        "faults": [{"session": 2, "kind": "forbidden_command", "command": "git push origin main"}],
+    }
     report, _, lines = run(project, scenario)
     (audit,) = (project / ".agent_logs" / "session_0002_IMPLEMENT" / "denials.jsonl").read_text().splitlines()
     assert json.loads(audit) == {

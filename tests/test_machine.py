@@ -310,7 +310,9 @@ def test_a_single_attempt_gives_up_at_once() -> None:
 
 
 def test_no_fix_rounds_means_every_request_for_changes_is_a_rejection() -> None:
-    step = transition(S(T.REVIEW, F1), ok(T.REVIEW, verdict="REQUEST_CHANGES"), replace(CFG, max_fix_rounds=0))
+    step = transition(
+        S(T.REVIEW, F1), ok(T.REVIEW, verdict="REQUEST_CHANGES"), replace(CFG, max_fix_rounds=0)
+    )
     assert step.events == (Rejected(F1),) and step.state.lane.role is T.IMPLEMENT
 
 
@@ -339,7 +341,9 @@ def test_work_items_know_their_branch() -> None:
     assert WorkItem.from_json(F1.to_json()) == F1 and WorkItem.from_json(ARCH7.to_json()) == ARCH7
     assert WorkItem.from_json(None) is None
     for bad in ({}, {"feature_id": "F001", "architecture_review": 7}):
-        with pytest.raises(ValueError, match=r"^a work item is a feature or an architecture review's fixes, not both$"):
+        with pytest.raises(
+            ValueError, match=r"^a work item is a feature or an architecture review's fixes, not both$"
+        ):
             WorkItem(**bad)  # type: ignore[arg-type]
 
 
@@ -352,7 +356,9 @@ def test_resume_retries_a_halted_initializer_and_leaves_other_states_alone() -> 
 def test_model_for_each_role() -> None:
     from session_scheduler.core.config import get_model_for_session
 
-    assert [get_model_for_session(t, AgentConfig()) for t in (T.INITIALIZER, T.IMPLEMENT, T.FIX)] == ["sonnet"] * 3
+    assert [get_model_for_session(t, AgentConfig()) for t in (T.INITIALIZER, T.IMPLEMENT, T.FIX)] == [
+        "sonnet"
+    ] * 3
     assert [get_model_for_session(t, AgentConfig()) for t in (T.REVIEW, T.ARCHITECTURE)] == ["opus"] * 2
     custom = AgentConfig(models={**AgentConfig().models, "REVIEW": "my-model"})
     assert get_model_for_session(T.REVIEW, custom) == "my-model"
@@ -374,7 +380,9 @@ def session_bound(feature_count: int, config: AgentConfig) -> int:
 # -- properties --------------------------------------------------------------------------------
 
 
-def drive(outcomes: list[tuple[bool, str]], cfg: AgentConfig, n_features: int) -> tuple[int, SessionState, list[Event]]:
+def drive(
+    outcomes: list[tuple[bool, str]], cfg: AgentConfig, n_features: int
+) -> tuple[int, SessionState, list[Event]]:
     """Run the machine on scripted (ok, verdict) outcomes; a PASS marks the feature passing."""
     ids = tuple(f"F{i:03d}" for i in range(1, n_features + 1))
     state, steps, events = SessionState(), 0, []
@@ -410,10 +418,18 @@ outcome_st = st.tuples(st.booleans(), st.sampled_from(["PASS", "REQUEST_CHANGES"
     attempts=st.integers(1, 3),
 )
 def test_any_sequence_of_outcomes_ends_within_the_bound(
-    outcomes: list[tuple[bool, str]], n_features: int, interval: int, rounds: int, rejections: int, attempts: int
+    outcomes: list[tuple[bool, str]],
+    n_features: int,
+    interval: int,
+    rounds: int,
+    rejections: int,
+    attempts: int,
 ) -> None:
     cfg = AgentConfig(
-        architecture_interval=interval, max_fix_rounds=rounds, max_rejections=rejections, max_attempts=attempts
+        architecture_interval=interval,
+        max_fix_rounds=rounds,
+        max_rejections=rejections,
+        max_attempts=attempts,
     )
     _, final, events = drive(outcomes, cfg, n_features)
     if final.lane.role is T.DONE:
@@ -444,10 +460,14 @@ def test_a_changed_interval_on_resume_neither_skips_nor_repeats_a_review() -> No
     wider = AgentConfig(architecture_interval=5)
     state = transition(state, Outcome(T.REVIEW, True, verdict="PASS", passing=four | {"F005"}), wider).state
     assert state.lane.role is T.ARCHITECTURE and state.backlog.completed == 5
-    state = transition(state, Outcome(T.ARCHITECTURE, True, verdict="PASS", passing=four | {"F005"}), wider).state
+    state = transition(
+        state, Outcome(T.ARCHITECTURE, True, verdict="PASS", passing=four | {"F005"}), wider
+    ).state
     assert state.architecture_checked_at == 5 and state.lane == Lane(T.IMPLEMENT, feature("F006"))
 
 
 def test_a_single_attempt_is_told_in_the_singular() -> None:
-    step = transition(S(T.INITIALIZER, features=(), count=0), failed(T.INITIALIZER), replace(CFG, max_attempts=1))
+    step = transition(
+        S(T.INITIALIZER, features=(), count=0), failed(T.INITIALIZER), replace(CFG, max_attempts=1)
+    )
     assert step.state.halt_reason == "INITIALIZER failed 1 time: bad"

@@ -64,7 +64,9 @@ def reference(tmp_path: Path) -> tuple[str, dict[str, object]]:
     project = new_project(tmp_path, "reference")
     report, _ = run(project, Cutting({}, VirtualClock()))
     assert report.status == "done"  # type: ignore[attr-defined]
-    return git(project, "log", "--first-parent", "--format=%s", "main"), json.loads((project / "feature_list.json").read_text())
+    return git(project, "log", "--first-parent", "--format=%s", "main"), json.loads(
+        (project / "feature_list.json").read_text()
+    )
 
 
 def test_a_usage_limit_is_waited_out_and_the_session_run_again(tmp_path: Path) -> None:
@@ -74,7 +76,9 @@ def test_a_usage_limit_is_waited_out_and_the_session_run_again(tmp_path: Path) -
     assert report.status == "done"  # type: ignore[attr-defined]
     assert runner.numbers[:3] == [1, 2, 2]
     assert clock.sleeps == [1800 + LIMIT_MARGIN_S]
-    assert any("usage limit reached: waiting until" in line and "then session 2 runs again" in line for line in lines)
+    assert any(
+        "usage limit reached: waiting until" in line and "then session 2 runs again" in line for line in lines
+    )
     saved = load(project)
     assert saved is not None and saved.in_progress is None
     totals = Totals.of(events.read(events.log_path(project)))
@@ -85,7 +89,10 @@ def test_a_usage_limit_is_waited_out_and_the_session_run_again(tmp_path: Path) -
     assert len(kept) == 1 and kept[0].startswith("session_0002_IMPLEMENT")
     assert (project / ".agent_logs" / kept[0] / "transcript.jsonl").read_text() == "cut\n"
     # and the night ends where an uninterrupted one ends
-    assert (git(project, "log", "--first-parent", "--format=%s", "main"), json.loads((project / "feature_list.json").read_text())) == reference(tmp_path)
+    assert (
+        git(project, "log", "--first-parent", "--format=%s", "main"),
+        json.loads((project / "feature_list.json").read_text()),
+    ) == reference(tmp_path)
 
 
 def test_no_wait_stops_and_a_later_run_waits_for_what_is_left(tmp_path: Path) -> None:
@@ -98,7 +105,9 @@ def test_no_wait_stops_and_a_later_run_waits_for_what_is_left(tmp_path: Path) ->
     report, lines = run(project, runner)
     assert report.status == "done"  # type: ignore[attr-defined]
     assert clock.sleeps == [1800 + LIMIT_MARGIN_S - 600]
-    assert any("Resuming: session 2 (IMPLEMENT) again: it was cut short (usage limit)" in line for line in lines)
+    assert any(
+        "Resuming: session 2 (IMPLEMENT) again: it was cut short (usage limit)" in line for line in lines
+    )
 
 
 def test_a_kill_during_the_wait_waits_again_on_the_next_run(tmp_path: Path) -> None:
@@ -108,7 +117,10 @@ def test_a_kill_during_the_wait_waits_again_on_the_next_run(tmp_path: Path) -> N
         run(project, runner)
     saved = load(project)
     assert saved is not None and saved.in_progress is not None
-    assert saved.in_progress["why"] == "usage_limit" and saved.in_progress["wait_until"] == START + 1800 + LIMIT_MARGIN_S
+    assert (
+        saved.in_progress["why"] == "usage_limit"
+        and saved.in_progress["wait_until"] == START + 1800 + LIMIT_MARGIN_S
+    )
     runner.clock = VirtualClock(START + 100)
     report, _ = run(project, runner)
     assert report.status == "done" and runner.clock.sleeps == [1800 + LIMIT_MARGIN_S - 100]  # type: ignore[attr-defined]
@@ -136,7 +148,10 @@ def test_an_outage_longer_than_the_allowance_stops_the_run_resumably(tmp_path: P
     report, _ = run(project, runner, AgentConfig(**{**CFG.to_json(), "max_outage_minutes": 2}))
     assert report.status == "limit"  # type: ignore[attr-defined]
     waited = sum(clock.sleeps)
-    assert f"gave up after {duration(waited)} of failing requests, retries and back-off included (--max-outage-minutes 2)" in report.message  # type: ignore[attr-defined]
+    assert (
+        f"gave up after {duration(waited)} of failing requests, retries and back-off included (--max-outage-minutes 2)"
+        in report.message
+    )  # type: ignore[attr-defined]
     assert len(clock.sleeps) == 2  # 30 s and 60 s fit in 2 minutes, 120 s more does not
     saved = load(project)
     assert saved is not None and saved.in_progress is not None and saved.in_progress["number"] == 2
@@ -148,7 +163,9 @@ def test_the_outage_allowance_counts_the_clis_own_retries(tmp_path: Path) -> Non
     project, clock = new_project(tmp_path), VirtualClock()
 
     def retried(now: float) -> SessionResult:
-        return SessionResult(subtype="success", terminal_reason="api_error", api_error_status=529, retrying_s=50)
+        return SessionResult(
+            subtype="success", terminal_reason="api_error", api_error_status=529, retrying_s=50
+        )
 
     runner = Cutting({2: [retried] * 3}, clock)
     report, _ = run(project, runner, AgentConfig(**{**CFG.to_json(), "max_outage_minutes": 1}))
@@ -160,17 +177,24 @@ def test_a_session_is_planned_with_what_is_left_of_the_outage_allowance(tmp_path
     config = AgentConfig(max_outage_minutes=2)
     plan = plan_session(state_for(SessionType.IMPLEMENT), config, tmp_path, outage_s=100)
     assert plan.outage_allowance_s == 20
-    assert plan_session(state_for(SessionType.IMPLEMENT), config, tmp_path, outage_s=500).outage_allowance_s == 0
+    assert (
+        plan_session(state_for(SessionType.IMPLEMENT), config, tmp_path, outage_s=500).outage_allowance_s == 0
+    )
 
 
 @pytest.mark.parametrize(
     ("result", "message"),
     [
-        (SessionResult(api_error_status=401, base_url="http://127.0.0.1:8080"), "the endpoint http://127.0.0.1:8080 (ANTHROPIC_BASE_URL) refused the credentials (401)"),
+        (
+            SessionResult(api_error_status=401, base_url="http://127.0.0.1:8080"),
+            "the endpoint http://127.0.0.1:8080 (ANTHROPIC_BASE_URL) refused the credentials (401)",
+        ),
         (SessionResult(api_error_status=404), "does not know the model 'sonnet'"),
     ],
 )
-def test_authentication_and_unknown_models_stop_at_once(tmp_path: Path, result: SessionResult, message: str) -> None:
+def test_authentication_and_unknown_models_stop_at_once(
+    tmp_path: Path, result: SessionResult, message: str
+) -> None:
     project, clock = new_project(tmp_path), VirtualClock()
     runner = Cutting({2: [lambda now: result]}, clock)
     with pytest.raises(NotLoggedIn, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -183,7 +207,9 @@ def test_authentication_and_unknown_models_stop_at_once(tmp_path: Path, result: 
     assert SPEC.exists()
 
 
-def test_a_model_the_endpoint_does_not_know_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_model_the_endpoint_does_not_know_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from session_scheduler.view.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -191,7 +217,9 @@ def test_a_model_the_endpoint_does_not_know_is_not_kept(tmp_path: Path, monkeypa
 
     class Unknown:
         def run(self, request: SessionRequest) -> SessionResult:
-            return SessionResult(api_error_status=404, error="model: claude-nonexistent", base_url="http://127.0.0.1:9")
+            return SessionResult(
+                api_error_status=404, error="model: claude-nonexistent", base_url="http://127.0.0.1:9"
+            )
 
     project = tmp_path / "app"
     args = ["--project-dir", str(project), "--spec", "spec.txt", "--initializer-model", "claude-nonexistent"]
@@ -205,11 +233,15 @@ def test_a_model_the_endpoint_does_not_know_is_not_kept(tmp_path: Path, monkeypa
     assert saved["models"]["INITIALIZER"] == "sonnet"
 
 
-@pytest.mark.parametrize("option", [["--max-budget-usd", "nan"], ["--max-budget-usd", "inf"], ["--max-outage-minutes", "nan"]])
+@pytest.mark.parametrize(
+    "option", [["--max-budget-usd", "nan"], ["--max-budget-usd", "inf"], ["--max-outage-minutes", "nan"]]
+)
 def test_numbers_that_are_not_numbers_are_refused(tmp_path: Path, option: list[str]) -> None:
     from session_scheduler.view.cli import main
 
-    result = CliRunner().invoke(main, ["--project-dir", str(tmp_path / "p"), "--dry-run", *option], obj=cli_seams(lambda _: None))  # type: ignore[arg-type,return-value]
+    result = CliRunner().invoke(
+        main, ["--project-dir", str(tmp_path / "p"), "--dry-run", *option], obj=cli_seams(lambda _: None)
+    )  # type: ignore[arg-type,return-value]
     assert result.exit_code == 2  # a malformed command line, named by its option
     assert f"Invalid value for '{option[0]}'" in result.output and "not a finite number" in result.output
     assert "Traceback" not in result.output
@@ -219,6 +251,8 @@ def test_nothing_is_left_in_the_temp_directory_after_a_run(tmp_path: Path) -> No
     from session_scheduler.guard.sandbox import private_tmp
 
     project = new_project(tmp_path)
-    report, _ = run(project, Cutting({}, VirtualClock()), AgentConfig(**{**CFG.to_json(), "test_command": None}))
+    report, _ = run(
+        project, Cutting({}, VirtualClock()), AgentConfig(**{**CFG.to_json(), "test_command": None})
+    )
     assert report.status == "done"  # type: ignore[attr-defined]
     assert not private_tmp(project).exists(), "the sessions' TMPDIR is removed when the run ends"

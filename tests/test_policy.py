@@ -57,7 +57,9 @@ def test_every_command_a_prompt_tells_its_role_to_run_is_allowed(
     allowed, denied = git_rules(settings)
     branches = frozenset({"main", work.branch} if work else {"main"})
     context = BashContext(role, work, Path("/project"), Path("/project"), start, branches, allowed, denied)
-    assert bash_refusal("\n".join(told), context) is None, f"{role.value}'s Bash policy refuses what it is told to run"
+    assert bash_refusal("\n".join(told), context) is None, (
+        f"{role.value}'s Bash policy refuses what it is told to run"
+    )
 
 
 def test_fix_is_told_to_merge_main_and_may() -> None:
@@ -68,7 +70,9 @@ def test_fix_is_told_to_merge_main_and_may() -> None:
 
 @pytest.mark.parametrize("role", ROLES, ids=lambda r: r.value)
 @pytest.mark.parametrize("name", HANDOFF_FILES)
-def test_the_settings_and_the_path_hook_follow_the_table(role: SessionType, name: str, tmp_path: Path) -> None:
+def test_the_settings_and_the_path_hook_follow_the_table(
+    role: SessionType, name: str, tmp_path: Path
+) -> None:
     rights = policy(role)
     settings = settings_for(role)["permissions"]
     assert (path_decision(role, tmp_path, name) is None) is rights.may_write_handoff(name)
@@ -115,10 +119,30 @@ def test_every_role_has_a_policy_and_the_ends_have_none() -> None:
         (T.IMPLEMENT, "Bash", {"command": "git push origin main"}, "deny rule Bash(git push:*)"),
         (T.IMPLEMENT, "Bash", {"command": "ls && curl -s x"}, "deny rule Bash(curl:*)"),
         (T.REVIEW, "Bash", {"command": "git checkout -b x"}, "deny rule Bash(git checkout -b:*)"),
-        (T.ARCHITECTURE, "Bash", {"command": "python3 app.py"}, "not in ARCHITECTURE's allowed commands (dontAsk mode)"),
-        (T.REVIEW, "Write", {"file_path": "src/a.py"}, "scheduler policy: REVIEW may write only feature_list.json, progress.json, reviews.json, not src/a.py"),
-        (T.IMPLEMENT, "Read", {"file_path": "/etc/passwd"}, "scheduler policy: /etc/passwd is outside the project folder"),
-        (T.IMPLEMENT, "WebFetch", {"url": "http://x"}, "WebFetch is not allowed for IMPLEMENT by its permission settings"),
+        (
+            T.ARCHITECTURE,
+            "Bash",
+            {"command": "python3 app.py"},
+            "not in ARCHITECTURE's allowed commands (dontAsk mode)",
+        ),
+        (
+            T.REVIEW,
+            "Write",
+            {"file_path": "src/a.py"},
+            "scheduler policy: REVIEW may write only feature_list.json, progress.json, reviews.json, not src/a.py",
+        ),
+        (
+            T.IMPLEMENT,
+            "Read",
+            {"file_path": "/etc/passwd"},
+            "scheduler policy: /etc/passwd is outside the project folder",
+        ),
+        (
+            T.IMPLEMENT,
+            "WebFetch",
+            {"url": "http://x"},
+            "WebFetch is not allowed for IMPLEMENT by its permission settings",
+        ),
     ],
 )
 def test_every_denial_names_the_rule_that_refused_it(

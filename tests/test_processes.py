@@ -18,7 +18,9 @@ def test_a_left_dev_server_is_stopped_and_an_older_process_is_not(tmp_path: Path
     older = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path)
     time.sleep(1.2)
     since = time.time()
-    server = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 60"], cwd=tmp_path / ".", start_new_session=True)
+    server = subprocess.Popen(
+        ["sh", "-c", "trap '' TERM; sleep 60"], cwd=tmp_path / ".", start_new_session=True
+    )
     (tmp_path / "sub").mkdir()
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path / "sub")
     sibling = Path(f"{tmp_path}-sibling")  # a folder whose name starts with the project's
@@ -29,7 +31,9 @@ def test_a_left_dev_server_is_stopped_and_an_older_process_is_not(tmp_path: Path
         found = processes.left_in(tmp_path, since)  # the shell's `sleep` too
         assert {server.pid, child.pid} <= set(found) and older.pid not in found and elsewhere.pid not in found
         assert processes.stop_left_in(tmp_path, since, grace_s=0.5) == found
-        assert server.wait(timeout=5) is not None and child.wait(timeout=5) is not None  # TERM ignored: KILLed
+        assert (
+            server.wait(timeout=5) is not None and child.wait(timeout=5) is not None
+        )  # TERM ignored: KILLed
         assert older.poll() is None and elsewhere.poll() is None
         assert processes.left_in(tmp_path, since) == []
     finally:
@@ -47,8 +51,12 @@ def test_the_schedulers_own_git_helper_is_never_swept(tmp_path: Path) -> None:
     """GitPython keeps `git cat-file --batch-check` running in the project: not the agent's."""
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     since = time.time() - 0.5
-    helper = subprocess.Popen(["git", "cat-file", "--batch-check"], cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    agents = subprocess.Popen(["sh", "-c", "git cat-file --batch-check; :"], cwd=tmp_path, stdin=subprocess.PIPE)
+    helper = subprocess.Popen(
+        ["git", "cat-file", "--batch-check"], cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    agents = subprocess.Popen(
+        ["sh", "-c", "git cat-file --batch-check; :"], cwd=tmp_path, stdin=subprocess.PIPE
+    )
     time.sleep(0.3)
     try:
         found = processes.left_in(tmp_path, since)

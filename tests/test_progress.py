@@ -130,7 +130,11 @@ FIX = {"fix_id": 1, "review_id": 1, "issues_fixed": []}
                 "features were added, removed or edited after the INITIALIZER",
             ],
         ),
-        ("IMPLEMENT", handoff(reviews=[REVIEW]), ["IMPLEMENT appended a review it may not write (no reviews only)"]),
+        (
+            "IMPLEMENT",
+            handoff(reviews=[REVIEW]),
+            ["IMPLEMENT appended a review it may not write (no reviews only)"],
+        ),
         (
             "ARCHITECTURE",
             handoff(reviews=[REVIEW]),
@@ -185,7 +189,9 @@ def test_a_second_lock_holder_is_refused(tmp_path: Path) -> None:
         pass  # released after the first holder exits
 
 
-def test_an_existing_repository_gets_main_and_the_ignore_rules_and_keeps_its_work_tree(tmp_path: Path) -> None:
+def test_an_existing_repository_gets_main_and_the_ignore_rules_and_keeps_its_work_tree(
+    tmp_path: Path,
+) -> None:
     import subprocess
 
     from session_scheduler.repo import gitops
@@ -246,7 +252,9 @@ def _edit_in_place_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) ->
     assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
 
 
-def test_snapshot_copies_a_version_once_and_links_it_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_snapshot_copies_a_version_once_and_links_it_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from session_scheduler.store import progress
     from session_scheduler.store.progress import snapshot
 
@@ -262,7 +270,10 @@ def test_snapshot_copies_a_version_once_and_links_it_elsewhere(tmp_path: Path, m
     snapshot(project, post)  # the same versions: hard links to the copies in pre
     progress._COPIES.pop(str(post / "progress.json"))  # forgotten (only the last copies are kept in mind)
     snapshot(project, post)  # linked again over a link to the same file: rename(2) does nothing
-    assert len(made) == 2 and sorted(p.name for p in post.iterdir()) == ["feature_list.json", "progress.json"]  # no temp left
+    assert len(made) == 2 and sorted(p.name for p in post.iterdir()) == [
+        "feature_list.json",
+        "progress.json",
+    ]  # no temp left
     assert (post / "feature_list.json").stat().st_ino == (pre / "feature_list.json").stat().st_ino
     atomic_write_json(project / "progress.json", {"sessions": [], "x": 1})  # a new version
     snapshot(project, post)
@@ -274,7 +285,9 @@ def test_snapshot_copies_a_version_once_and_links_it_elsewhere(tmp_path: Path, m
     assert not (post / "progress.json").exists()
 
 
-def test_snapshot_copies_again_what_changed_behind_its_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_snapshot_copies_again_what_changed_behind_its_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from session_scheduler.store.progress import snapshot
 
     made = _copies_made(monkeypatch)
@@ -290,10 +303,14 @@ def test_snapshot_copies_again_what_changed_behind_its_back(tmp_path: Path, monk
     assert len(made) == 3 and (dest / "progress.json").exists()
     (dest / "progress.json").write_text("changed by hand\n")
     snapshot(project, dest)
-    assert len(made) == 4 and (dest / "progress.json").read_bytes() == (project / "progress.json").read_bytes()
+    assert (
+        len(made) == 4 and (dest / "progress.json").read_bytes() == (project / "progress.json").read_bytes()
+    )
 
 
-def test_the_feature_list_copy_is_a_base_restored_with_the_verified_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_feature_list_copy_is_a_base_restored_with_the_verified_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from session_scheduler.store.progress import restore, snapshot
 
     made = _copies_made(monkeypatch)
@@ -314,7 +331,9 @@ def test_the_feature_list_copy_is_a_base_restored_with_the_verified_passes(tmp_p
     edited = {"features": [{**FEATURES["features"][0], "description": "other"}, FEATURES["features"][1]]}
     atomic_write_json(path, edited)  # more than passes changed: copied again
     snapshot(project, dest, ("feature_list.json",))
-    assert made == ["feature_list.json"] * 2 and json.loads((dest / "feature_list.json").read_text()) == edited
+    assert (
+        made == ["feature_list.json"] * 2 and json.loads((dest / "feature_list.json").read_text()) == edited
+    )
     atomic_write_json(path, {"features": FEATURES["features"], "extra": 1})  # a top-level field too
     snapshot(project, dest, ("feature_list.json",))
     assert len(made) == 3
@@ -328,7 +347,9 @@ def test_the_feature_list_copy_is_a_base_restored_with_the_verified_passes(tmp_p
 def test_a_handoff_file_edited_in_place_with_its_old_time_is_read_again(tmp_path: Path) -> None:
     atomic_write_json(tmp_path / "feature_list.json", FEATURES)
     assert load_handoff(tmp_path).passing() == frozenset()
-    _edit_in_place_keeping_size_and_mtime(tmp_path / "feature_list.json", b'"passes": false', b'"passes": true ')
+    _edit_in_place_keeping_size_and_mtime(
+        tmp_path / "feature_list.json", b'"passes": false', b'"passes": true '
+    )
     assert load_handoff(tmp_path).passing() == frozenset({"F001", "F002"})
 
 
@@ -338,16 +359,27 @@ def test_only_passes_differ_agrees_with_comparing_everything() -> None:
 
     from session_scheduler.store.progress import only_passes_differ
 
-    feature = st.fixed_dictionaries({"id": st.sampled_from(("F1", "F2")), "passes": st.booleans()}, optional={"steps": st.lists(st.sampled_from("ab"), max_size=2)})
+    feature = st.fixed_dictionaries(
+        {"id": st.sampled_from(("F1", "F2")), "passes": st.booleans()},
+        optional={"steps": st.lists(st.sampled_from("ab"), max_size=2)},
+    )
 
     @settings(max_examples=300, deadline=None)
-    @given(before=st.lists(feature, max_size=4), after=st.lists(feature, max_size=4), share=st.lists(st.booleans(), max_size=4))
+    @given(
+        before=st.lists(feature, max_size=4),
+        after=st.lists(feature, max_size=4),
+        share=st.lists(st.booleans(), max_size=4),
+    )
     def check(before: list[dict[str, object]], after: list[dict[str, object]], share: list[bool]) -> None:
-        after = [before[n] if n < len(before) and n < len(share) and share[n] else f for n, f in enumerate(after)]
+        after = [
+            before[n] if n < len(before) and n < len(share) and share[n] else f for n, f in enumerate(after)
+        ]
 
         def strip(features: list[dict[str, object]]) -> list[dict[str, object]]:
             return [{k: v for k, v in f.items() if k != "passes"} for f in features]
 
-        assert only_passes_differ(before, after) == (len(before) == len(after) and strip(before) == strip(after))
+        assert only_passes_differ(before, after) == (
+            len(before) == len(after) and strip(before) == strip(after)
+        )
 
     check()

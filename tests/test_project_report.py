@@ -35,25 +35,61 @@ class Clock:
         return self.now
 
 
-def _receipt(cost: float, seconds: float, verdict: str | None = None, *, partial: bool = False) -> dict[str, Any]:
+def _receipt(
+    cost: float, seconds: float, verdict: str | None = None, *, partial: bool = False
+) -> dict[str, Any]:
     return {
-        "model": "sonnet", "input_tokens": 1000, "cache_read_tokens": 200, "cache_write_tokens": 30,
-        "output_tokens": 40, "cost_usd": 0.0 if partial else cost, "turns": 0 if partial else 7, "tool_calls": 6,
-        "duration_s": 0.0 if partial else seconds, "verdict": verdict, "retry_reason": None, "partial": partial,
+        "model": "sonnet",
+        "input_tokens": 1000,
+        "cache_read_tokens": 200,
+        "cache_write_tokens": 30,
+        "output_tokens": 40,
+        "cost_usd": 0.0 if partial else cost,
+        "turns": 0 if partial else 7,
+        "tool_calls": 6,
+        "duration_s": 0.0 if partial else seconds,
+        "verdict": verdict,
+        "retry_reason": None,
+        "partial": partial,
     }
 
 
-def _session(log: events.EventLog, clock: Clock, n: int, role: str, feature: str | None, *, cost: float = 0.5,
-             standing: str = "verified", verdict: str | None = None, after: tuple[tuple[str, dict[str, Any]], ...] = (),
-             partial: bool = False) -> None:
+def _session(
+    log: events.EventLog,
+    clock: Clock,
+    n: int,
+    role: str,
+    feature: str | None,
+    *,
+    cost: float = 0.5,
+    standing: str = "verified",
+    verdict: str | None = None,
+    after: tuple[tuple[str, dict[str, Any]], ...] = (),
+    partial: bool = False,
+) -> None:
     """One session as the scheduler logs it: started, what it did, ended with its receipt."""
-    log.emit("session_started", session=n, role=role, model="sonnet", feature=feature,
-             branch=f"feature/{feature}" if feature else None, attempt=1, log_dir=f".agent_logs/session_{n:04d}_{role}")
+    log.emit(
+        "session_started",
+        session=n,
+        role=role,
+        model="sonnet",
+        feature=feature,
+        branch=f"feature/{feature}" if feature else None,
+        attempt=1,
+        log_dir=f".agent_logs/session_{n:04d}_{role}",
+    )
     clock.now += 60
     for kind, fields in after:
         log.emit(kind, **{"session": n, **fields} if kind != "feature_blocked" else fields)
-    log.emit("session_ended", session=n, role=role, feature=feature, standing=standing, reason=standing,
-             receipt=_receipt(cost, 60, verdict, partial=partial))
+    log.emit(
+        "session_ended",
+        session=n,
+        role=role,
+        feature=feature,
+        standing=standing,
+        reason=standing,
+        receipt=_receipt(cost, 60, verdict, partial=partial),
+    )
     clock.now += 5
 
 
@@ -62,36 +98,109 @@ def make_project(root: Path, *, ended: bool = True, pid: int | None = None) -> P
     failed session), F003 passes after an outage that is not counted and a REQUEST_CHANGES."""
     project = root / "demo"
     project.mkdir()
-    features = [{"id": "F001", "description": "Save tasks"}, {"id": "F002", "description": HOSTILE},
-                {"id": "F003", "description": "List tasks"}]
+    features = [
+        {"id": "F001", "description": "Save tasks"},
+        {"id": "F002", "description": HOSTILE},
+        {"id": "F003", "description": "List tasks"},
+    ]
     (project / "feature_list.json").write_text(json.dumps({"features": features}))
     clock = Clock()
     log = events.EventLog(project, "run-1", clock=clock)
-    log.emit("run_started", pid=os.getpid() if pid is None else pid, project=str(project), version="0.2.0",
-             cost_basis="subscription")
-    _session(log, clock, 1, "INITIALIZER", None, cost=0.25, after=(("features_listed", {"features": ["F001", "F002", "F003"]}),))
+    log.emit(
+        "run_started",
+        pid=os.getpid() if pid is None else pid,
+        project=str(project),
+        version="0.2.0",
+        cost_basis="subscription",
+    )
+    _session(
+        log,
+        clock,
+        1,
+        "INITIALIZER",
+        None,
+        cost=0.25,
+        after=(("features_listed", {"features": ["F001", "F002", "F003"]}),),
+    )
     _session(log, clock, 2, "IMPLEMENT", "F001", cost=1.0)
-    _session(log, clock, 3, "REVIEW", "F001", cost=2.0, verdict="PASS", after=(
-        ("verdict", {"feature": "F001", "review_id": 1, "verdict": "PASS"}),
-        ("merge_verified", {"feature": "F001", "branch": "feature/F001", "commit": "a1b2c3d4e5" + "0" * 30, "tests": "passed"})))
+    _session(
+        log,
+        clock,
+        3,
+        "REVIEW",
+        "F001",
+        cost=2.0,
+        verdict="PASS",
+        after=(
+            ("verdict", {"feature": "F001", "review_id": 1, "verdict": "PASS"}),
+            (
+                "merge_verified",
+                {
+                    "feature": "F001",
+                    "branch": "feature/F001",
+                    "commit": "a1b2c3d4e5" + "0" * 30,
+                    "tests": "passed",
+                },
+            ),
+        ),
+    )
     _session(log, clock, 4, "IMPLEMENT", "F002", cost=1.0)
-    _session(log, clock, 5, "REVIEW", "F002", cost=2.0, verdict="REJECT", after=(
-        ("verdict", {"feature": "F002", "review_id": 2, "verdict": "REJECT"}),))
+    _session(
+        log,
+        clock,
+        5,
+        "REVIEW",
+        "F002",
+        cost=2.0,
+        verdict="REJECT",
+        after=(("verdict", {"feature": "F002", "review_id": 2, "verdict": "REJECT"}),),
+    )
     _session(log, clock, 6, "IMPLEMENT", "F002", cost=0.5, standing="failed")
     _session(log, clock, 7, "IMPLEMENT", "F002", cost=1.0)
-    _session(log, clock, 8, "REVIEW", "F002", cost=2.0, verdict="REJECT", after=(
-        ("verdict", {"feature": "F002", "review_id": 3, "verdict": "REJECT"}),
-        ("feature_blocked", {"feature": "F002", "rejections": 2})))
+    _session(
+        log,
+        clock,
+        8,
+        "REVIEW",
+        "F002",
+        cost=2.0,
+        verdict="REJECT",
+        after=(
+            ("verdict", {"feature": "F002", "review_id": 3, "verdict": "REJECT"}),
+            ("feature_blocked", {"feature": "F002", "rejections": 2}),
+        ),
+    )
     _session(log, clock, 9, "IMPLEMENT", "F003", standing="outage", partial=True)
     log.emit("limit_wait", session=9, why="outage", until=clock.now + 30)
     log.emit("resumed", session=9, role="IMPLEMENT", cause="outage")
     _session(log, clock, 9, "IMPLEMENT", "F003", cost=1.0)
-    _session(log, clock, 10, "REVIEW", "F003", cost=2.0, verdict="REQUEST_CHANGES", after=(
-        ("verdict", {"feature": "F003", "review_id": 4, "verdict": "REQUEST_CHANGES"}),))
+    _session(
+        log,
+        clock,
+        10,
+        "REVIEW",
+        "F003",
+        cost=2.0,
+        verdict="REQUEST_CHANGES",
+        after=(("verdict", {"feature": "F003", "review_id": 4, "verdict": "REQUEST_CHANGES"}),),
+    )
     _session(log, clock, 11, "FIX", "F003", cost=0.75)
-    _session(log, clock, 12, "REVIEW", "F003", cost=2.0, verdict="PASS", after=(
-        ("verdict", {"feature": "F003", "review_id": 5, "verdict": "PASS"}),
-        ("merge_verified", {"feature": "F003", "branch": "feature/F003", "commit": "f" * 40, "tests": "not configured"})))
+    _session(
+        log,
+        clock,
+        12,
+        "REVIEW",
+        "F003",
+        cost=2.0,
+        verdict="PASS",
+        after=(
+            ("verdict", {"feature": "F003", "review_id": 5, "verdict": "PASS"}),
+            (
+                "merge_verified",
+                {"feature": "F003", "branch": "feature/F003", "commit": "f" * 40, "tests": "not configured"},
+            ),
+        ),
+    )
     if ended:
         log.emit("run_ended", status="done", message="every feature passes or is blocked", sessions=13)
     return project
@@ -110,17 +219,41 @@ def data(project: Path) -> ReportData:
 def test_gather_agrees_with_the_fold(project: Path, data: ReportData) -> None:
     totals = events.Totals.of(events.read(events.log_path(project)))
     assert (data.status, data.cost_basis) == ("done", "subscription")
-    assert [(f.id, f.status) for f in data.features] == [("F001", "passing"), ("F002", "blocked"), ("F003", "passing")]
+    assert [(f.id, f.status) for f in data.features] == [
+        ("F001", "passing"),
+        ("F002", "blocked"),
+        ("F003", "passing"),
+    ]
     assert (data.passing, data.blocked, len(data.features)) == (2, 1, 3)
-    assert (data.sessions, data.failed, data.not_counted) == (12, 1, (("outage", 1),)) == (totals.sessions, totals.failed, (("outage", 1),))
+    assert (
+        (data.sessions, data.failed, data.not_counted)
+        == (12, 1, (("outage", 1),))
+        == (totals.sessions, totals.failed, (("outage", 1),))
+    )
     assert data.cost_usd == pytest.approx(15.5) == totals.cost_usd
     assert data.tokens == 13 * 1270 == totals.spend.total_tokens
     f1, f2, f3 = data.features
-    assert (f2.description, f2.attempts, f2.sessions, f2.review, f2.commit) == (HOSTILE, 3, 5, "#3 REJECT", "")
+    assert (f2.description, f2.attempts, f2.sessions, f2.review, f2.commit) == (
+        HOSTILE,
+        3,
+        5,
+        "#3 REJECT",
+        "",
+    )
     assert (f1.commit, f1.review, f1.tests, f1.cost_usd) == ("a1b2c3d4e5", "#1 PASS", "passed", 3.0)
-    assert (f3.attempts, f3.sessions, f3.review, f3.tests, f3.cost_usd) == (1, 4, "#5 PASS", "not configured", 5.75)
+    assert (f3.attempts, f3.sessions, f3.review, f3.tests, f3.cost_usd) == (
+        1,
+        4,
+        "#5 PASS",
+        "not configured",
+        5.75,
+    )
     assert {r.role: (r.sessions, r.failed, r.cost_usd) for r in data.roles} == {
-        "INITIALIZER": (1, 0, 0.25), "IMPLEMENT": (5, 1, 4.5), "REVIEW": (5, 0, 10.0), "FIX": (1, 0, 0.75)}
+        "INITIALIZER": (1, 0, 0.25),
+        "IMPLEMENT": (5, 1, 4.5),
+        "REVIEW": (5, 0, 10.0),
+        "FIX": (1, 0, 0.75),
+    }
     assert len(data.session_rows) == 13  # every end, also the outage's
     outage = data.session_rows[8]
     assert (outage.number, outage.counted, outage.partial, outage.duration_s) == (9, False, True, 60)
@@ -144,7 +277,9 @@ def test_a_project_whose_first_sessions_never_succeeded_renders(tmp_path: Path, 
 
 def test_markdown_has_the_rows(data: ReportData) -> None:
     md = render_markdown(data)
-    assert "**done** · 2/3 features passing, 1 blocked · 12 sessions (1 failed) · 16,510 tokens · $15.50" in md
+    assert (
+        "**done** · 2/3 features passing, 1 blocked · 12 sessions (1 failed) · 16,510 tokens · $15.50" in md
+    )
     assert "the CLI's estimate, not money billed" in md
     assert "| F001 | Save tasks | passing | 1 | 2 | $3.00 | a1b2c3d4e5 | #1 PASS | passed |" in md
     assert "| F003 | List tasks | passing | 1 | 4 | $5.75 | ffffffffff | #5 PASS | not configured |" in md
@@ -181,7 +316,9 @@ def test_run_status_running_and_stopped(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     running = gather(make_project(tmp_path / "a", ended=False))
     assert running.status == "running"
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     (tmp_path / "b").mkdir()
     stopped = gather(make_project(tmp_path / "b", ended=False, pid=int(dead.stdout)))
     assert stopped.status == "stopped" and 'class="status stopped"' in render_html(stopped)
@@ -208,10 +345,16 @@ def test_page_makes_no_network_reference(data: ReportData) -> None:
     page = render_html(data)
     parser = _Attrs()
     parser.feed(page)
-    linking = [(t, k, v) for t, k, v in parser.attrs if k in ("src", "href", "xlink:href", "action", "srcset", "poster")]
+    linking = [
+        (t, k, v)
+        for t, k, v in parser.attrs
+        if k in ("src", "href", "xlink:href", "action", "srcset", "poster")
+    ]
     assert not [a for a in linking if re.match(r"\s*(https?:|//)", a[2], re.I)]
     assert not re.search(r"<script[^>]*\ssrc", page, re.I) and "@import" not in page
-    assert not [u for u in re.findall(r"url\(([^)]*)\)", page) if not u.strip("'\" ").startswith(("#", "data:"))]
+    assert not [
+        u for u in re.findall(r"url\(([^)]*)\)", page) if not u.strip("'\" ").startswith(("#", "data:"))
+    ]
     assert "http://" not in page and "https://" not in page and "<link" not in page
 
 
@@ -219,7 +362,11 @@ def test_page_names_its_key_figures(data: ReportData) -> None:
     parser = _Attrs()
     parser.feed(render_html(data))
     assert parser.ids["features-passing"] == "2" and parser.ids["features-blocked"] == "1"
-    assert (parser.ids["cost-total"], parser.ids["sessions-total"], parser.ids["run-status"]) == ("$15.50", "12", "done")
+    assert (parser.ids["cost-total"], parser.ids["sessions-total"], parser.ids["run-status"]) == (
+        "$15.50",
+        "12",
+        "done",
+    )
     assert "not money billed" in parser.ids["cost-note"]
 
 
@@ -235,9 +382,20 @@ def _chromium() -> str:
 def _browse(chromium: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     """Headless Chromium on a local file, with every host name unresolvable (nothing leaves the machine)."""
     profile = tmp / f"profile{len(list(tmp.glob('profile*')))}"
-    command = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={profile}", *args]
+    command = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     env = {**os.environ, "HOME": str(tmp)}
     return subprocess.run(command, capture_output=True, timeout=60, check=True, env=env)
 
@@ -260,7 +418,9 @@ def test_chromium_renders_the_page(data: ReportData, tmp_path: Path) -> None:
 def _states(root: Path) -> dict[str, Path]:
     """The project states a person may open the report in, built from event logs and hand-off files."""
     made: dict[str, Path] = {}
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     for name in ("no session yet", "only failed sessions", "interrupted first session"):
         project = root / name.replace(" ", "_")
         project.mkdir()
@@ -273,16 +433,44 @@ def _states(root: Path) -> dict[str, Path]:
             _session(log, clock, 3, "INITIALIZER", None, standing="auth", partial=True)
             log.emit("run_ended", status="error", message="the API refused the key", sessions=3)
         elif name == "interrupted first session":  # killed: a start and no end, no run_ended
-            log.emit("session_started", session=1, role="INITIALIZER", model="sonnet", feature=None, branch=None,
-                     attempt=1, log_dir=".agent_logs/session_0001_INITIALIZER")
+            log.emit(
+                "session_started",
+                session=1,
+                role="INITIALIZER",
+                model="sonnet",
+                feature=None,
+                branch=None,
+                attempt=1,
+                log_dir=".agent_logs/session_0001_INITIALIZER",
+            )
         made[name] = project
     (root / "finished").mkdir()
     finished = make_project(root / "finished")
-    (finished / "reviews.json").write_text(json.dumps({"reviews": [
-        {"review_id": 4, "feature_id": "F003", "kind": "feature", "verdict": "REQUEST_CHANGES",
-         "issues": {"critical": [], "major": ["no test for `list --all`"], "minor": []}}], "fixes": []}))
-    events.append(events.log_path(finished), events.make_event(
-        "set_aside", "run-1", T0 + 9999, {"ref": "refs/scheduler/preexisting/feature/F001", "message": "your branch feature/F001"}))
+    (finished / "reviews.json").write_text(
+        json.dumps(
+            {
+                "reviews": [
+                    {
+                        "review_id": 4,
+                        "feature_id": "F003",
+                        "kind": "feature",
+                        "verdict": "REQUEST_CHANGES",
+                        "issues": {"critical": [], "major": ["no test for `list --all`"], "minor": []},
+                    }
+                ],
+                "fixes": [],
+            }
+        )
+    )
+    events.append(
+        events.log_path(finished),
+        events.make_event(
+            "set_aside",
+            "run-1",
+            T0 + 9999,
+            {"ref": "refs/scheduler/preexisting/feature/F001", "message": "your branch feature/F001"},
+        ),
+    )
     made["finished run"] = finished
     return made
 
@@ -315,23 +503,36 @@ def test_chromium_renders_the_report_of_every_project_state(tmp_path: Path) -> N
     what it shows is read back from the rendered pages."""
     chromium = _chromium()
     states = _states(tmp_path)
-    frames = "".join(f'<iframe data-state="{escape_attr(name)}" width="1280" height="900" srcdoc="{escape_attr(render_html(gather(p, now=T0 + 3600)))}"></iframe>'
-                     for name, p in states.items())
+    frames = "".join(
+        f'<iframe data-state="{escape_attr(name)}" width="1280" height="900" srcdoc="{escape_attr(render_html(gather(p, now=T0 + 3600)))}"></iframe>'
+        for name, p in states.items()
+    )
     index = tmp_path / "states.html"
     index.write_text(f"<!DOCTYPE html><html><body>{frames}{PROBE}</body></html>", encoding="utf-8")
-    dom = _browse(chromium, tmp_path, "--virtual-time-budget=5000", "--dump-dom", index.as_uri()).stdout.decode()
+    dom = _browse(
+        chromium, tmp_path, "--virtual-time-budget=5000", "--dump-dom", index.as_uri()
+    ).stdout.decode()
     probe = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
     assert probe, dom[-2000:]
     seen = json.loads(unescape(probe.group(1)))
     assert set(seen) == set(states)
     for name, page in seen.items():
-        assert page["h2"][:1] == ["Features"] and "Review findings" in page["h2"] and "Set aside" in page["h2"], name
-        assert any(i == "chart-burndown" and w > 500 for i, w in page["svgs"]), name  # laid out at the page's width
+        assert (
+            page["h2"][:1] == ["Features"] and "Review findings" in page["h2"] and "Set aside" in page["h2"]
+        ), name
+        assert any(i == "chart-burndown" and w > 500 for i, w in page["svgs"]), (
+            name
+        )  # laid out at the page's width
     assert "No session has ended yet." in seen["no session yet"]["text"]
-    assert seen["only failed sessions"]["status"] == "stopped" and "auth" in seen["only failed sessions"]["text"]
+    assert (
+        seen["only failed sessions"]["status"] == "stopped" and "auth" in seen["only failed sessions"]["text"]
+    )
     killed = seen["interrupted first session"]
     assert killed["status"] == "stopped" and "session 1 INITIALIZER was cut" in killed["text"]
     done = seen["finished run"]
     assert done["status"] == "done" and done["findings"] == 1 and done["setAside"] == 1
-    assert "no test for `list --all`" in done["text"] and "git branch feature/F001 refs/scheduler/preexisting/feature/F001" not in done["text"]
+    assert (
+        "no test for `list --all`" in done["text"]
+        and "git branch feature/F001 refs/scheduler/preexisting/feature/F001" not in done["text"]
+    )
     assert {i for i, _ in done["svgs"]} == {"chart-timeline", "chart-cost", "chart-burndown"}

@@ -18,7 +18,9 @@ STATES = {
     SessionType.IMPLEMENT: state_for(SessionType.IMPLEMENT),
     SessionType.REVIEW: state_for(SessionType.REVIEW),
     SessionType.FIX: state_for(SessionType.FIX, open_review=3, fix_rounds=1),
-    SessionType.ARCHITECTURE: SessionState(Backlog(("F001",), passing=frozenset({"F001"})), Lane(SessionType.ARCHITECTURE)),
+    SessionType.ARCHITECTURE: SessionState(
+        Backlog(("F001",), passing=frozenset({"F001"})), Lane(SessionType.ARCHITECTURE)
+    ),
 }
 
 
@@ -31,7 +33,9 @@ def test_every_role_renders_with_nothing_left_unfilled(role: SessionType, tmp_pa
 
 
 def test_fix_prompt_for_an_architecture_branch_renders(tmp_path: Path) -> None:
-    state = SessionState(Backlog(("F001",)), Lane(SessionType.FIX, architecture_fixes(7), fix_rounds=1, open_review=7))
+    state = SessionState(
+        Backlog(("F001",)), Lane(SessionType.FIX, architecture_fixes(7), fix_rounds=1, open_review=7)
+    )
     text = render(SessionType.FIX, role_variables("app", AgentConfig(), state))
     assert "arch/7" in text and "review **7**" in text
 
@@ -74,7 +78,8 @@ def test_the_example_spec_is_what_a_new_project_without_spec_gets(tmp_path: Path
 @pytest.mark.parametrize("test_command", [None, "make check"])
 def test_the_test_command_is_named_once(test_command: str | None) -> None:
     text = render(
-        SessionType.IMPLEMENT, role_variables("app", AgentConfig(test_command=test_command), STATES[SessionType.IMPLEMENT])
+        SessionType.IMPLEMENT,
+        role_variables("app", AgentConfig(test_command=test_command), STATES[SessionType.IMPLEMENT]),
     )
     expected = test_command or "./init.sh"
     assert f"(`{expected}`)" in text and "`./init.sh` or" not in text

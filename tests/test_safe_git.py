@@ -28,7 +28,15 @@ from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 from session_scheduler.view.cli import main, merge_config
 
-HOOKS = ("post-checkout", "pre-commit", "commit-msg", "post-commit", "reference-transaction", "post-index-change", "post-merge")
+HOOKS = (
+    "post-checkout",
+    "pre-commit",
+    "commit-msg",
+    "post-commit",
+    "reference-transaction",
+    "post-index-change",
+    "post-merge",
+)
 
 
 def sh(cwd: Path, command: str) -> str:
@@ -67,7 +75,9 @@ def payloads(tmp_path: Path) -> Payloads:
 
 def plain(project: Path, command: str) -> None:
     """Run plain git (the user's way), ignoring its failures: what it ran is what matters."""
-    subprocess.run(["bash", "-c", command], cwd=project, capture_output=True, text=True, check=False, timeout=30)
+    subprocess.run(
+        ["bash", "-c", command], cwd=project, capture_output=True, text=True, check=False, timeout=30
+    )
 
 
 def hostile(tmp_path: Path, payloads: Payloads) -> Path:
@@ -82,17 +92,26 @@ def hostile(tmp_path: Path, payloads: Payloads) -> Path:
     sh(project, "git init -q -b main && git config user.name t && git config user.email t@t")
     sh(project, "printf '*.txt filter=evil diff=evil merge=evil\\n*.inc filter=inc\\n' > .gitattributes")
     sh(project, "echo a > a.txt && echo p > plain.md && echo i > b.inc")
-    (project / "included.cfg").write_text(f"[filter \"inc\"]\n\tclean = {payloads.make('included', 'cat')}\n")
-    sh(project, "git init -q nested && cd nested && git config user.name t && git config user.email t@t && echo n > n && git add n && git commit -qm n")
+    (project / "included.cfg").write_text(f'[filter "inc"]\n\tclean = {payloads.make("included", "cat")}\n')
+    sh(
+        project,
+        "git init -q nested && cd nested && git config user.name t && git config user.email t@t && echo n > n && git add n && git commit -qm n",
+    )
     sh(project, "printf '[submodule \"nested\"]\\n\\tpath = nested\\n\\turl = ./nested\\n' > .gitmodules")
-    sh(project, "git add .gitattributes .gitmodules a.txt plain.md b.inc included.cfg nested 2>/dev/null && git commit -qm content")
+    sh(
+        project,
+        "git add .gitattributes .gitmodules a.txt plain.md b.inc included.cfg nested 2>/dev/null && git commit -qm content",
+    )
     sh(project, "git checkout -qb other && echo b >> a.txt && echo q >> plain.md && git commit -qam other")
-    sh(project, "cd nested && echo o > o && git add o && git commit -qm o && cd .. && git add nested && git commit -qm 'nested moved'")
+    sh(
+        project,
+        "cd nested && echo o > o && git add o && git commit -qm o && cd .. && git add nested && git commit -qm 'nested moved'",
+    )
     sh(project, "git checkout -q main && cd nested && git checkout -q HEAD~1")
     sh(project, "git checkout -qb clash && echo c >> a.txt && git commit -qam clash && git checkout -q main")
     for hook in HOOKS:  # the post-checkout hook fails (it stopped a run once), the others pass
         payloads.make(hook, "exit 1" if hook == "post-checkout" else "exit 0")
-        (project / ".git" / "hooks" / hook).write_text(f"#!/bin/sh\nexec {payloads.folder / hook} \"$@\"\n")
+        (project / ".git" / "hooks" / hook).write_text(f'#!/bin/sh\nexec {payloads.folder / hook} "$@"\n')
         (project / ".git" / "hooks" / hook).chmod(0o755)
     settings = {
         "core.fsmonitor": payloads.make("fsmonitor"),
@@ -115,8 +134,13 @@ def hostile(tmp_path: Path, payloads: Payloads) -> Path:
     for key, value in settings.items():
         sh(project, f"git config '{key}' '{value}'")
     sh(project / "nested", f"git config core.fsmonitor {payloads.make('nestedfsmonitor')}")
-    sh(project / "nested", f"git config filter.nested.clean {payloads.make('nestedclean', 'cat')} && echo '* filter=nested' > .git/info/attributes")
-    (project / "nested" / ".git" / "hooks" / "post-checkout").write_text(f"#!/bin/sh\nexec {payloads.make('nestedhook')}\n")
+    sh(
+        project / "nested",
+        f"git config filter.nested.clean {payloads.make('nestedclean', 'cat')} && echo '* filter=nested' > .git/info/attributes",
+    )
+    (project / "nested" / ".git" / "hooks" / "post-checkout").write_text(
+        f"#!/bin/sh\nexec {payloads.make('nestedhook')}\n"
+    )
     (project / "nested" / ".git" / "hooks" / "post-checkout").chmod(0o755)
     return project
 
@@ -138,7 +162,10 @@ def test_the_planted_payloads_run_under_plain_git(tmp_path: Path, payloads: Payl
     plain(project, "git stash -q; git checkout -q other")
     plain(project, "git ls-remote origin")
     plain(project, "git -c commit.gpgSign=false merge -q --no-edit clash")
-    plain(project, "git commit -q --allow-empty -m signed; git -c commit.gpgSign=false commit -q --allow-empty -m unsigned")
+    plain(
+        project,
+        "git commit -q --allow-empty -m signed; git -c commit.gpgSign=false commit -q --allow-empty -m unsigned",
+    )
     plain(project, "cd nested && git checkout -q HEAD")
     assert payloads.ran() >= {
         *HOOKS,
@@ -213,7 +240,9 @@ def test_nested_repositories_are_not_looked_into_nor_checked_out(tmp_path: Path,
     assert sh(nested, "git rev-parse HEAD") != head, "plain git recurses (submodule.recurse)"
 
 
-def test_a_failing_post_checkout_hook_does_not_stop_the_scheduler_s_checkout(tmp_path: Path, payloads: Payloads) -> None:
+def test_a_failing_post_checkout_hook_does_not_stop_the_scheduler_s_checkout(
+    tmp_path: Path, payloads: Payloads
+) -> None:
     project = hostile(tmp_path, payloads)
     plain(project, "git checkout -q other")
     assert "post-checkout" in payloads.ran()  # plain git: the hook runs, and fails the checkout
@@ -224,7 +253,9 @@ def test_a_failing_post_checkout_hook_does_not_stop_the_scheduler_s_checkout(tmp
     assert gitops.current_branch(repo) == "other" and payloads.ran() == set()
 
 
-def test_git_settings_a_parent_git_passes_down_are_dropped(tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_git_settings_a_parent_git_passes_down_are_dropped(
+    tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project = hostile(tmp_path, payloads)
     repo = gitops.open_repo(project)
     monkeypatch.setenv("GIT_CONFIG_PARAMETERS", f"'core.hooksPath'='{project / '.git' / 'hooks'}'")
@@ -233,7 +264,9 @@ def test_git_settings_a_parent_git_passes_down_are_dropped(tmp_path: Path, paylo
 
 
 @pytest.mark.parametrize("where", ["global", "system"])
-def test_the_user_s_and_the_system_s_config_are_not_read(tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+def test_the_user_s_and_the_system_s_config_are_not_read(
+    tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
     templates = tmp_path / "templates"
     (templates / "hooks").mkdir(parents=True)
     (templates / "hooks" / "post-checkout").write_text(f"#!/bin/sh\nexec {payloads.make('template')}\n")
@@ -262,7 +295,10 @@ def test_replacement_objects_are_not_seen(tmp_path: Path) -> None:
     project.mkdir()
     (project / "app_spec.txt").write_text("An app.\n")
     repo = gitops.open_repo(project)
-    sh(project, "git commit -q --allow-empty -m real && git checkout -qb fake && git commit -q --allow-empty -m fake && git checkout -q main")
+    sh(
+        project,
+        "git commit -q --allow-empty -m real && git checkout -qb fake && git commit -q --allow-empty -m fake && git checkout -q main",
+    )
     sh(project, "git replace main fake")
     assert sh(project, "git log -1 --format=%s main").strip() == "fake"
     assert str(repo.git.log("-1", "--format=%s", "main")) == "real"
@@ -292,12 +328,19 @@ def test_the_environment_holds_every_setting() -> None:
 
 def test_driver_names_are_read_whole_from_git_s_listing() -> None:
     listing = "filter.a.b c.clean\nx\0diff.external\ny\0diff.Evil.textconv\nz\0merge.m.driver\0core.x.y\nq\0protocol.allow\nnever\0filter..clean\nx\0"
-    assert safe_git.drivers_in(listing) == {("filter", "a.b c"), ("diff", "Evil"), ("merge", "m"), ("filter", "")}
+    assert safe_git.drivers_in(listing) == {
+        ("filter", "a.b c"),
+        ("diff", "Evil"),
+        ("merge", "m"),
+        ("filter", ""),
+    }
     assert safe_git.drivers_in("") == set()
 
 
 def test_gitlinks_are_read_from_the_index_listing() -> None:
-    listing = f"100644 {'1' * 40} 0\ta\x00160000 {'2' * 40} 0\tsub/x y\x00120000 {'3' * 40} 0\t160000 link\x00"
+    listing = (
+        f"100644 {'1' * 40} 0\ta\x00160000 {'2' * 40} 0\tsub/x y\x00120000 {'3' * 40} 0\t160000 link\x00"
+    )
     assert safe_git.gitlinks_in(listing) == ["sub/x y"]
     assert safe_git.gitlinks_in("") == []
 
@@ -307,7 +350,10 @@ def test_no_transport_runs(tmp_path: Path, payloads: Payloads) -> None:
     project.mkdir()
     (project / "app_spec.txt").write_text("An app.\n")
     repo = gitops.open_repo(project)
-    sh(project, f"git remote add origin {project} && git config remote.origin.uploadpack {payloads.make('uploadpack')}")
+    sh(
+        project,
+        f"git remote add origin {project} && git config remote.origin.uploadpack {payloads.make('uploadpack')}",
+    )
     plain(project, "git ls-remote origin")
     assert payloads.ran() == {"uploadpack"}, "plain git runs it"
     payloads.clear()
@@ -326,7 +372,9 @@ def test_dirty_asks_no_nested_repository_whatever_git_s_settings(tmp_path: Path,
     assert payloads.ran() == {"n0"}, "plain git status looks into it"
 
 
-def test_the_stash_list_and_the_branch_view_open_the_repository_hardened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_stash_list_and_the_branch_view_open_the_repository_hardened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project = tmp_path / "app"
     project.mkdir()
     (project / "app_spec.txt").write_text("An app.\n")
@@ -352,26 +400,31 @@ def test_drivers_a_config_includes_are_read_again_after_refresh(tmp_path: Path, 
     (project / "app_spec.txt").write_text("An app.\n")
     repo = gitops.open_repo(project)
     sh(project, "git config include.path ../late.cfg && echo '*.txt filter=late' > .gitattributes")
-    (project / "late.cfg").write_text(f"[filter \"late\"]\n\tclean = {payloads.make('late', 'cat')}\n")
+    (project / "late.cfg").write_text(f'[filter "late"]\n\tclean = {payloads.make("late", "cat")}\n')
     (project / "x.txt").write_text("x\n")
     safe_git.refresh(repo)
     repo.git.add("x.txt")
     assert payloads.ran() == set()
     fresh = safe_git.open(project)
     fresh.git.status()  # drivers read
-    (project / "late.cfg").write_text(f"[filter \"later\"]\n\tclean = {payloads.make('later', 'cat')}\n")
+    (project / "late.cfg").write_text(f'[filter "later"]\n\tclean = {payloads.make("later", "cat")}\n')
     (project / ".gitattributes").write_text("*.txt filter=later\n")
     (project / "y.txt").write_text("y\n")
     fresh.git.add("y.txt")
     assert payloads.ran() == {"later"}, "without refresh a driver defined since is not known"
 
 
-def test_a_failed_read_of_the_drivers_is_tried_again(tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_read_of_the_drivers_is_tried_again(
+    tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project = tmp_path / "app"
     project.mkdir()
     (project / "app_spec.txt").write_text("An app.\n")
     gitops.open_repo(project)
-    sh(project, f"git config filter.evil.clean {payloads.make('clean', 'cat')} && echo '*.txt filter=evil' > .gitattributes && echo x > x.txt")
+    sh(
+        project,
+        f"git config filter.evil.clean {payloads.make('clean', 'cat')} && echo '*.txt filter=evil' > .gitattributes && echo x > x.txt",
+    )
     config = project / ".git" / "config"
     good = config.read_text()
     config.write_text(good + "[broken\n")
@@ -399,8 +452,14 @@ def nested_repositories(tmp_path: Path, payloads: Payloads, count: int) -> Path:
     (project / "app_spec.txt").write_text("An app.\n")
     gitops.open_repo(project)
     for i in range(count):
-        sh(project, f"git init -q n{i} && cd n{i} && git config user.name t && git config user.email t@t && echo n > n && git add n && git commit -qm n")
-        sh(project / f"n{i}", f"git config filter.f{i}.clean {payloads.make(f'n{i}', 'cat')} && echo '* filter=f{i}' > .git/info/attributes")
+        sh(
+            project,
+            f"git init -q n{i} && cd n{i} && git config user.name t && git config user.email t@t && echo n > n && git add n && git commit -qm n",
+        )
+        sh(
+            project / f"n{i}",
+            f"git config filter.f{i}.clean {payloads.make(f'n{i}', 'cat')} && echo '* filter=f{i}' > .git/info/attributes",
+        )
         sh(project, f"git add n{i} 2>/dev/null")
         (project / f"n{i}" / "n").write_text("m\n")  # the same size: git hashes it again, through its filter
     sh(project, "git commit -qm nested")
@@ -409,11 +468,15 @@ def nested_repositories(tmp_path: Path, payloads: Payloads, count: int) -> Path:
     return project
 
 
-def test_every_nested_repository_is_read_and_each_once(tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_nested_repository_is_read_and_each_once(
+    tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project = nested_repositories(tmp_path, payloads, 3)
     (project / "n0" / "loop").symlink_to(project)  # a nested gitlink that is a link back to the top
     sh(project / "n0", "git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),loop")
-    sh(project, "git update-index --add --cacheinfo 160000,$(git -C n1 rev-parse HEAD),absent")  # not checked out
+    sh(
+        project, "git update-index --add --cacheinfo 160000,$(git -C n1 rev-parse HEAD),absent"
+    )  # not checked out
     payloads.clear()  # plain git in n0 ran its filter
     read: list[str] = []
     real = safe_git.HardenedGit.named_settings
@@ -429,7 +492,9 @@ def test_every_nested_repository_is_read_and_each_once(tmp_path: Path, payloads:
     assert payloads.ran() == set()
 
 
-def test_nested_repositories_are_read_up_to_a_limit(tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nested_repositories_are_read_up_to_a_limit(
+    tmp_path: Path, payloads: Payloads, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project = nested_repositories(tmp_path, payloads, 3)
     monkeypatch.setattr(safe_git, "MAX_NESTED", 2)
     safe_git.open(project).git.stash("push", "-q")
@@ -443,7 +508,9 @@ def test_a_repository_opened_elsewhere_is_not_hardened_and_refresh_leaves_it(tmp
     gitops.open_repo(project)
     other = git.Repo(project)
     safe_git.refresh(other)
-    assert not isinstance(other.git, safe_git.HardenedGit) and "GIT_CONFIG_COUNT" not in other.git.environment()
+    assert (
+        not isinstance(other.git, safe_git.HardenedGit) and "GIT_CONFIG_COUNT" not in other.git.environment()
+    )
     assert safe_git.open(project).git.environment()["GIT_CONFIG_COUNT"] == str(len(safe_git.HARDENING))
 
 
@@ -501,7 +568,9 @@ def test_a_folder_replaced_by_a_link_is_put_back_and_the_link_s_target_is_left_a
     hooks.symlink_to(elsewhere)
     changed = git_guard.check_and_restore(project, guard)
     assert ".git/hooks changed" in changed and ".git/hooks/pre-push removed" in changed
-    assert not hooks.is_symlink() and (hooks / "pre-push").is_file() and not (hooks / "post-checkout").exists()
+    assert (
+        not hooks.is_symlink() and (hooks / "pre-push").is_file() and not (hooks / "post-checkout").exists()
+    )
     assert (elsewhere / "post-checkout").exists()
 
 
@@ -562,7 +631,9 @@ def test_the_sandboxs_empty_placeholders_are_not_changes_but_content_is(tmp_path
     (project / ".git" / "config.worktree").write_text("[core]\n\tfsmonitor = touch /tmp/x\n")
     assert git_guard.check_and_restore(project, guard) == [".git/config.worktree added"]
     (project / ".git" / "info" / "other").write_text("")
-    assert git_guard.check_and_restore(project, guard) == [".git/info/other added"], "only the placeholders' names"
+    assert git_guard.check_and_restore(project, guard) == [".git/info/other added"], (
+        "only the placeholders' names"
+    )
 
 
 def test_what_changed_since_the_last_run_is_named_and_kept(tmp_path: Path) -> None:
@@ -593,18 +664,34 @@ def test_a_git_folder_outside_the_project_is_named_by_its_path(tmp_path: Path) -
 # -- the scheduler ------------------------------------------------------------------------------
 
 
-def test_a_session_that_plants_a_hook_and_an_fsmonitor_is_undone_and_the_run_goes_on(tmp_path: Path, payloads: Payloads) -> None:
+def test_a_session_that_plants_a_hook_and_an_fsmonitor_is_undone_and_the_run_goes_on(
+    tmp_path: Path, payloads: Payloads
+) -> None:
     project = tmp_path / "app"
     project.mkdir()
-    (project / "app_spec.txt").write_text((Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt").read_text())
-    hook, monitor, nested = payloads.make("planted-hook"), payloads.make("planted-fsmonitor"), payloads.make("nested", "cat")
+    (project / "app_spec.txt").write_text(
+        (
+            Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
+        ).read_text()
+    )
+    hook, monitor, nested = (
+        payloads.make("planted-hook"),
+        payloads.make("planted-fsmonitor"),
+        payloads.make("nested", "cat"),
+    )
 
     class Planting(InProcessRobotRunner):
         def run(self, request: SessionRequest) -> SessionResult:
             result = super().run(request)
             if request.plan.number == 2:  # a nested repository with a filter, staged, and a change to stash
-                sh(request.cwd, "git init -q nested && cd nested && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m n")
-                sh(request.cwd / "nested", f"echo n > n && git add n && git -c user.name=t -c user.email=t@t commit -qm n && git config filter.f.clean {nested}")
+                sh(
+                    request.cwd,
+                    "git init -q nested && cd nested && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m n",
+                )
+                sh(
+                    request.cwd / "nested",
+                    f"echo n > n && git add n && git -c user.name=t -c user.email=t@t commit -qm n && git config filter.f.clean {nested}",
+                )
                 sh(request.cwd / "nested", "echo '* filter=f' > .git/info/attributes && echo m > n")
                 sh(request.cwd, "git add nested 2>/dev/null")
                 (request.cwd / "app_spec.txt").write_text("changed\n")
@@ -622,7 +709,9 @@ def test_a_session_that_plants_a_hook_and_an_fsmonitor_is_undone_and_the_run_goe
     assert "  undo: .git/config changed; restored as the run found it" in lines
     assert "  undo: .git/hooks/post-checkout added; restored as the run found it" in lines
     assert not (project / ".git" / "hooks" / "post-checkout").exists()
-    undone = [json.loads(line) for line in (project / ".agent_logs" / "events.jsonl").read_text().splitlines()]
+    undone = [
+        json.loads(line) for line in (project / ".agent_logs" / "events.jsonl").read_text().splitlines()
+    ]
     assert [(e["session"], e["reason"]) for e in undone if e["kind"] == "undo"] == [
         (2, ".git/config changed; restored as the run found it"),
         (2, ".git/hooks/post-checkout added; restored as the run found it"),
@@ -644,7 +733,11 @@ def test_allow_repo_code_is_an_option_that_is_saved() -> None:
     assert merge_config(saved, {"allow_repo_code": None}).allow_repo_code is True
     assert merge_config(saved, {"allow_repo_code": False}).allow_repo_code is False
     (option,) = [p for p in main.params if p.name == "allow_repo_code"]
-    assert option.default is None and option.opts == ["--allow-repo-code"] and option.secondary_opts == ["--no-allow-repo-code"]
+    assert (
+        option.default is None
+        and option.opts == ["--allow-repo-code"]
+        and option.secondary_opts == ["--no-allow-repo-code"]
+    )
 
 
 def test_a_git_dir_in_the_persons_environment_reaches_neither_the_schedulers_git_nor_the_run(
@@ -676,11 +769,16 @@ def test_a_git_dir_in_the_persons_environment_reaches_neither_the_schedulers_git
     assert result.exit_code == 3, result.output
     for name in safe_git.LOCATION:
         monkeypatch.delenv(name, raising=False)
-    assert sh(other, "git for-each-ref; git rev-parse HEAD; git status --porcelain; git stash list; ls -a") == before
+    assert (
+        sh(other, "git for-each-ref; git rev-parse HEAD; git status --porcelain; git stash list; ls -a")
+        == before
+    )
     assert int(sh(project, "git rev-list --count main")) >= 2, "the run committed in its own project"
 
 
-def test_the_hardened_git_finds_the_repository_from_its_folder_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_hardened_git_finds_the_repository_from_its_folder_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
     for folder in (here, elsewhere):
         folder.mkdir()
@@ -689,4 +787,6 @@ def test_the_hardened_git_finds_the_repository_from_its_folder_alone(tmp_path: P
     monkeypatch.setenv("GIT_WORK_TREE", str(elsewhere))
     repo = safe_git.open(here)
     assert Path(repo.git.rev_parse("--absolute-git-dir")) == (here / ".git").resolve()
-    assert "GIT_DIR" not in os.environ and "GIT_WORK_TREE" not in os.environ, "not handed to the sessions either"
+    assert "GIT_DIR" not in os.environ and "GIT_WORK_TREE" not in os.environ, (
+        "not handed to the sessions either"
+    )

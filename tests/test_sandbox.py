@@ -17,11 +17,15 @@ from session_scheduler.testing.inprocess import InProcessRobotRunner
 from session_scheduler.testing.seams import active_sandbox
 from session_scheduler.view.cli import main
 
-NEEDS_BWRAP = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("socat") is None, reason="no bwrap/socat")
+NEEDS_BWRAP = pytest.mark.skipif(
+    shutil.which("bwrap") is None or shutil.which("socat") is None, reason="no bwrap/socat"
+)
 
 
 def test_every_session_is_sandboxed_with_a_private_temp_folder(tmp_path: Path) -> None:
-    request = request_for(tmp_path, state_for(SessionType.IMPLEMENT), AgentConfig(allowed_domains=("pypi.org",)))
+    request = request_for(
+        tmp_path, state_for(SessionType.IMPLEMENT), AgentConfig(allowed_domains=("pypi.org",))
+    )
     sandbox = request.plan.settings["sandbox"]
     assert sandbox["enabled"] and sandbox["failIfUnavailable"] and not sandbox["allowUnsandboxedCommands"]
     assert sandbox["network"] == {"allowedDomains": ["pypi.org"]}
@@ -45,7 +49,13 @@ HOST = Host(
     homes=("/home/alice", "/root", "/home"),
     config_dir="/srv/claude-config",
     secret_env=("ANTHROPIC_API_KEY", "MY_SERVICE_TOKEN"),
-    path=("/home/alice/.pyenv/shims", "/root/.cargo/bin", "/home/bob/.local/bin", "/home/bob/.cargo/bin", "/usr/bin"),
+    path=(
+        "/home/alice/.pyenv/shims",
+        "/root/.cargo/bin",
+        "/home/bob/.local/bin",
+        "/home/bob/.cargo/bin",
+        "/usr/bin",
+    ),
     temp="/scratch",
 )
 
@@ -53,41 +63,84 @@ HOST = Host(
 def test_reads_are_denied_for_homes_the_cli_config_and_other_projects(tmp_path: Path) -> None:
     project = tmp_path / "projects" / "app"
     fs = sandbox_settings(project, (), HOST)["sandbox"]["filesystem"]
-    assert {"~", "/home/alice", "/root", "/home", "/srv/claude-config", str(project.resolve().parent)} <= set(fs["denyRead"])
-    assert {"/tmp", "/var/tmp", "/scratch"} <= set(fs["denyRead"]), "other projects' private temps and test worktrees"
-    assert "/home/alice/.cargo/credentials.toml" in fs["denyRead"] and "~/.cargo/credentials" in fs["denyRead"]
-    assert "/home/bob/.cargo/credentials.toml" in fs["denyRead"], "inside another user's toolchain that PATH re-opens"
+    assert {"~", "/home/alice", "/root", "/home", "/srv/claude-config", str(project.resolve().parent)} <= set(
+        fs["denyRead"]
+    )
+    assert {"/tmp", "/var/tmp", "/scratch"} <= set(fs["denyRead"]), (
+        "other projects' private temps and test worktrees"
+    )
+    assert (
+        "/home/alice/.cargo/credentials.toml" in fs["denyRead"] and "~/.cargo/credentials" in fs["denyRead"]
+    )
+    assert "/home/bob/.cargo/credentials.toml" in fs["denyRead"], (
+        "inside another user's toolchain that PATH re-opens"
+    )
     assert fs["allowRead"][:2] == [str(project.resolve()), str(private_tmp(project))]
 
 
 def test_toolchains_inside_denied_homes_are_reopened() -> None:
     reopened = sandbox_settings(Path("/srv/app"), (), HOST)["sandbox"]["filesystem"]["allowRead"]
-    assert {"/home/alice/.pyenv", "/root/.cargo", "/home/bob/.local/bin", "/home/bob/.cargo", "/home/alice/.nvm", "/home/alice/.rustup"} <= set(reopened)
-    assert not any(p.endswith((".ssh", ".aws", ".config", ".local")) or p in ("/home/alice", "/root", "/home/bob") for p in reopened)
+    assert {
+        "/home/alice/.pyenv",
+        "/root/.cargo",
+        "/home/bob/.local/bin",
+        "/home/bob/.cargo",
+        "/home/alice/.nvm",
+        "/home/alice/.rustup",
+    } <= set(reopened)
+    assert not any(
+        p.endswith((".ssh", ".aws", ".config", ".local")) or p in ("/home/alice", "/root", "/home/bob")
+        for p in reopened
+    )
     assert "/usr" not in reopened, "what is not denied needs no re-opening"
 
 
 def test_a_project_in_a_shared_temp_root_does_not_deny_the_root() -> None:
     for parent in ("/", "/tmp", "/var/tmp", "/scratch"):
-        assert parent not in sandbox_settings(Path(parent) / "app", (), HOST)["sandbox"]["filesystem"]["denyRead"]
+        assert (
+            parent
+            not in sandbox_settings(Path(parent) / "app", (), HOST)["sandbox"]["filesystem"]["denyRead"]
+        )
 
 
 def test_secret_variables_are_unset_in_sandboxed_commands() -> None:
-    host = Host.of({"HOME": "/h", "PATH": "/usr/bin:relative", "GITLAB_DEPLOY_TOKEN": "x", "DB_PASSWORD": "x", "EDITOR": "vi", "CLAUDE_CONFIG_DIR": "/c"})
+    host = Host.of(
+        {
+            "HOME": "/h",
+            "PATH": "/usr/bin:relative",
+            "GITLAB_DEPLOY_TOKEN": "x",
+            "DB_PASSWORD": "x",
+            "EDITOR": "vi",
+            "CLAUDE_CONFIG_DIR": "/c",
+        }
+    )
     assert host.homes == ("/h", "/root", "/home") and host.config_dir == "/c" and host.path == ("/usr/bin",)
-    names = {v["name"] for v in sandbox_settings(Path("/srv/app"), (), host)["sandbox"]["credentials"]["envVars"]}
-    assert {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "GITLAB_DEPLOY_TOKEN", "DB_PASSWORD"} <= names
-    assert "EDITOR" not in names and "CLAUDE_CODE_MAX_RETRIES" not in Host.of({"CLAUDE_CODE_MAX_RETRIES": "2"}).secret_env
+    names = {
+        v["name"] for v in sandbox_settings(Path("/srv/app"), (), host)["sandbox"]["credentials"]["envVars"]
+    }
+    assert {
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "GITLAB_DEPLOY_TOKEN",
+        "DB_PASSWORD",
+    } <= names
+    assert (
+        "EDITOR" not in names
+        and "CLAUDE_CODE_MAX_RETRIES" not in Host.of({"CLAUDE_CODE_MAX_RETRIES": "2"}).secret_env
+    )
 
 
 def test_file_rules_are_absolute_so_a_cd_keeps_them(tmp_path: Path) -> None:
     request = request_for(tmp_path, state_for(SessionType.IMPLEMENT), AgentConfig())
     root = "/" + request.cwd.resolve().as_posix()
     permissions = request.plan.settings["permissions"]
-    assert f"Write({root}/**)" in permissions["allow"] and f"Edit({root}/.git/hooks/**)" in permissions["deny"]
-    assert not any(rule.startswith(f"Edit({root}/.git") and "/.git/" not in rule for rule in permissions["deny"]), (
-        "Edit deny rules become the sandbox's denyWrite: all of .git there would stop the agent's git"
+    assert (
+        f"Write({root}/**)" in permissions["allow"] and f"Edit({root}/.git/hooks/**)" in permissions["deny"]
     )
+    assert not any(
+        rule.startswith(f"Edit({root}/.git") and "/.git/" not in rule for rule in permissions["deny"]
+    ), "Edit deny rules become the sandbox's denyWrite: all of .git there would stop the agent's git"
     assert not any(r.startswith(("Edit(./", "Write(./")) for r in permissions["allow"] + permissions["deny"])
 
 
@@ -107,13 +160,17 @@ def test_the_preflight_names_missing_tools_and_how_to_install_them() -> None:
 def test_the_preflight_proves_the_sandbox_through_the_real_cli() -> None:
     result = preflight()
     assert result.active and result.message.startswith(PROVEN), result.message
-    assert "the command sandbox is active" in result.message, "every start proves the test command's sandbox too"
+    assert "the command sandbox is active" in result.message, (
+        "every start proves the test command's sandbox too"
+    )
 
 
 @NEEDS_BWRAP
 @pytest.mark.e2e
 def test_a_failing_command_sandbox_fails_the_preflight() -> None:
-    result = preflight(commands=lambda: (False, "the command sandbox is NOT active: a probe wrote outside its worktree"))
+    result = preflight(
+        commands=lambda: (False, "the command sandbox is NOT active: a probe wrote outside its worktree")
+    )
     assert result == Preflight(False, "the command sandbox is NOT active: a probe wrote outside its worktree")
 
 
@@ -122,7 +179,10 @@ def test_a_failing_command_sandbox_fails_the_preflight() -> None:
 def test_the_probe_notices_an_escape() -> None:
     result = preflight(sandboxed=False, commands=None)
     assert not result.active, result.message
-    assert "a probe wrote escaped outside the project, moved outside the project, .git/hooks/post-checkout" in result.message
+    assert (
+        "a probe wrote escaped outside the project, moved outside the project, .git/hooks/post-checkout"
+        in result.message
+    )
 
 
 ACTIVE = Preflight(True, "active")
@@ -131,7 +191,13 @@ ACTIVE = Preflight(True, "active")
 def invoke(*args: str, check: Preflight = ACTIVE) -> Any:
     robot = InProcessRobotRunner(Scenario.from_json({"features": 1}))
     return CliRunner().invoke(
-        main, list(args), obj={"runner_factory": factory_of(lambda _: robot), "preflight": lambda: check, "credentials": logged_in}
+        main,
+        list(args),
+        obj={
+            "runner_factory": factory_of(lambda _: robot),
+            "preflight": lambda: check,
+            "credentials": logged_in,
+        },
     )
 
 
@@ -139,20 +205,26 @@ def test_check_says_in_one_line_whether_the_sandbox_is_active() -> None:
     ok = invoke("--check", check=active_sandbox())
     assert ok.exit_code == 0 and ok.stdout.strip() == "the OS sandbox is active (a test stand-in)"
     missing = invoke("--check", check=Preflight(False, "the OS sandbox is not available (bwrap missing)"))
-    assert missing.exit_code == 1 and missing.stderr.strip() == "the OS sandbox is not available (bwrap missing)"
+    assert (
+        missing.exit_code == 1 and missing.stderr.strip() == "the OS sandbox is not available (bwrap missing)"
+    )
 
 
 def test_a_run_without_a_working_sandbox_is_refused_and_changes_nothing(spec_file: Path) -> None:
     from session_scheduler.view.cli import resolve_project
 
-    result = invoke("--project-dir", "app", "--spec", str(spec_file), check=Preflight(False, "no sandbox here"))
+    result = invoke(
+        "--project-dir", "app", "--spec", str(spec_file), check=Preflight(False, "no sandbox here")
+    )
     assert result.exit_code == 1
     assert "no sandbox here; or pass --no-sandbox" in result.stderr
     assert not (resolve_project("app") / ".agent_config.json").exists()
 
 
 def test_no_sandbox_runs_with_a_warning_on_every_session(spec_file: Path) -> None:
-    result = invoke("--project-dir", "app", "--spec", str(spec_file), "--no-sandbox", check=Preflight(False, "x"))
+    result = invoke(
+        "--project-dir", "app", "--spec", str(spec_file), "--no-sandbox", check=Preflight(False, "x")
+    )
     assert result.exit_code == 0, result.output
     sessions = result.stdout.count("=== Session ")
     assert sessions >= 3 and result.stdout.count("WARNING: no OS sandbox") == sessions
@@ -164,7 +236,16 @@ def test_allowed_domains_are_added_and_saved(spec_file: Path) -> None:
 
     from session_scheduler.view.cli import resolve_project
 
-    invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1", "--allow-domain", "example.org")
+    invoke(
+        "--project-dir",
+        "app",
+        "--spec",
+        str(spec_file),
+        "--max-iterations",
+        "1",
+        "--allow-domain",
+        "example.org",
+    )
     saved = json.loads((resolve_project("app") / ".agent_config.json").read_text())
     assert saved["allowed_domains"][-1] == "example.org" and "pypi.org" in saved["allowed_domains"]
     assert "sandbox" not in saved
@@ -180,6 +261,8 @@ def test_main_is_unwritable_for_roles_that_may_not_move_it(tmp_path: Path) -> No
     for role, protected in ((SessionType.IMPLEMENT, True), (SessionType.FIX, True), (SessionType.ARCHITECTURE, True),
                             (SessionType.REVIEW, False), (SessionType.INITIALIZER, False)):  # fmt: skip
         state = state_for(role, open_review=1, fix_rounds=1) if role is SessionType.FIX else state_for(role)
-        denied = request_for(tmp_path, state, AgentConfig()).plan.settings["sandbox"]["filesystem"]["denyWrite"]
+        denied = request_for(tmp_path, state, AgentConfig()).plan.settings["sandbox"]["filesystem"][
+            "denyWrite"
+        ]
         assert (str(root / ".git/refs/heads/main") in denied) is protected, role
         assert (str(root / ".git/packed-refs") in denied) is protected, role

@@ -32,7 +32,9 @@ def test_settings_differ_per_role() -> None:
     assert "Edit(./feature_list.json)" not in allows[T.ARCHITECTURE]
     for role in ROLES:
         deny = settings_for(role)["permissions"]["deny"]
-        assert "Bash(git push:*)" in deny and not any("CLAUDE.md" in rule for rule in deny)  # the person's file
+        assert "Bash(git push:*)" in deny and not any(
+            "CLAUDE.md" in rule for rule in deny
+        )  # the person's file
 
 
 def test_an_invalid_settings_file_is_refused() -> None:
@@ -45,9 +47,14 @@ def test_an_invalid_settings_file_is_refused() -> None:
 def test_role_files_are_written_and_the_person_s_claude_md_is_not(tmp_path: Path) -> None:
     (tmp_path / "CLAUDE.md").write_text("Always use tabs.\n")
     request = request_for(tmp_path, state_for(T.REVIEW, "F002"))
-    assert json.loads(request.settings_path.read_text())["permissions"] == settings_for(T.REVIEW, None, tmp_path)["permissions"]
+    assert (
+        json.loads(request.settings_path.read_text())["permissions"]
+        == settings_for(T.REVIEW, None, tmp_path)["permissions"]
+    )
     assert json.loads(request.settings_path.read_text()) == request.plan.settings
-    assert (tmp_path / "CLAUDE.md").read_text() == "Always use tabs.\n"  # the scope travels in the system prompt
+    assert (
+        tmp_path / "CLAUDE.md"
+    ).read_text() == "Always use tabs.\n"  # the scope travels in the system prompt
     scope = request.plan.scope
     assert scope.startswith("# Scope of this session: REVIEW") and scope in request.plan.system_prompt
     assert "feature/F002" in scope

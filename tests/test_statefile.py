@@ -27,7 +27,9 @@ STATES = [
 
 @pytest.mark.parametrize("state", STATES)
 def test_a_saved_state_loads_as_it_was(tmp_path: Path, state: SessionState) -> None:
-    statefile.save(tmp_path, state, {"number": 3, "log_dir": "l", "main": "m", "branch_tip": None, "heads": {}})
+    statefile.save(
+        tmp_path, state, {"number": 3, "log_dir": "l", "main": "m", "branch_tip": None, "heads": {}}
+    )
     saved = statefile.load(tmp_path)
     assert saved is not None and saved.state == state
     assert saved.in_progress is not None

@@ -43,7 +43,13 @@ def sh(cwd: Path, command: str) -> str:
 def features(*passing: str) -> dict[str, Any]:
     return {
         "features": [
-            {"id": f, "category": "functional", "description": f"feature {f}", "steps": [], "passes": f in passing}
+            {
+                "id": f,
+                "category": "functional",
+                "description": f"feature {f}",
+                "steps": [],
+                "passes": f in passing,
+            }
             for f in ("F001", "F002")
         ]
     }
@@ -71,7 +77,10 @@ class World:
         self.write(name, data)
 
     def add_review(self, verdict: str, review_id: int = 2, **extra: Any) -> None:
-        self.edit("reviews.json", lambda r: r["reviews"].append({**REVIEW, "review_id": review_id, "verdict": verdict, **extra}))
+        self.edit(
+            "reviews.json",
+            lambda r: r["reviews"].append({**REVIEW, "review_id": review_id, "verdict": verdict, **extra}),
+        )
 
     def mark_passing(self, *ids: str) -> None:
         self.write("feature_list.json", features(*ids))
@@ -96,7 +105,10 @@ def start(tmp_path: Path, role: SessionType, work: WorkItem | None = None, **lan
         sh(project, "printf 'exit 0\\n' > init.sh && git add init.sh && git commit -qm skeleton")
         backlog = Backlog(("F001", "F002"))
     if work is not None:
-        sh(project, f"git checkout -qb {work.branch} && echo one > one.txt && git add one.txt && git commit -qm one")
+        sh(
+            project,
+            f"git checkout -qb {work.branch} && echo one > one.txt && git add one.txt && git commit -qm one",
+        )
         sh(project, "git checkout -q main")
         if role is T.IMPLEMENT:  # the IMPLEMENT session creates its branch itself
             sh(project, f"git branch -D {work.branch}")
@@ -117,7 +129,9 @@ def refused(world: World, rule: str, *, exact: bool = True) -> Outcome:
     if exact:
         assert outcome == Outcome(world.state.lane.role, False, reason=rule)
     else:
-        assert (outcome.role, outcome.ok) == (world.state.lane.role, False) and rule in outcome.reason, outcome
+        assert (outcome.role, outcome.ok) == (world.state.lane.role, False) and rule in outcome.reason, (
+            outcome
+        )
     assert progress.load_handoff(world.project) == world.pre.handoff, "the hand-off files are restored"
     assert gitops.branches(world.repo) == world.pre.heads, "every branch is put back"
     return outcome
@@ -167,7 +181,9 @@ def test_initializer_creating_a_branch(tmp_path: Path) -> None:
 def test_initializer_committing_scheduler_files(tmp_path: Path, hidden: bool) -> None:
     world = start(tmp_path, T.INITIALIZER)
     world.mark_passing()
-    world.sh("printf 'exit 0\\n' > init.sh && git add init.sh && git add -f progress.json && git commit -qm skeleton")
+    world.sh(
+        "printf 'exit 0\\n' > init.sh && git add init.sh && git add -f progress.json && git commit -qm skeleton"
+    )
     if hidden:  # committed, then untracked again: only the commits show it
         world.sh("git rm -q --cached progress.json")
     refused(world, "hand-off or scheduler files were committed: progress.json")
@@ -207,7 +223,9 @@ def test_implement_without_new_commits(tmp_path: Path) -> None:
 
 def test_implement_on_a_branch_that_does_not_start_from_main(tmp_path: Path) -> None:
     world = start(tmp_path, T.IMPLEMENT, feature("F001"))
-    world.sh("git checkout -q --orphan feature/F001 && git rm -rqf . && echo x > x && git add x && git commit -qm orphan")
+    world.sh(
+        "git checkout -q --orphan feature/F001 && git rm -rqf . && echo x > x && git add x && git commit -qm orphan"
+    )
     refused(world, "no new commits on feature/F001 since the session started")
 
 
@@ -247,7 +265,10 @@ def test_implement_setting_passes(tmp_path: Path) -> None:
 
 def test_implement_rewriting_an_earlier_session_entry(tmp_path: Path) -> None:
     world = start(tmp_path, T.IMPLEMENT, feature("F001"))
-    world.edit("progress.json", lambda p: p["sessions"].append({"session_id": 1, "agent_type": "IMPLEMENT", "outcome": "x"}))
+    world.edit(
+        "progress.json",
+        lambda p: p["sessions"].append({"session_id": 1, "agent_type": "IMPLEMENT", "outcome": "x"}),
+    )
     world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
     implement(world)
     world.edit("progress.json", lambda p: p["sessions"][0].update(outcome="rewritten"))
@@ -259,7 +280,10 @@ def test_every_broken_contract_rule_is_named(tmp_path: Path) -> None:
     implement(world)
     world.mark_passing("F001")
     world.add_review("PASS")
-    refused(world, "IMPLEMENT changed `passes`; only REVIEW may; IMPLEMENT appended a review it may not write (no reviews only)")
+    refused(
+        world,
+        "IMPLEMENT changed `passes`; only REVIEW may; IMPLEMENT appended a review it may not write (no reviews only)",
+    )
 
 
 def test_a_broken_handoff_file_is_refused_and_restored(tmp_path: Path) -> None:
@@ -274,7 +298,9 @@ def test_a_broken_handoff_file_is_refused_and_restored(tmp_path: Path) -> None:
 
 def fix(world: World, review_id: int = 1) -> None:
     world.sh("echo fixed >> one.txt && git commit -qam fix")
-    world.edit("reviews.json", lambda r: r["fixes"].append({"fix_id": 1, "review_id": review_id, "issues_fixed": []}))
+    world.edit(
+        "reviews.json", lambda r: r["fixes"].append({"fix_id": 1, "review_id": review_id, "issues_fixed": []})
+    )
 
 
 def test_fix_verified(tmp_path: Path) -> None:
@@ -400,7 +426,10 @@ def test_review_pass_without_a_merge(tmp_path: Path) -> None:
     world = start(tmp_path, T.REVIEW, feature("F001"))
     world.add_review("PASS")
     world.mark_passing("F001")
-    refused(world, "verdict PASS but `main` is not feature/F001 merged into the old `main` (expected one `git merge --no-ff` or a fast-forward)")
+    refused(
+        world,
+        "verdict PASS but `main` is not feature/F001 merged into the old `main` (expected one `git merge --no-ff` or a fast-forward)",
+    )
 
 
 def test_review_pass_with_an_extra_commit_on_main(tmp_path: Path) -> None:
@@ -409,7 +438,10 @@ def test_review_pass_with_an_extra_commit_on_main(tmp_path: Path) -> None:
     world.sh("echo more >> init.sh && git commit -qam sneaked")
     world.add_review("PASS")
     world.mark_passing("F001")
-    refused(world, "verdict PASS but `main` is not feature/F001 merged into the old `main` (expected one `git merge --no-ff` or a fast-forward)")
+    refused(
+        world,
+        "verdict PASS but `main` is not feature/F001 merged into the old `main` (expected one `git merge --no-ff` or a fast-forward)",
+    )
 
 
 def test_review_pass_merging_a_moved_branch(tmp_path: Path) -> None:
@@ -423,8 +455,12 @@ def test_review_pass_merging_a_moved_branch(tmp_path: Path) -> None:
 
 def test_review_pass_whose_merge_adds_a_scheduler_file(tmp_path: Path) -> None:
     world = start(tmp_path, T.REVIEW, feature("F001"))
-    world.sh("git checkout -q main && git merge -q --no-ff --no-commit feature/F001 && touch .claude_settings.json .agent.lock")
-    world.sh("git add -f .claude_settings.json .agent.lock && git commit -qm merge && git rm -q --cached .claude_settings.json")
+    world.sh(
+        "git checkout -q main && git merge -q --no-ff --no-commit feature/F001 && touch .claude_settings.json .agent.lock"
+    )
+    world.sh(
+        "git add -f .claude_settings.json .agent.lock && git commit -qm merge && git rm -q --cached .claude_settings.json"
+    )
     world.add_review("PASS")
     world.mark_passing("F001")
     refused(world, "hand-off or scheduler files were committed: .agent.lock, .claude_settings.json")
@@ -432,7 +468,9 @@ def test_review_pass_whose_merge_adds_a_scheduler_file(tmp_path: Path) -> None:
 
 def test_review_pass_whose_tests_fail_on_main_is_undone(tmp_path: Path) -> None:
     world = start(tmp_path, T.REVIEW, feature("F001"))
-    world.sh("git checkout -q main && printf 'printf \"%%0600d\" 7; exit 1\\n' > init.sh && git commit -qam 'break main'")
+    world.sh(
+        "git checkout -q main && printf 'printf \"%%0600d\" 7; exit 1\\n' > init.sh && git commit -qam 'break main'"
+    )
     world.add_review("REQUEST_CHANGES", review_id=1)
     world.mark_passing("F002")
     world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
@@ -501,7 +539,9 @@ REPO_CODE = "commits add what makes git run code: {}. The scheduler refuses them
 
 def nest(world: World, path: str = "vendor/lib") -> None:
     """Commit a nested repository as a gitlink on the branch checked out."""
-    world.sh(f"git init -q {path} && git -C {path} commit -q --allow-empty -m n && git add {path} 2>/dev/null && git commit -qm nested")
+    world.sh(
+        f"git init -q {path} && git -C {path} commit -q --allow-empty -m n && git add {path} 2>/dev/null && git commit -qm nested"
+    )
 
 
 def attributes(world: World, text: str, path: str = ".gitattributes") -> None:
@@ -532,11 +572,16 @@ def test_a_project_may_allow_what_makes_git_run_code(tmp_path: Path) -> None:
         ("[attr]evil filter=x\n*.c evil\n", "filter=x"),
         ("*.c diff=evil\n", "diff=evil"),
         ("*.c merge=ours\n", "merge=ours"),
-        ("*.py diff=python\n*.txt merge=union\n*.md -diff !merge binary\n# *.x filter=y\n\n[attr]b -diff -text\n", None),
+        (
+            "*.py diff=python\n*.txt merge=union\n*.md -diff !merge binary\n# *.x filter=y\n\n[attr]b -diff -text\n",
+            None,
+        ),
         ("filter=x -text\n*.x filter diff merge\n", None),  # a pattern; attributes set without a driver
     ],
 )
-def test_implement_committing_attributes_that_select_drivers(tmp_path: Path, text: str, selected: str | None) -> None:
+def test_implement_committing_attributes_that_select_drivers(
+    tmp_path: Path, text: str, selected: str | None
+) -> None:
     world = start(tmp_path, T.IMPLEMENT, feature("F001"))
     implement(world)
     attributes(world, text)
@@ -551,8 +596,15 @@ def test_fix_committing_attributes_in_a_folder_and_a_link(tmp_path: Path) -> Non
     fix(world)
     attributes(world, "* filter=x\n", "docs/x.gitattributes")  # not an attributes file
     attributes(world, "* merge=m\n", "sub/.gitattributes")
-    world.sh("ln -s sub/.gitattributes .gitattributes && ln -s sub/.gitattributes x.gitattributes && git add . && git commit -qm links")
-    refused(world, REPO_CODE.format(".gitattributes as a symbolic link (git before 2.32 follows it); sub/.gitattributes selecting merge=m"))
+    world.sh(
+        "ln -s sub/.gitattributes .gitattributes && ln -s sub/.gitattributes x.gitattributes && git add . && git commit -qm links"
+    )
+    refused(
+        world,
+        REPO_CODE.format(
+            ".gitattributes as a symbolic link (git before 2.32 follows it); sub/.gitattributes selecting merge=m"
+        ),
+    )
 
 
 def test_a_nested_repository_or_attributes_already_there_may_change_or_go(tmp_path: Path) -> None:
@@ -562,7 +614,9 @@ def test_a_nested_repository_or_attributes_already_there_may_change_or_go(tmp_pa
     attributes(world, "* filter=x\n")
     world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
     implement(world)
-    world.sh("git -C vendor/lib commit -q --allow-empty -m more && git add vendor/lib && git rm -q .gitattributes && git commit -qm moved")
+    world.sh(
+        "git -C vendor/lib commit -q --allow-empty -m more && git add vendor/lib && git rm -q .gitattributes && git commit -qm moved"
+    )
     assert world.verify() == Outcome(T.IMPLEMENT, True)
 
 
@@ -605,5 +659,8 @@ def test_capture_needs_main(tmp_path: Path) -> None:
 
     world = start(tmp_path, T.ARCHITECTURE)
     world.sh("git checkout -q -b other && git branch -D main")
-    with pytest.raises(StateError, match=r"^the project's repository has no `main` branch; restore it or start a new project$"):
+    with pytest.raises(
+        StateError,
+        match=r"^the project's repository has no `main` branch; restore it or start a new project$",
+    ):
         capture(world.project, world.repo, world.state, tmp_path / "copies")

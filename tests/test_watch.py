@@ -38,7 +38,9 @@ def totals_of(project: Path) -> Totals:
 class Priced:
     """The in-process robot, each session reported at a price (and, optionally, held at a gate)."""
 
-    def __init__(self, cost: float = 0.4, gate: threading.Event | None = None, hold: int | None = None) -> None:
+    def __init__(
+        self, cost: float = 0.4, gate: threading.Event | None = None, hold: int | None = None
+    ) -> None:
         self.robot = InProcessRobotRunner(Scenario.from_json(ONE))
         self.cost, self.gate, self.hold = cost, gate, hold
         self.entered = threading.Event()
@@ -52,7 +54,9 @@ class Priced:
         result = self.robot.run(request)
         import dataclasses
 
-        return dataclasses.replace(result, cost_usd=self.cost, input_tokens=1000, output_tokens=200, cache_read_tokens=50)
+        return dataclasses.replace(
+            result, cost_usd=self.cost, input_tokens=1000, output_tokens=200, cache_read_tokens=50
+        )
 
 
 # -- small things a person reads ---------------------------------------------------------------
@@ -67,7 +71,10 @@ def test_numbers_plurals_and_durations_read_as_a_person_writes_them() -> None:
     )
     assert (duration(5), duration(125), duration(7500)) == ("5 s", "2 min 05 s", "2 h 05 min")
     assert (money(0.01234), money(1234.5)) == ("$0.0123", "$1,234.50")
-    assert outcome("interrupted", "interrupted; run the same command again to resume") == "interrupted; run the same command again to resume"
+    assert (
+        outcome("interrupted", "interrupted; run the same command again to resume")
+        == "interrupted; run the same command again to resume"
+    )
     assert outcome("limit", "the budget is spent") == "limit: the budget is spent"
 
 
@@ -88,7 +95,15 @@ def started(n: int = 3, role: str = "REVIEW", feature: str | None = "F002") -> d
         "session_started",
         "r",
         time.time(),
-        {"session": n, "role": role, "model": "opus", "feature": feature, "branch": "feature/F002", "attempt": 2, "log_dir": "l"},
+        {
+            "session": n,
+            "role": role,
+            "model": "opus",
+            "feature": feature,
+            "branch": "feature/F002",
+            "attempt": 2,
+            "log_dir": "l",
+        },
     )
 
 
@@ -100,10 +115,14 @@ def console_of(verbosity: str = "normal", terminal: bool = False) -> tuple[LiveC
 
 def test_a_session_header_names_the_feature_of_how_many_its_branch_attempt_and_clock_time() -> None:
     view, out = console_of()
-    view.on_event(make_event("features_listed", "r", 1.0, {"session": 1, "features": ["F001", "F002", "F003"]}))
+    view.on_event(
+        make_event("features_listed", "r", 1.0, {"session": 1, "features": ["F001", "F002", "F003"]})
+    )
     view.on_event(started())
     header = out.getvalue().strip().splitlines()[-1]
-    assert header.startswith("=== Session 3: REVIEW (opus) · F002 (feature 2 of 3) · feature/F002 · attempt 2 · ")
+    assert header.startswith(
+        "=== Session 3: REVIEW (opus) · F002 (feature 2 of 3) · feature/F002 · attempt 2 · "
+    )
     assert header.endswith(" ===")
 
 
@@ -130,17 +149,52 @@ def test_denials_undos_and_warnings_are_highlighted() -> None:
 
 def test_the_status_line_and_the_cost_note_follow_the_events() -> None:
     totals = Totals()
-    totals.apply(make_event("run_started", "r", 100.0, {"pid": 1, "project": "/p", "version": "x", "cost_basis": "scripted"}))
+    totals.apply(
+        make_event(
+            "run_started", "r", 100.0, {"pid": 1, "project": "/p", "version": "x", "cost_basis": "scripted"}
+        )
+    )
     totals.apply(make_event("features_listed", "r", 101.0, {"session": 1, "features": ["F1", "F2"]}))
-    totals.apply(make_event("session_ended", "r", 102.0, {"session": 1, "role": "INITIALIZER", "feature": None, "standing": "verified", "reason": "", "receipt": {"cost_usd": 1.5, "input_tokens": 12345}}))
-    totals.apply(make_event("merge_verified", "r", 103.0, {"session": 3, "feature": "F1", "branch": "b", "commit": "c", "tests": "passed"}))
-    assert status_line(totals, 225.0) == "features 1/2 passing · 0 blocked · 1 session · 2 min 05 s in this run · 12,345 tokens · $1.50 est."
+    totals.apply(
+        make_event(
+            "session_ended",
+            "r",
+            102.0,
+            {
+                "session": 1,
+                "role": "INITIALIZER",
+                "feature": None,
+                "standing": "verified",
+                "reason": "",
+                "receipt": {"cost_usd": 1.5, "input_tokens": 12345},
+            },
+        )
+    )
+    totals.apply(
+        make_event(
+            "merge_verified",
+            "r",
+            103.0,
+            {"session": 3, "feature": "F1", "branch": "b", "commit": "c", "tests": "passed"},
+        )
+    )
+    assert (
+        status_line(totals, 225.0)
+        == "features 1/2 passing · 0 blocked · 1 session · 2 min 05 s in this run · 12,345 tokens · $1.50 est."
+    )
 
 
 def test_a_quiet_agent_gets_a_heartbeat_line(tmp_path: Path) -> None:
     out = io.StringIO()
     view = LiveConsole(Console(file=out, width=200), heartbeat_s=0.5)
-    view.on_event(make_event("run_started", "r", time.time(), {"pid": 1, "project": str(tmp_path), "version": "x", "cost_basis": "api"}))
+    view.on_event(
+        make_event(
+            "run_started",
+            "r",
+            time.time(),
+            {"pid": 1, "project": str(tmp_path), "version": "x", "cost_basis": "api"},
+        )
+    )
     view.on_event(started())
     time.sleep(2.5)
     view.close()
@@ -151,11 +205,22 @@ def test_the_console_is_copied_into_the_log_folder_from_its_first_line(tmp_path:
     view, _ = console_of("quiet")
     view.echo("before the run")
     view.echo("  [IMPLEMENT] Bash: ls")  # not shown when quiet, still kept
-    view.on_event(make_event("run_started", "r9", time.time(), {"pid": 1, "project": str(tmp_path), "version": "x", "cost_basis": "api"}))
+    view.on_event(
+        make_event(
+            "run_started",
+            "r9",
+            time.time(),
+            {"pid": 1, "project": str(tmp_path), "version": "x", "cost_basis": "api"},
+        )
+    )
     view.echo("during the run")
     view.close()
     copy = (tmp_path / ".agent_logs" / "console" / "run-r9.log").read_text()
-    assert [line.split(" ", 1)[1] for line in copy.splitlines()] == ["before the run", "  [IMPLEMENT] Bash: ls", "during the run"]
+    assert [line.split(" ", 1)[1] for line in copy.splitlines()] == [
+        "before the run",
+        "  [IMPLEMENT] Bash: ls",
+        "during the run",
+    ]
 
 
 # -- status -----------------------------------------------------------------------------------------
@@ -175,7 +240,10 @@ def test_status_while_a_session_runs_and_after_the_run(tmp_path: Path) -> None:
         assert now["in_flight"]["session"] == 3 and now["in_flight"]["role"] == "REVIEW"
         assert now["current_feature"] == "F001" and now["current_branch"] == "feature/F001"
         assert now["features"] == {"total": 2, "passing": 0, "blocked": 0}
-        assert now["sessions"]["total"] == 2 and now["sessions"]["by_role"] == {"IMPLEMENT": 1, "INITIALIZER": 1}
+        assert now["sessions"]["total"] == 2 and now["sessions"]["by_role"] == {
+            "IMPLEMENT": 1,
+            "INITIALIZER": 1,
+        }
         assert now["cost_usd"] == pytest.approx(0.8) and now["tokens"]["total"] == 2 * 1250
         assert [r["session"] for r in now["recent"]] == [1, 2]
         assert now["last_activity"] is not None and now["waiting"] is None
@@ -197,11 +265,24 @@ def test_status_json_through_the_cli_and_a_project_that_does_not_exist(tmp_path:
     result = CliRunner().invoke(main, ["status", "--project-dir", str(project), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    for key in ("phase", "current_feature", "running", "features", "sessions", "cost_usd", "tokens", "recent"):
+    for key in (
+        "phase",
+        "current_feature",
+        "running",
+        "features",
+        "sessions",
+        "cost_usd",
+        "tokens",
+        "recent",
+    ):
         assert key in data
     assert data["phase"] == "REVIEW" and data["run"]["ended"]["status"] == "limit"
     text = CliRunner().invoke(main, ["status", "--project-dir", str(project)])
-    assert text.exit_code == 0 and "features: 0/2 passing, 0 blocked" in text.output and "sessions: 2 (" in text.output
+    assert (
+        text.exit_code == 0
+        and "features: 0/2 passing, 0 blocked" in text.output
+        and "sessions: 2 (" in text.output
+    )
     missing = CliRunner().invoke(main, ["status", "--project-dir", str(tmp_path / "nope")])
     assert missing.exit_code == 1 and "there is no project at" in missing.output
 
@@ -221,7 +302,9 @@ def test_dry_run_during_a_run_says_so_instead_of_calling_its_session_cut_short(t
     thread.start()
     try:
         assert runner.entered.wait(60)
-        result = CliRunner().invoke(main, ["--project-dir", str(project), "--dry-run"], obj=cli_seams(lambda _: runner))  # type: ignore[arg-type,return-value]
+        result = CliRunner().invoke(
+            main, ["--project-dir", str(project), "--dry-run"], obj=cli_seams(lambda _: runner)
+        )  # type: ignore[arg-type,return-value]
     finally:
         gate.set()
         thread.join(120)
@@ -242,7 +325,10 @@ def test_each_session_leaves_a_receipt_and_totals_per_role_and_feature(tmp_path:
     assert len(receipts) == 5
     first = receipts[1]
     assert first["role"] == "IMPLEMENT" and first["feature"] == "F001" and first["standing"] == "verified"
-    assert {k: first["receipt"][k] for k in ("model", "input_tokens", "cache_read_tokens", "output_tokens", "cost_usd")} == {
+    assert {
+        k: first["receipt"][k]
+        for k in ("model", "input_tokens", "cache_read_tokens", "output_tokens", "cost_usd")
+    } == {
         "model": "sonnet",
         "input_tokens": 1000,
         "cache_read_tokens": 50,
@@ -253,7 +339,9 @@ def test_each_session_leaves_a_receipt_and_totals_per_role_and_feature(tmp_path:
     assert totals.by_role["REVIEW"].cost_usd == pytest.approx(0.5) and totals.by_feature["F002"].sessions == 2
 
 
-def test_the_session_cap_is_handed_to_the_cli_and_the_project_budget_starts_no_session_it_cannot_cover(tmp_path: Path) -> None:
+def test_the_session_cap_is_handed_to_the_cli_and_the_project_budget_starts_no_session_it_cannot_cover(
+    tmp_path: Path,
+) -> None:
     project = new_project(tmp_path)
     runner = Priced(cost=0.4)
     cfg = AgentConfig(**{**CFG.to_json(), "max_budget_usd": 1.5, "max_session_budget_usd": 0.6})
@@ -295,12 +383,17 @@ def test_a_notify_command_gets_each_event_as_json_on_its_input(tmp_path: Path) -
     log = EventLog(project, "r")
     log.subscribe(notifier)
     scenario = {"features": 1, "reviews": {"F001": ["REJECT", "REJECT"]}}
-    report = Scheduler(project, cfg, InProcessRobotRunner(Scenario.from_json(scenario)), echo=lambda _: None, events=log).run()
+    report = Scheduler(
+        project, cfg, InProcessRobotRunner(Scenario.from_json(scenario)), echo=lambda _: None, events=log
+    ).run()
     assert report.status == "done"
     for child in notifier.started:
         child.wait(10)
     lines = [json.loads(line) for line in received.read_text().splitlines()]
-    assert [(e["kind"], e.get("feature") or e.get("status")) for e in lines] == [("feature_blocked", "F001"), ("run_ended", "done")]
+    assert [(e["kind"], e.get("feature") or e.get("status")) for e in lines] == [
+        ("feature_blocked", "F001"),
+        ("run_ended", "done"),
+    ]
     assert {e["project"] for e in lines} == {str(project)}  # one command can serve several projects
 
 
@@ -322,8 +415,19 @@ def test_a_failing_or_slow_notify_command_never_holds_the_run_up(tmp_path: Path)
 
 def test_notify_is_an_option_saved_with_the_project(tmp_path: Path, spec_file: Path) -> None:
     project = tmp_path / "app"
-    args = ["--project-dir", str(project), "--spec", str(spec_file), "--notify", "true", "--max-iterations", "1"]
-    result = CliRunner().invoke(main, args, obj=cli_seams(lambda _: InProcessRobotRunner(Scenario.from_json(ONE))))
+    args = [
+        "--project-dir",
+        str(project),
+        "--spec",
+        str(spec_file),
+        "--notify",
+        "true",
+        "--max-iterations",
+        "1",
+    ]
+    result = CliRunner().invoke(
+        main, args, obj=cli_seams(lambda _: InProcessRobotRunner(Scenario.from_json(ONE)))
+    )
     assert result.exit_code == 3, result.output
     assert json.loads((project / ".agent_config.json").read_text())["notify"] == "true"
 
@@ -356,8 +460,13 @@ def test_a_closed_output_pipe_does_not_stop_the_run(tmp_path: Path) -> None:
         "view.close(); sys.stderr.write('status=' + report.status + '\\n')\n"
     )
     tests = str(Path(__file__).resolve().parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, str(Path(tests).parent), os.environ.get("PYTHONPATH", "")])}
-    producer = subprocess.Popen([sys.executable, "-c", script, str(project)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([tests, str(Path(tests).parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    producer = subprocess.Popen(
+        [sys.executable, "-c", script, str(project)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     assert producer.stdout is not None
     producer.stdout.readline()
     producer.stdout.close()  # the reader goes away after one line

@@ -112,13 +112,23 @@ class AgentConfig:
             if not _whole(value) or value < 1:
                 raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
         if not _whole(self.max_fix_rounds) or self.max_fix_rounds < 0:
-            raise ValueError(f"max_fix_rounds must be a whole number of at least 0, got {self.max_fix_rounds!r}")
+            raise ValueError(
+                f"max_fix_rounds must be a whole number of at least 0, got {self.max_fix_rounds!r}"
+            )
         outage = self.max_outage_minutes
-        if isinstance(outage, bool) or not isinstance(outage, int | float) or not (math.isfinite(outage) and outage >= 0):
+        if (
+            isinstance(outage, bool)
+            or not isinstance(outage, int | float)
+            or not (math.isfinite(outage) and outage >= 0)
+        ):
             raise ValueError(f"max_outage_minutes must be a number of minutes of at least 0, got {outage!r}")
         for name in ("max_budget_usd", "max_session_budget_usd"):
             budget = getattr(self, name)
-            if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or not (math.isfinite(budget) and budget > 0)):
+            if budget is not None and (
+                isinstance(budget, bool)
+                or not isinstance(budget, int | float)
+                or not (math.isfinite(budget) and budget > 0)
+            ):
                 raise ValueError(f"{name} must be a positive number of dollars, got {budget}")
         if not isinstance(self.offline_demo, bool):
             raise ValueError(f"offline_demo must be true or false, got {self.offline_demo!r}")

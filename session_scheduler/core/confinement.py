@@ -37,7 +37,9 @@ SECRET_ENV_NAMES: tuple[str, ...] = (
     "SSH_AUTH_SOCK",
 )
 """Variables unset in every sandboxed command whether or not the scheduler's environment has them."""
-SECRET_WORDS = re.compile(r"(TOKEN|SECRET|PASSW(OR)?D|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)", re.IGNORECASE)
+SECRET_WORDS = re.compile(
+    r"(TOKEN|SECRET|PASSW(OR)?D|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)", re.IGNORECASE
+)
 """A variable whose name says it holds a secret is unset too (whatever the product it is for)."""
 NOT_SECRET = frozenset({"CLAUDE_CODE_MAX_RETRIES"})
 
@@ -53,7 +55,19 @@ CREDENTIAL_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".docker", ".kube", ".cla
 """Home folders never re-opened, whatever PATH says."""
 KEPT_DENIED: tuple[str, ...] = (".cargo/credentials", ".cargo/credentials.toml", ".local/share/keyrings")
 """Credentials inside toolchain folders that are re-opened: they stay unreadable."""
-TOOLCHAIN_DIRS: tuple[str, ...] = (".pyenv", ".rustup", ".cargo", ".nvm", ".volta", ".asdf", ".deno", ".bun", "go", ".local/bin", ".local/lib")
+TOOLCHAIN_DIRS: tuple[str, ...] = (
+    ".pyenv",
+    ".rustup",
+    ".cargo",
+    ".nvm",
+    ".volta",
+    ".asdf",
+    ".deno",
+    ".bun",
+    "go",
+    ".local/bin",
+    ".local/lib",
+)
 """Folders under a home that tools read through HOME, not PATH (a venv's interpreter links into
 `~/.pyenv`, `~/.cargo/bin` runs `~/.rustup`'s toolchains, user site-packages in `~/.local/lib`, the
 Go module cache in `~/go`): re-opened where commands keep the real HOME (sessions)."""
@@ -77,7 +91,9 @@ class Host:
     @classmethod
     def of(cls, env: Mapping[str, str]) -> Host:
         home = env.get("HOME") or os.path.expanduser("~")
-        names = sorted({*SECRET_ENV_NAMES, *(k for k in env if SECRET_WORDS.search(k) and k not in NOT_SECRET)})
+        names = sorted(
+            {*SECRET_ENV_NAMES, *(k for k in env if SECRET_WORDS.search(k) and k not in NOT_SECRET)}
+        )
         return cls(
             homes=_unique((home, *OTHER_HOMES)),
             config_dir=env.get("CLAUDE_CONFIG_DIR") or None,
@@ -103,7 +119,9 @@ def denied_regions(project: PurePath, host: Host, *, open_shared_parent: bool = 
     return _unique(p for p in (*host.homes, *config, parent, *temps) if p != kept_open)
 
 
-def reopened(path: Iterable[str], regions: Iterable[str], closed: Iterable[str | None] = ()) -> tuple[str, ...]:
+def reopened(
+    path: Iterable[str], regions: Iterable[str], closed: Iterable[str | None] = ()
+) -> tuple[str, ...]:
     """For each PATH entry inside a denied region, the region's folder that holds it (`~/.pyenv`
     for `~/.pyenv/shims`; `/home/u/.nvm`, `~/.local/bin`); never a credentials folder, nothing
     inside a `closed` folder (Claude Code's config)."""
@@ -127,13 +145,17 @@ def reopened(path: Iterable[str], regions: Iterable[str], closed: Iterable[str |
 
 def toolchains(homes: Iterable[str]) -> tuple[str, ...]:
     """TOOLCHAIN_DIRS under each home (not the folder of all users' homes)."""
-    return _unique(str(PurePosixPath(home, name)) for home in homes if home != USERS_ROOT for name in TOOLCHAIN_DIRS)
+    return _unique(
+        str(PurePosixPath(home, name)) for home in homes if home != USERS_ROOT for name in TOOLCHAIN_DIRS
+    )
 
 
 def kept_denied(homes: Iterable[str], opened: Iterable[str]) -> tuple[str, ...]:
     """KEPT_DENIED under each home (not the folder of all users' homes) and inside each re-opened
     folder that is such a toolchain (`/home/u/.cargo` re-opened: `/home/u/.cargo/credentials`)."""
-    under_homes = (str(PurePosixPath(home, name)) for home in homes if home != USERS_ROOT for name in KEPT_DENIED)
+    under_homes = (
+        str(PurePosixPath(home, name)) for home in homes if home != USERS_ROOT for name in KEPT_DENIED
+    )
     inside = (
         str(PurePosixPath(folder, *PurePosixPath(name).parts[1:]))
         for folder in opened

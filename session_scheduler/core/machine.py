@@ -236,7 +236,9 @@ def transition(state: SessionState, outcome: Outcome, config: AgentConfig) -> St
         return _failed(state, outcome, config)
     state = replace(state, backlog=replace(state.backlog, passing=outcome.passing))
     if lane.role is T.INITIALIZER:
-        return _choose_work(replace(state, backlog=replace(state.backlog, features=outcome.feature_ids)), config)
+        return _choose_work(
+            replace(state, backlog=replace(state.backlog, features=outcome.feature_ids)), config
+        )
     if lane.role is T.IMPLEMENT or lane.role is T.FIX:
         return _continue(state, T.REVIEW)
     if lane.role is T.ARCHITECTURE:
@@ -276,7 +278,9 @@ def _architecture_reviewed(state: SessionState, outcome: Outcome, config: AgentC
     state = replace(state, architecture_checked_at=state.backlog.completed)
     if outcome.verdict == "REQUEST_CHANGES":
         assert outcome.review_id is not None
-        fixes = Lane(T.FIX, architecture_fixes(outcome.review_id), fix_rounds=1, open_review=outcome.review_id)
+        fixes = Lane(
+            T.FIX, architecture_fixes(outcome.review_id), fix_rounds=1, open_review=outcome.review_id
+        )
         return Step(replace(state, lane=fixes))
     return _choose_work(state, config)
 

@@ -30,13 +30,19 @@ def input_rate(model: str, receipts: Iterable[Mapping[str, Any]]) -> float:
     it reported, of the same model), else the family's list price."""
     cost = worth = 0.0
     for receipt in receipts:
-        if receipt.get("model") == model and not receipt.get("partial") and float(receipt.get("cost_usd") or 0) > 0:
+        if (
+            receipt.get("model") == model
+            and not receipt.get("partial")
+            and float(receipt.get("cost_usd") or 0) > 0
+        ):
             cost += float(receipt["cost_usd"])
             worth += weighted(receipt)
     if cost > 0 and worth > 0:
         return cost / worth
     name = model.lower()
-    listed = next((price for family, price in LIST_INPUT_USD_PER_MTOK if family in name), UNKNOWN_INPUT_USD_PER_MTOK)
+    listed = next(
+        (price for family, price in LIST_INPUT_USD_PER_MTOK if family in name), UNKNOWN_INPUT_USD_PER_MTOK
+    )
     return listed / 1_000_000
 
 

@@ -233,7 +233,11 @@ AGENT_CONFIG: dict[str, Any] = {
 
 
 LIST_ITEMS: dict[str, dict[str, dict[str, Any]]] = {
-    name: {key: prop["items"] for key, prop in schema["properties"].items() if prop.get("type") == "array" and "items" in prop}
+    name: {
+        key: prop["items"]
+        for key, prop in schema["properties"].items()
+        if prop.get("type") == "array" and "items" in prop
+    }
     for name, schema in HANDOFF_SCHEMAS.items()
 }
 """Per hand-off file, its lists of entries and each list's entry schema (validated one by one)."""
@@ -243,10 +247,18 @@ def shell(schema: dict[str, Any], lists: Any) -> dict[str, Any]:
     """`schema` without the entry schemas of the named list properties (checked elsewhere, or
     known valid)."""
     props = schema["properties"]
-    return {**schema, "properties": {k: ({kw: x for kw, x in v.items() if kw != "items"} if k in lists else v) for k, v in props.items()}}
+    return {
+        **schema,
+        "properties": {
+            k: ({kw: x for kw, x in v.items() if kw != "items"} if k in lists else v)
+            for k, v in props.items()
+        },
+    }
 
 
-SHELLS: dict[str, dict[str, Any]] = {name: shell(schema, LIST_ITEMS[name]) for name, schema in HANDOFF_SCHEMAS.items()}
+SHELLS: dict[str, dict[str, Any]] = {
+    name: shell(schema, LIST_ITEMS[name]) for name, schema in HANDOFF_SCHEMAS.items()
+}
 AGENT_STATE_SAVED = {
     **AGENT_STATE,
     "properties": {
@@ -254,7 +266,9 @@ AGENT_STATE_SAVED = {
         "backlog": {
             **shell(AGENT_STATE["properties"]["backlog"], ("features", "passing", "blocked")),
             "properties": {
-                **shell(AGENT_STATE["properties"]["backlog"], ("features", "passing", "blocked"))["properties"],
+                **shell(AGENT_STATE["properties"]["backlog"], ("features", "passing", "blocked"))[
+                    "properties"
+                ],
                 "rejections": {"type": "object"},
             },
         },

@@ -46,6 +46,8 @@ bounds and kill the process (found by the property test). No real command needs 
 
 def _unparsable(char: str) -> bool:
     return char not in "\t\n\r" and unicodedata.category(char) in UNPARSABLE
+
+
 MAX_DEPTH = 4
 """How deep `sh -c '...'` and `eval` strings are parsed before a command is refused as unseen."""
 
@@ -329,7 +331,9 @@ def _check_source(source: str, ctx: BashContext, shell: _Shell, depth: int) -> N
         raise Refused("commands nested this deep in `sh -c` or `eval` are refused; run them directly")
     odd = next((c for c in source if _unparsable(c)), None)
     if odd is not None:  # tree-sitter-bash's scanner can crash the process on these
-        raise Refused(f"the command contains a character the shell parser cannot take (U+{ord(odd):04X}); remove it")
+        raise Refused(
+            f"the command contains a character the shell parser cannot take (U+{ord(odd):04X}); remove it"
+        )
     data = source.encode()
     tree = _PARSER.parse(data)
     if tree.root_node.has_error:
@@ -348,7 +352,9 @@ def _check_git_variable(node: Node) -> None:
     checked with that command)."""
     if node.type == "variable_assignment" and (node.parent is None or node.parent.type != "command"):
         name = node.child_by_field_name("name")
-    elif node.type == "variable_name" and node.parent is not None and node.parent.type == "declaration_command":
+    elif (
+        node.type == "variable_name" and node.parent is not None and node.parent.type == "declaration_command"
+    ):
         name = node
     else:
         return

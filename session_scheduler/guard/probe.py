@@ -23,7 +23,9 @@ class CallsBrain:
         """Everything the model was sent: system prompt, first message, tool results."""
 
     def respond(self, turn: Turn) -> Reply:
-        self.seen.append(turn.system + turn.first_user_text() + "".join(str(e.result) for e in turn.exchanges()))
+        self.seen.append(
+            turn.system + turn.first_user_text() + "".join(str(e.result) for e in turn.exchanges())
+        )
         done = len(turn.exchanges())
         if done < len(self.calls):
             return Reply(text="", tool_calls=(self.calls[done],))

@@ -42,7 +42,9 @@ def _own_git_helper(pid: int) -> bool:
 def _started_at(pid: int) -> float:
     """When a process started, in epoch seconds."""
     ticks = int(_stat(pid)[19])
-    boot = next(int(line.split()[1]) for line in (PROC / "stat").read_text().splitlines() if line.startswith("btime"))
+    boot = next(
+        int(line.split()[1]) for line in (PROC / "stat").read_text().splitlines() if line.startswith("btime")
+    )
     return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 

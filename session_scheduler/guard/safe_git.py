@@ -39,7 +39,10 @@ HARDENING: tuple[tuple[str, str], ...] = (
     ("core.fsmonitor", "false"),  # no fsmonitor command (status, diff, add, checkout, stash ask it)
     ("submodule.recurse", "false"),  # checkout, reset, worktree add stay out of nested repositories
     ("diff.ignoreSubmodules", "all"),  # and so do the reports of checkout and status
-    ("diff.external", ""),  # a patch diff fails ("cannot run") rather than run a command; the scheduler makes none
+    (
+        "diff.external",
+        "",
+    ),  # a patch diff fails ("cannot run") rather than run a command; the scheduler makes none
     ("commit.gpgSign", "false"),  # the scheduler's own commits start no `gpg.program`
     ("protocol.allow", "never"),  # no transport: no upload-pack, ssh command or credential helper runs
 )

@@ -60,7 +60,10 @@ def sandbox_settings(
             "allowUnsandboxedCommands": False,
             "filesystem": {
                 "allowWrite": [tmp],
-                "denyWrite": [str(root / name) for name in (*SANDBOX_DENIED_WRITES, *(MAIN_REF_PATHS if protect_main else ()))],
+                "denyWrite": [
+                    str(root / name)
+                    for name in (*SANDBOX_DENIED_WRITES, *(MAIN_REF_PATHS if protect_main else ()))
+                ],
                 "denyRead": denied,
                 "allowRead": [str(root), tmp, *opened],
             },
@@ -97,7 +100,9 @@ def preflight(
     proof that the probe notices an escape); `commands=None` skips the second proof."""
     missing = [tool for tool in ("bwrap", "socat") if which(tool) is None]
     if missing:
-        return Preflight(False, f"the OS sandbox is not available ({', '.join(missing)} missing): {INSTALL_HINT}")
+        return Preflight(
+            False, f"the OS sandbox is not available ({', '.join(missing)} missing): {INSTALL_HINT}"
+        )
     from session_scheduler.guard.probe import run_probe  # the scripted model is only needed for the proof
 
     with tempfile.TemporaryDirectory(prefix="agent-sandbox-probe-") as tmp:
@@ -124,10 +129,18 @@ def preflight(
     if error is not None:
         return Preflight(False, f"the sandbox probe could not run ({error}); {INSTALL_HINT}")
     if escaped or hooked:
-        what = ", ".join([*(f"{name} outside the project" for name in escaped), *([".git/hooks/post-checkout"] if hooked else [])])
+        what = ", ".join(
+            [
+                *(f"{name} outside the project" for name in escaped),
+                *([".git/hooks/post-checkout"] if hooked else []),
+            ]
+        )
         return Preflight(False, f"the sandbox is NOT active: a probe wrote {what}; {INSTALL_HINT}")
     if not inside or not committed:
-        return Preflight(False, "the sandbox blocks writes inside the project (or git commits there); check bubblewrap's setup")
+        return Preflight(
+            False,
+            "the sandbox blocks writes inside the project (or git commits there); check bubblewrap's setup",
+        )
     if not commands:
         return Preflight(True, PROVEN)
     ok, message = commands()
@@ -140,7 +153,14 @@ PROVEN = "the OS sandbox is active: a probe could not write outside the project,
 def _git(project: Path, *args: str) -> str:
     """git on the probe's own throwaway repository (made here, nothing in it runs code)."""
     env = safe_git.without_location(os.environ)  # the probe's repository, not one a GIT_DIR names
-    done = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=project, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["git", "-c", "core.hooksPath=/dev/null", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return done.stdout.strip()
 
 

@@ -42,7 +42,10 @@ SETTINGS_SCHEMA: dict[str, Any] = {
             "additionalProperties": False,
             "required": ["allow", "deny", "defaultMode"],
             "properties": {
-                "allow": {"type": "array", "items": {"type": "string", "pattern": rf"^({_TOOL}(\(.+\))?|mcp__handoff__[a-z_]+)$"}},
+                "allow": {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": rf"^({_TOOL}(\(.+\))?|mcp__handoff__[a-z_]+)$"},
+                },
                 "deny": {"type": "array", "items": {"type": "string", "pattern": rf"^{_TOOL}(\(.+\))?$"}},
                 "defaultMode": {"enum": ["default", "acceptEdits", "dontAsk", "plan"]},
             },
@@ -70,7 +73,9 @@ SETTINGS_SCHEMA: dict[str, Any] = {
                 "network": {
                     "type": "object",
                     "additionalProperties": False,
-                    "properties": {"allowedDomains": {"type": "array", "items": {"type": "string", "minLength": 1}}},
+                    "properties": {
+                        "allowedDomains": {"type": "array", "items": {"type": "string", "minLength": 1}}
+                    },
                 },
                 "credentials": {
                     "type": "object",
@@ -83,7 +88,10 @@ SETTINGS_SCHEMA: dict[str, Any] = {
                                 "type": "object",
                                 "additionalProperties": False,
                                 "required": ["name", "mode"],
-                                "properties": {"name": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}, "mode": {"const": "deny"}},
+                                "properties": {
+                                    "name": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+                                    "mode": {"const": "deny"},
+                                },
                             },
                         }
                     },
@@ -170,12 +178,18 @@ def rule_root(project: Path | None) -> str:
     return "/" + project.resolve().as_posix() if project is not None else "."
 
 
-def settings_for(role: SessionType, test_command: str | None = None, project: Path | None = None) -> dict[str, Any]:
+def settings_for(
+    role: SessionType, test_command: str | None = None, project: Path | None = None
+) -> dict[str, Any]:
     """The Claude Code settings of a role, as data, derived from its policy."""
     rights = policy(role)
     root = rule_root(project)
     tests = RUN_TESTS + ([test_command] if test_command else [])
-    allow = list(READ_ONLY_TOOLS) + _bash_rules(INSPECT + tests) + _bash_rules(rights.commands + rights.merge_commands)
+    allow = (
+        list(READ_ONLY_TOOLS)
+        + _bash_rules(INSPECT + tests)
+        + _bash_rules(rights.commands + rights.merge_commands)
+    )
     if rights.writes_code:
         allow += [f"Edit({root}/**)", f"Write({root}/**)"]
         refused_files = set(HANDOFF_FILES) - rights.handoff_writes
@@ -185,7 +199,9 @@ def settings_for(role: SessionType, test_command: str | None = None, project: Pa
     allow += permission_rules(role)
     # Not all of `.git`: Claude Code merges Edit deny rules into the sandbox's denyWrite, and the
     # agent's git writes `.git` from inside the sandbox; the file policy hook keeps the file tools out.
-    deny = _bash_rules(COMMON_DENY) + [f"{tool}({root}/{p})" for p in SANDBOX_DENIED_WRITES for tool in ("Edit", "Write")]
+    deny = _bash_rules(COMMON_DENY) + [
+        f"{tool}({root}/{p})" for p in SANDBOX_DENIED_WRITES for tool in ("Edit", "Write")
+    ]
     deny += [f"{tool}({root}/{p}/**)" for p in SANDBOX_DENIED_WRITES for tool in ("Edit", "Write")]
     deny += _file_rules(refused_files, root) + _bash_rules(rights.refused)
     return {"permissions": {"allow": allow, "deny": deny, "defaultMode": PERMISSION_MODE}}
@@ -325,7 +341,9 @@ def _first_match(rules: list[str], command: str) -> str | None:
     return None
 
 
-def denial_rule(settings: dict[str, Any], role: SessionType, project: Path, tool: str, tool_input: dict[str, Any]) -> str:
+def denial_rule(
+    settings: dict[str, Any], role: SessionType, project: Path, tool: str, tool_input: dict[str, Any]
+) -> str:
     """Which rule refused a tool call the CLI reported as denied (for the audit trail)."""
     if tool == "Bash":
         command = str(tool_input.get("command", ""))

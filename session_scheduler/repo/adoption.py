@@ -62,8 +62,12 @@ def found(project: Path) -> Adoption:
         try:
             entry = str(repo.git.ls_tree("HEAD", "--", NAME)).split()
             if len(entry) >= 3 and entry[0] == "100644" and entry[1] == "blob":  # a link's target is not read
-                data = repo.git.cat_file("blob", entry[2], stdout_as_string=False, strip_newline_in_stdout=False)
-                committed = Adoption(_bounded(bytes(data)), f"HEAD {str(repo.git.rev_parse('HEAD'))[:12]}", branch)
+                data = repo.git.cat_file(
+                    "blob", entry[2], stdout_as_string=False, strip_newline_in_stdout=False
+                )
+                committed = Adoption(
+                    _bounded(bytes(data)), f"HEAD {str(repo.git.rev_parse('HEAD'))[:12]}", branch
+                )
         except git.GitCommandError:  # no commit yet
             pass
     finally:
@@ -117,7 +121,9 @@ def load(project: Path) -> Adoption:
     try:
         data = json.loads(path(project).read_text(encoding="utf-8"))
         branch = data.get("branch")
-        return Adoption(str(data["claude_md"]["text"]), str(data["claude_md"]["source"]), str(branch) if branch else None)
+        return Adoption(
+            str(data["claude_md"]["text"]), str(data["claude_md"]["source"]), str(branch) if branch else None
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return NONE
 

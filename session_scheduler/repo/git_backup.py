@@ -74,7 +74,9 @@ FETCH = ("-c", "protocol.file.allow=always", "-c", "protocol.version=2", "-c", "
 by its commit), git's automatic upkeep of the backup run in the call, not left running after it."""
 LOOSE_KEPT = 64
 """Loose refs in the backup beyond which they are packed (a fetch reads them all)."""
-MINIMAL_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
+MINIMAL_CONFIG = (
+    "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
+)
 """The settings of a git folder made again when git_guard has no copy of the run's."""
 SHOWN = 4
 """Problems named in the one line of a repair; the rest are counted."""
@@ -126,11 +128,24 @@ def sync(project: Path, git_dir: Path) -> Backup:
     try:  # only the stash entries that are commits there: a line written into the reflog would fail the fetch
         kinds = _probe(git_dir, entries)
         stashes = [f"+{sha}:{STASHES}{sha}" for sha in entries if kinds[sha] == "commit"]
-        _git(store, *FETCH, "fetch", "--atomic", "--prune", "--no-tags", "--no-write-fetch-head", str(git_dir.resolve()), f"+refs/*:{MIRROR}*", *stashes)
+        _git(
+            store,
+            *FETCH,
+            "fetch",
+            "--atomic",
+            "--prune",
+            "--no-tags",
+            "--no-write-fetch-head",
+            str(git_dir.resolve()),
+            f"+refs/*:{MIRROR}*",
+            *stashes,
+        )
     except git.GitCommandError as exc:
         error = f"the scheduler's copy of the repository could not be brought up to date ({_first_line(exc)}); it keeps the repository as an earlier session found it"
         return _loaded(project, git_dir, error)
-    if not any((store / "objects" / "info" / name).exists() for name in ("commit-graph", "commit-graphs")):  # once; git's upkeep renews it
+    if not any(
+        (store / "objects" / "info" / name).exists() for name in ("commit-graph", "commit-graphs")
+    ):  # once; git's upkeep renews it
         _git(store, "commit-graph", "write", "--reachable")
     if sum(len(names) for _, _, names in os.walk(store / "refs")) > LOOSE_KEPT:
         _git(store, "pack-refs", "--all")
@@ -180,7 +195,11 @@ def repair(backup: Backup, *, at_open: bool = False) -> str | None:
         _attempt(failed, step, backup)
     _attempt(failed, _index, backup, restored)
     left = check(backup)
-    what = f"{_label(backup)} was damaged since the last session began" if at_open else f"the session damaged {_label(backup)}"
+    what = (
+        f"{_label(backup)} was damaged since the last session began"
+        if at_open
+        else f"the session damaged {_label(backup)}"
+    )
     line = f"{what} ({_summary(found)}); restored from the scheduler's copy"
     return f"{line}, except: {_summary(left + failed)}" if left or failed else line
 
@@ -271,7 +290,9 @@ def _objects(backup: Backup) -> bool:
     for path in source.rglob("*"):
         rel = path.relative_to(source)
         dest = target / rel
-        if _OBJECT_FILE.fullmatch(rel.as_posix()) and (not dest.is_file() or dest.stat().st_size != path.stat().st_size):
+        if _OBJECT_FILE.fullmatch(rel.as_posix()) and (
+            not dest.is_file() or dest.stat().st_size != path.stat().st_size
+        ):
             dest.parent.mkdir(exist_ok=True)
             shutil.copyfile(path, dest.with_name(dest.name + PART))
             os.replace(dest.with_name(dest.name + PART), dest)
@@ -334,7 +355,9 @@ class _RefFiles:
         strays = [(p.name, "left behind") for p in git_dir.glob("*.lock") if not _is_folder(p)]
         if os.path.lexists(git_dir / "packed-refs") and not _is_file(git_dir / "packed-refs"):
             strays.append(("packed-refs", "is not a file"))
-        for folder, subfolders, names in os.walk(git_dir / "refs"):  # links to folders are listed, not followed
+        for folder, subfolders, names in os.walk(
+            git_dir / "refs"
+        ):  # links to folders are listed, not followed
             for name in [*subfolders, *names]:
                 path = Path(folder, name)
                 rel = path.relative_to(git_dir).as_posix()
@@ -393,24 +416,36 @@ def _packed(text: str) -> dict[str, str] | None:
 def _names(backup: Backup, files: _RefFiles) -> list[str]:
     """The refs a session must leave resolving: every ref of the snapshot and every branch now
     (a branch is what verification and the scheduler's git read)."""
-    now = sorted(n for n in {*files.loose, *(files.packed or {})} if n.startswith(refs.HEADS) and n not in backup.refs)
+    now = sorted(
+        n for n in {*files.loose, *(files.packed or {})} if n.startswith(refs.HEADS) and n not in backup.refs
+    )
     return [*backup.refs, *now]
 
 
-def _ref_problems(backup: Backup, files: _RefFiles, names: Sequence[str], *, deleted_branches: bool = False) -> dict[str, str]:
+def _ref_problems(
+    backup: Backup, files: _RefFiles, names: Sequence[str], *, deleted_branches: bool = False
+) -> dict[str, str]:
     """Each name that does not resolve to an object that exists, or (`HEAD`, a branch) not to a
     commit, and what is wrong with it. Without `deleted_branches`, a branch of the snapshot that
     is simply gone (no ref file or packed line left) while its commit is still there is none:
     verification undoes that as it undoes a moved branch."""
     head = (_head_text(backup.git_dir) or "").removeprefix("ref:").strip()
-    points = {n: files.resolve(n) if n != "HEAD" else files.resolve(head) if head.startswith("refs/") else head for n in names}
+    points = {
+        n: files.resolve(n) if n != "HEAD" else files.resolve(head) if head.startswith("refs/") else head
+        for n in names
+    }
     kept = [backup.refs[n] for n in names if n.startswith(refs.HEADS) and n in backup.refs]
     kinds = _probe(backup.git_dir, sorted({*filter(None, points.values()), *kept}))
     found = {}
     for name in names:
         kind = kinds.get(points[name] or "")
         branch = name.startswith(refs.HEADS)
-        gone = branch and not deleted_branches and not files.has(name) and kinds.get(backup.refs.get(name, "")) is not None
+        gone = (
+            branch
+            and not deleted_branches
+            and not files.has(name)
+            and kinds.get(backup.refs.get(name, "")) is not None
+        )
         if name == "HEAD":
             if kind != "commit":
                 found[name] = "HEAD points to no commit"
@@ -428,7 +463,10 @@ def _probe(git_dir: Path, names: Sequence[str]) -> dict[str, str | None]:
     if not names:
         return {}
     out = _git(git_dir, "cat-file", "--batch-check=%(objecttype)", input="".join(f"{n}\n" for n in names))
-    return {n: None if answer.endswith(" missing") else answer for n, answer in zip(names, out.splitlines(), strict=True)}
+    return {
+        n: None if answer.endswith(" missing") else answer
+        for n, answer in zip(names, out.splitlines(), strict=True)
+    }
 
 
 def _index_readable(git_dir: Path) -> bool:
@@ -519,7 +557,9 @@ def _run(args: list[str], input: str | None = None) -> str:
     """One git command with the scheduler's hardened environment."""
     env = safe_git.without_location(os.environ) | safe_git.environment()
     command = ["git", *args]
-    done = subprocess.run(command, env=env, input=input, capture_output=True, text=True)  # its status is read below
+    done = subprocess.run(
+        command, env=env, input=input, capture_output=True, text=True
+    )  # its status is read below
     if done.returncode != 0:
         raise GitFailed(command, done.returncode, done.stderr)
     return done.stdout

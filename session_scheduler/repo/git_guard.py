@@ -127,7 +127,11 @@ def check_and_restore(project: Path, guard: GitGuard) -> list[str]:
 
 def _label(guard: GitGuard) -> str:
     """How the git folder is named in the lines: relative to the project where it is inside."""
-    return os.path.relpath(guard.git_dir, guard.project) if guard.git_dir.is_relative_to(guard.project) else str(guard.git_dir)
+    return (
+        os.path.relpath(guard.git_dir, guard.project)
+        if guard.git_dir.is_relative_to(guard.project)
+        else str(guard.git_dir)
+    )
 
 
 def _subtree(digest: Mapping[str, str], name: str) -> dict[str, str]:

@@ -66,8 +66,16 @@ SPEC_COMMIT = "chore: app spec for the scheduler"
 UNFINISHED = (
     ("MERGE_HEAD", "a merge", "finish it (`git commit`) or abort it (`git merge --abort`)"),
     ("rebase-merge", "a rebase", "finish it (`git rebase --continue`) or abort it (`git rebase --abort`)"),
-    ("rebase-apply", "a rebase or `git am`", "finish it (`--continue`) or abort it (`git rebase --abort` / `git am --abort`)"),
-    ("CHERRY_PICK_HEAD", "a cherry-pick", "finish it (`git cherry-pick --continue`) or abort it (`git cherry-pick --abort`)"),
+    (
+        "rebase-apply",
+        "a rebase or `git am`",
+        "finish it (`--continue`) or abort it (`git rebase --abort` / `git am --abort`)",
+    ),
+    (
+        "CHERRY_PICK_HEAD",
+        "a cherry-pick",
+        "finish it (`git cherry-pick --continue`) or abort it (`git cherry-pick --abort`)",
+    ),
     ("REVERT_HEAD", "a revert", "finish it (`git revert --continue`) or abort it (`git revert --abort`)"),
 )
 """Operations git leaves half done: (marker in the git folder, what it is, how a person ends it)."""
@@ -285,7 +293,9 @@ def stash_leftovers(repo: git.Repo, message: str, *, is_dirty: bool | None = Non
     # The scheduler's own files are in .git/info/exclude, so --include-untracked leaves them
     # where they are (naming them as pathspecs would make git refuse ignored paths). A spec not
     # committed yet (an existing repository's first run) stays too: the first session reads it.
-    spec_untracked = Path(str(repo.working_tree_dir), "app_spec.txt").exists() and not repo.git.ls_files("app_spec.txt")
+    spec_untracked = Path(str(repo.working_tree_dir), "app_spec.txt").exists() and not repo.git.ls_files(
+        "app_spec.txt"
+    )
     keep = ["--", ".", ":(exclude)app_spec.txt"] if spec_untracked else []
     repo.git.stash("push", "--include-untracked", "-m", message, *keep)
     crashpoints.reached("stashed")
@@ -448,9 +458,18 @@ def run_tests_at(
         repo.git.worktree("add", "--detach", str(tree), sha)
         try:
             if not sandboxed:
-                done = subprocess.run(["bash", "-c", command], cwd=tree, capture_output=True, text=True, timeout=timeout, check=False)
+                done = subprocess.run(
+                    ["bash", "-c", command],
+                    cwd=tree,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                )
                 return done.returncode == 0, (done.stdout + done.stderr)[-2000:]
-            profile = command_sandbox.host_profile(tree, Path(tmp) / "tmp", Path(repo.working_dir), allowed_domains)
+            profile = command_sandbox.host_profile(
+                tree, Path(tmp) / "tmp", Path(repo.working_dir), allowed_domains
+            )
             code, output = command_sandbox.run_sandboxed(command, tree, profile, timeout)
             return code == 0, output[-2000:]
         except subprocess.TimeoutExpired:

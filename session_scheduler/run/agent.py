@@ -117,7 +117,9 @@ class SessionRunner(Protocol):
     def run(self, request: SessionRequest) -> SessionResult: ...
 
 
-def policy_refusal(request: SessionRequest, tool: str, tool_input: dict[str, Any], cwd: Path | None = None) -> str | None:
+def policy_refusal(
+    request: SessionRequest, tool: str, tool_input: dict[str, Any], cwd: Path | None = None
+) -> str | None:
     """Why the scheduler's policy refuses a tool call (the file policy, or the Bash policy in the
     command's working directory), or None when it may run. Reads the repository's branches."""
     if tool != "Bash":
@@ -263,7 +265,10 @@ class ClaudeSessionRunner:
     async def _run(self, request: SessionRequest) -> SessionResult:
         request.log_dir.mkdir(parents=True, exist_ok=True)
         stderr_lines: list[str] = []
-        values: dict[str, Any] = {"policy_refusals": {}, "base_url": self._env.get("ANTHROPIC_BASE_URL") or os.environ.get("ANTHROPIC_BASE_URL") or None}
+        values: dict[str, Any] = {
+            "policy_refusals": {},
+            "base_url": self._env.get("ANTHROPIC_BASE_URL") or os.environ.get("ANTHROPIC_BASE_URL") or None,
+        }
         counter = [0]
         started, since = time.monotonic(), time.time()
         last = [started]
@@ -274,7 +279,9 @@ class ClaudeSessionRunner:
                     watch.start_soon(_watchdog, idle, last, request.plan.idle_timeout_s)
                     with idle:
                         try:
-                            options = build_options(request, stderr_lines.append, self._env, values["policy_refusals"])
+                            options = build_options(
+                                request, stderr_lines.append, self._env, values["policy_refusals"]
+                            )
                             options.cli_path = self._cli_path or guarded_cli(request.log_dir)
                             stream = query(prompt=request.plan.kickoff, options=options)
                             try:
@@ -283,7 +290,8 @@ class ClaudeSessionRunner:
                                         last[0] = time.monotonic()
                                         crashpoints.reached("cli_message")
                                         transcript.write(
-                                            json.dumps({"type": type(message).__name__, **_plain(message)}) + "\n"
+                                            json.dumps({"type": type(message).__name__, **_plain(message)})
+                                            + "\n"
                                         )
                                         transcript.flush()  # a killed scheduler's next run reads its tokens from it
                                         self._observe(request, message, values, counter)
@@ -293,10 +301,18 @@ class ClaudeSessionRunner:
                             finally:
                                 left = await _close(stream, request.cwd, since)
                                 if left:
-                                    self._echo(f"  [{request.plan.role.value}] stopped {plural(len(left), 'process', 'processes')} left running after the result (pids {', '.join(map(str, left))})")
+                                    self._echo(
+                                        f"  [{request.plan.role.value}] stopped {plural(len(left), 'process', 'processes')} left running after the result (pids {', '.join(map(str, left))})"
+                                    )
                         except _StopAtOnce:
-                            cause = "which retrying cannot fix" if values["api_error_status"] in UNRETRYABLE_STATUSES else "past the outage allowance (--max-outage-minutes)"
-                            self._echo(f"  [{request.plan.role.value}] stopped: the API answered {values['api_error_status'] or 'nothing'}, {cause}")
+                            cause = (
+                                "which retrying cannot fix"
+                                if values["api_error_status"] in UNRETRYABLE_STATUSES
+                                else "past the outage allowance (--max-outage-minutes)"
+                            )
+                            self._echo(
+                                f"  [{request.plan.role.value}] stopped: the API answered {values['api_error_status'] or 'nothing'}, {cause}"
+                            )
                         except ProcessError as exc:
                             tail = _tail(stderr_lines) or str(exc)
                             values.setdefault("error", f"Claude Code exited with {exc.exit_code}: {tail}")
@@ -305,8 +321,18 @@ class ClaudeSessionRunner:
                     watch.cancel_scope.cancel()
             plan = request.plan
             for stopped, reason, why, line in (
-                (idle.cancelled_caught, "idle_timeout", f"Claude Code sent nothing for {plan.idle_timeout_s:.0f} s and was stopped (--idle-timeout)", f"idle for {plan.idle_timeout_s:.0f} s"),
-                (deadline.cancelled_caught, "session_timeout", f"the session ran out of its {plan.timeout_s:.0f} s and was stopped", "session timeout"),
+                (
+                    idle.cancelled_caught,
+                    "idle_timeout",
+                    f"Claude Code sent nothing for {plan.idle_timeout_s:.0f} s and was stopped (--idle-timeout)",
+                    f"idle for {plan.idle_timeout_s:.0f} s",
+                ),
+                (
+                    deadline.cancelled_caught,
+                    "session_timeout",
+                    f"the session ran out of its {plan.timeout_s:.0f} s and was stopped",
+                    "session timeout",
+                ),
             ):
                 if stopped:
                     values.update(error=why, terminal_reason=reason, is_error=True)
@@ -318,11 +344,15 @@ class ClaudeSessionRunner:
         if values.get("is_error", True):  # an agent's own words never count as a login failure
             text = " ".join([str(values.get("error") or ""), result_text, _tail(stderr_lines)]).lower()
             values["not_logged_in"] = any(hint in text for hint in NOT_LOGGED_IN_HINTS)
-            if values["base_url"] and (values.get("api_error_status") in NOT_API_STATUSES or any(h in text for h in NOT_API_HINTS)):
+            if values["base_url"] and (
+                values.get("api_error_status") in NOT_API_STATUSES or any(h in text for h in NOT_API_HINTS)
+            ):
                 values["not_an_api"] = await anyio.to_thread.run_sync(endpoint_answer, values["base_url"])
         ended = time.monotonic()
         retrying_since = values.pop("retrying_since", None)
-        retrying = ended - retrying_since if retrying_since is not None and values.get("is_error", True) else 0.0
+        retrying = (
+            ended - retrying_since if retrying_since is not None and values.get("is_error", True) else 0.0
+        )
         return SessionResult(tool_calls=counter[0], duration_s=ended - started, retrying_s=retrying, **values)
 
     def _observe(
@@ -344,9 +374,16 @@ class ClaudeSessionRunner:
             now = time.monotonic()
             values.setdefault("retrying_since", now)
             allowance = request.plan.outage_allowance_s
-            if data.get("error_status") in UNRETRYABLE_STATUSES or (allowance is not None and now - values["retrying_since"] > allowance):
+            if data.get("error_status") in UNRETRYABLE_STATUSES or (
+                allowance is not None and now - values["retrying_since"] > allowance
+            ):
                 # retrying cannot fix it, or the outage allowance is spent: the CLI would retry on for minutes
-                values.update(api_error_status=data.get("error_status"), error=str(data.get("error") or ""), is_error=True, terminal_reason="api_error")
+                values.update(
+                    api_error_status=data.get("error_status"),
+                    error=str(data.get("error") or ""),
+                    is_error=True,
+                    terminal_reason="api_error",
+                )
                 raise _StopAtOnce
             status = data.get("error_status") or "no status"
             self._echo(
@@ -443,7 +480,13 @@ def endpoint_answer(base_url: str, timeout_s: float = 5.0) -> str | None:
             return None
     except ValueError:
         pass
-    page = "an HTML page" if b"<html" in body[:2048].lower() or kind == "text/html" else f"{kind}, not JSON" if body.strip() else "an empty body"
+    page = (
+        "an HTML page"
+        if b"<html" in body[:2048].lower() or kind == "text/html"
+        else f"{kind}, not JSON"
+        if body.strip()
+        else "an empty body"
+    )
     return f"HTTP {status} with {page}"
 
 
@@ -460,7 +503,11 @@ def tokens_in_transcript(path: Path) -> dict[str, int]:
             message = json.loads(line)
         except ValueError:
             continue
-        if isinstance(message, dict) and message.get("type") == "AssistantMessage" and isinstance(message.get("usage"), dict):
+        if (
+            isinstance(message, dict)
+            and message.get("type") == "AssistantMessage"
+            and isinstance(message.get("usage"), dict)
+        ):
             seen[str(message.get("message_id") or n)] = tokens_of(message["usage"])
     return {key: sum(t[key] for t in seen.values()) for key in tokens_of({})}
 

@@ -51,7 +51,10 @@ class Facts:
 
 def _issues(review: dict[str, Any]) -> dict[str, list[str]]:
     issues = review.get("issues") or {}
-    return {level: [clip(i) for i in (issues.get(level) or [])[:ISSUES]] for level in ("critical", "major", "minor")}
+    return {
+        level: [clip(i) for i in (issues.get(level) or [])[:ISSUES]]
+        for level in ("critical", "major", "minor")
+    }
 
 
 def render(facts: Facts) -> str:
@@ -62,12 +65,22 @@ def render(facts: Facts) -> str:
         lines.append(f"Test command: `{clip(facts.test_command, 200)}`")
     feature = facts.feature
     if feature is not None:
-        lines += ["", f"## Your feature: {feature['id']} (branch `{facts.branch}`)", clip(feature.get("description")), "", "Steps (the acceptance criteria):"]
+        lines += [
+            "",
+            f"## Your feature: {feature['id']} (branch `{facts.branch}`)",
+            clip(feature.get("description")),
+            "",
+            "Steps (the acceptance criteria):",
+        ]
         lines += [f"{n}. {clip(step, 200)}" for n, step in enumerate((feature.get("steps") or [])[:STEPS], 1)]
     elif facts.branch:
         lines += ["", f"## Your branch: `{facts.branch}`"]
     if facts.neighbours:
-        lines += ["", "Neighbouring features (context only, build none of them): " + "; ".join(f"{i} {clip(t, 80)}" for i, t in facts.neighbours)]
+        lines += [
+            "",
+            "Neighbouring features (context only, build none of them): "
+            + "; ".join(f"{i} {clip(t, 80)}" for i, t in facts.neighbours),
+        ]
     if facts.open_review is not None:
         review = facts.open_review
         lines += ["", f"## Open review {review.get('review_id')} ({review.get('verdict')}): fix these"]
@@ -77,7 +90,10 @@ def render(facts: Facts) -> str:
             lines.append(f"- major (found by the scheduler): {clip(finding)}")
     if facts.earlier_reviews:
         lines += ["", f"## Earlier reviews of this work ({facts.earlier_review_count} in all, newest last)"]
-        lines += [f"- review {r.get('review_id')}: {r.get('verdict')}: {clip('; '.join(i for items in _issues(r).values() for i in items), 300)}" for r in facts.earlier_reviews]
+        lines += [
+            f"- review {r.get('review_id')}: {r.get('verdict')}: {clip('; '.join(i for items in _issues(r).values() for i in items), 300)}"
+            for r in facts.earlier_reviews
+        ]
     if facts.recent_sessions:
         lines += ["", "## The last sessions"]
         lines += [
@@ -89,7 +105,9 @@ def render(facts: Facts) -> str:
         "role": facts.role,
         "feature": feature.get("id") if feature else None,
         "branch": facts.branch,
-        "open_review": {"review_id": facts.open_review.get("review_id"), "issues": _issues(facts.open_review)} if facts.open_review else None,
+        "open_review": {"review_id": facts.open_review.get("review_id"), "issues": _issues(facts.open_review)}
+        if facts.open_review
+        else None,
         "earlier_reviews": facts.earlier_review_count,
         "test_command": clip(facts.test_command, 200) if facts.test_command else None,
     }
@@ -102,7 +120,10 @@ def render(facts: Facts) -> str:
         lines.pop(-1)
         text = whole([*lines, "- (cut to fit the brief)"])
     if len(text.encode("utf-8")) > BUDGET and data["open_review"]:  # the issues are in the lines kept above
-        data["open_review"] = {"review_id": data["open_review"]["review_id"], "issues": "cut to fit the brief: the review is in reviews.json (or reviews_history.jsonl) under its review_id"}
+        data["open_review"] = {
+            "review_id": data["open_review"]["review_id"],
+            "issues": "cut to fit the brief: the review is in reviews.json (or reviews_history.jsonl) under its review_id",
+        }
         text = whole([*lines, "- (cut to fit the brief)"])
     return text
 
@@ -122,6 +143,7 @@ def gather(project: Path, state: SessionState, number: int, test_command: str | 
         near = features[max(at - NEIGHBOURS, 0) : at] + features[at + 1 : at + 1 + NEIGHBOURS]
         neighbours = [(str(f.get("id")), str(f.get("description", ""))) for f in near]
     branch = work.branch if work else None
+
     def ours(review: dict[str, Any]) -> bool:
         if role == "ARCHITECTURE":
             return review.get("kind") == "architecture"
@@ -131,11 +153,15 @@ def gather(project: Path, state: SessionState, number: int, test_command: str | 
 
     mine = [r for r in reviews if ours(r)]
     archived = archived_review_counts(project)  # older ones moved to the history
-    count = len(mine) + archived.get("architecture" if role == "ARCHITECTURE" else str(feature_id or branch or ""), 0)
+    count = len(mine) + archived.get(
+        "architecture" if role == "ARCHITECTURE" else str(feature_id or branch or ""), 0
+    )
     open_review = None
     if lane.open_review is not None:
         found = [r for r in reviews if r.get("review_id") == lane.open_review]
-        found = found or [r for r in read_history(project, "reviews") if r.get("review_id") == lane.open_review]
+        found = found or [
+            r for r in read_history(project, "reviews") if r.get("review_id") == lane.open_review
+        ]
         open_review = found[-1] if found else None
     return Facts(
         role=role,

@@ -70,7 +70,9 @@ CONNECTION_HINTS = ("connection", "econnreset", "socket hang up", "timed out", "
 BILLING_HINTS = ("credit balance", "billing", "payment")
 
 
-def cut_short(result: SessionResult, model: str, *, capped_by_session: bool = False, role: str | None = None) -> Classified | None:
+def cut_short(
+    result: SessionResult, model: str, *, capped_by_session: bool = False, role: str | None = None
+) -> Classified | None:
     """A result that is not the agent's doing, decided before verification; None: verify it.
 
     A session that spent its own cap (`capped_by_session`) is the agent's doing: it is verified
@@ -79,7 +81,9 @@ def cut_short(result: SessionResult, model: str, *, capped_by_session: bool = Fa
     if result.rate_limit_resets_at is not None:
         return Classified(Standing.USAGE_LIMIT, "the usage limit was reached", result.rate_limit_resets_at)
     if result.subtype == "error_max_budget_usd" and not capped_by_session:
-        return Classified(Standing.BUDGET, f"the budget ran out during the session (${result.cost_usd:.2f} spent in it)")
+        return Classified(
+            Standing.BUDGET, f"the budget ran out during the session (${result.cost_usd:.2f} spent in it)"
+        )
     status = result.api_error_status
     text = " ".join(str(part or "") for part in (result.error, result.terminal_reason)).lower()
     endpoint = f"the endpoint {base_url} (ANTHROPIC_BASE_URL)" if base_url else "the Anthropic API"
@@ -93,11 +97,17 @@ def cut_short(result: SessionResult, model: str, *, capped_by_session: bool = Fa
         return Classified(
             Standing.AUTH,
             f"{endpoint} does not know the model {model!r}: give a model it serves with "
-            + (f"--{role.lower()}-model (the model of {role} sessions)" if role else "the role's --<role>-model option (for example --implement-model)"),
+            + (
+                f"--{role.lower()}-model (the model of {role} sessions)"
+                if role
+                else "the role's --<role>-model option (for example --implement-model)"
+            ),
             unknown_model=model,
         )
     if status == 402 or any(hint in text for hint in BILLING_HINTS):
-        return Classified(Standing.AUTH, f"{endpoint} refused the request for billing reasons; check the account's credit")
+        return Classified(
+            Standing.AUTH, f"{endpoint} refused the request for billing reasons; check the account's credit"
+        )
     if status in (401, 403) or result.not_logged_in:
         where = (
             f"{endpoint} refused the credentials ({status or 'not logged in'}): check ANTHROPIC_API_KEY or "
@@ -107,9 +117,14 @@ def cut_short(result: SessionResult, model: str, *, capped_by_session: bool = Fa
         )
         return Classified(Standing.AUTH, where)
     if result.terminal_reason == "api_error" or (status in OUTAGE_STATUSES and result.is_error):
-        return Classified(Standing.OUTAGE, f"the model API kept failing ({status or 'no answer'}) after Claude Code's own retries")
+        return Classified(
+            Standing.OUTAGE,
+            f"the model API kept failing ({status or 'no answer'}) after Claude Code's own retries",
+        )
     if result.is_error and result.num_turns == 0 and any(hint in text for hint in CONNECTION_HINTS):
-        return Classified(Standing.OUTAGE, f"the model API could not be reached ({(result.error or '')[:120]})")
+        return Classified(
+            Standing.OUTAGE, f"the model API could not be reached ({(result.error or '')[:120]})"
+        )
     return None
 
 
@@ -136,7 +151,12 @@ def backoff_s(outages: int, rng: random.Random | None = None) -> float:
 
 
 def receipt(
-    result: SessionResult, model: str, classified: Classified, verdict: str | None, *, estimated_cost: float | None = None
+    result: SessionResult,
+    model: str,
+    classified: Classified,
+    verdict: str | None,
+    *,
+    estimated_cost: float | None = None,
 ) -> dict[str, Any]:
     """What one session cost and how it ended (the `receipt` of its session_ended event). A
     session the CLI reported no result for (`result.cut_off`) carries the tokens its transcript
@@ -158,7 +178,9 @@ def receipt(
     }
 
 
-def partial_receipt(model: str, tokens: dict[str, int], reason: str, *, cost_usd: float, duration_s: float) -> dict[str, Any]:
+def partial_receipt(
+    model: str, tokens: dict[str, int], reason: str, *, cost_usd: float, duration_s: float
+) -> dict[str, Any]:
     """The receipt of a session cut off before the CLI reported: the tokens its transcript shows,
     the scheduler's estimate of their cost, and how long it ran until its last recorded activity."""
     return {

@@ -68,9 +68,26 @@ def reviews(project: Path, *, history: bool = True) -> list[Finding]:
         except (KeyError, TypeError, ValueError):
             continue
         raw: dict[str, Any] = review["issues"] if isinstance(review.get("issues"), dict) else {}
-        issues = tuple((sev, " ".join(str(text).split())) for sev in SEVERITIES for text in (raw.get(sev) or []) if isinstance(raw.get(sev), list))
-        subject = review.get("feature_id") or (ARCHITECTURE if review.get("kind") == ARCHITECTURE else review.get("branch")) or "?"
-        found.append(Finding(number, str(subject), str(review.get("verdict") or "?"), issues, tuple(sorted(fixes.get(number, ())))))
+        issues = tuple(
+            (sev, " ".join(str(text).split()))
+            for sev in SEVERITIES
+            for text in (raw.get(sev) or [])
+            if isinstance(raw.get(sev), list)
+        )
+        subject = (
+            review.get("feature_id")
+            or (ARCHITECTURE if review.get("kind") == ARCHITECTURE else review.get("branch"))
+            or "?"
+        )
+        found.append(
+            Finding(
+                number,
+                str(subject),
+                str(review.get("verdict") or "?"),
+                issues,
+                tuple(sorted(fixes.get(number, ()))),
+            )
+        )
     return sorted(found, key=lambda f: f.review_id)
 
 
@@ -101,7 +118,9 @@ class SetAside:
 def _stash_positions(git_dir: Path) -> dict[str, int]:
     """Stash commit -> its position in `git stash list` now (stash@{0} is the newest)."""
     try:
-        lines = (git_dir / "logs" / "refs" / "stash").read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = (
+            (git_dir / "logs" / "refs" / "stash").read_text(encoding="utf-8", errors="replace").splitlines()
+        )
     except OSError:
         return {}
     commits = [line.split(" ", 2)[1] for line in lines if line.count(" ") >= 2]
@@ -117,15 +136,36 @@ def set_aside(project: Path, recorded: list[Event]) -> list[SetAside]:
         ref, message, at = str(event["ref"]), str(event["message"]), float(event["ts"])
         if ref.startswith("refs/"):
             branch = ref.removeprefix("refs/scheduler/preexisting/")
-            found.append(SetAside("branch", ref, message, refs.sha(git_dir, ref) is not None,
-                                  f"git log {ref}", f"git branch {branch} {ref}", at))
+            found.append(
+                SetAside(
+                    "branch",
+                    ref,
+                    message,
+                    refs.sha(git_dir, ref) is not None,
+                    f"git log {ref}",
+                    f"git branch {branch} {ref}",
+                    at,
+                )
+            )
             continue
         commit = event.get("commit")
         if commit:
             position = positions.get(str(commit))
-            present, ref = position is not None, f"stash@{{{position}}}" if position is not None else str(commit)[:10]
+            present, ref = (
+                position is not None,
+                f"stash@{{{position}}}" if position is not None else str(commit)[:10],
+            )
         else:  # recorded before stash commits were: the ref as it was then
             present = bool(positions)
-        found.append(SetAside("stash", ref, message, present,
-                              f"git stash show -p --include-untracked {ref}", f"git stash pop {ref}", at))
+        found.append(
+            SetAside(
+                "stash",
+                ref,
+                message,
+                present,
+                f"git stash show -p --include-untracked {ref}",
+                f"git stash pop {ref}",
+                at,
+            )
+        )
     return found

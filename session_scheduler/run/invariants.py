@@ -24,7 +24,9 @@ def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list
     problems: list[str] = []
     unchanged = before.feature_list is not None and before.feature_list is after.feature_list
     """The same validated version of the file (progress.load_handoff reads each version once)."""
-    same_features = before.feature_list is not None and (unchanged or only_passes_differ(before.features(), after.features()))
+    same_features = before.feature_list is not None and (
+        unchanged or only_passes_differ(before.features(), after.features())
+    )
     """The features as they were but for `passes`: their ids were checked when they were listed."""
     ids = [] if same_features else list(map(operator.itemgetter("id"), after.features()))
     if len(ids) != len(set(ids)):
@@ -35,7 +37,9 @@ def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list
         if not unchanged and before.passing() != after.passing() and not rights.sets_passes:
             problems.append(f"{role.value} changed `passes`; only {_holders('sets_passes')} may")
     elif not rights.creates_feature_list and after.feature_list is not None:
-        problems.append(f"{role.value} created feature_list.json; only {_holders('creates_feature_list')} may")
+        problems.append(
+            f"{role.value} created feature_list.json; only {_holders('creates_feature_list')} may"
+        )
     for label, key, old, new in (
         ("reviews", "review_id", before.review_list(), after.review_list()),
         ("fixes", "fix_id", before.fix_list(), after.fix_list()),

@@ -90,7 +90,11 @@ def plan_session(
     role, work = state.lane.role, state.lane.work
     settings = settings_for(role, config.test_command, project)
     if config.sandbox:
-        settings.update(sandbox_settings(project, config.allowed_domains, host, protect_main=not policy(role).may_move_main))
+        settings.update(
+            sandbox_settings(
+                project, config.allowed_domains, host, protect_main=not policy(role).may_move_main
+            )
+        )
     validate_settings(settings)
     left = None if config.max_budget_usd is None else max(config.max_budget_usd - spent_usd, 0.0)
     cap = config.max_session_budget_usd

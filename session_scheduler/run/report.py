@@ -43,11 +43,17 @@ def print_summary(console: Console, report: RunReport) -> None:
     table.add_column("")
     table.add_column("this run")
     table.add_column("the project")
-    table.add_row("features passing", f"+{len(this.passing)}", f"{len(backlog.passing)}/{len(backlog.features)}")
+    table.add_row(
+        "features passing", f"+{len(this.passing)}", f"{len(backlog.passing)}/{len(backlog.features)}"
+    )
     table.add_row("features blocked", f"+{len(this.blocked)}", ", ".join(sorted(backlog.blocked)) or "none")
     table.add_row("sessions", number(this.sessions), number(totals.sessions))
     for role in sorted(set(totals.sessions_by_role) | set(this.sessions_by_role), key=role_order):
-        table.add_row(f"  {role}", number(this.sessions_by_role.get(role, 0)), number(totals.sessions_by_role.get(role, 0)))
+        table.add_row(
+            f"  {role}",
+            number(this.sessions_by_role.get(role, 0)),
+            number(totals.sessions_by_role.get(role, 0)),
+        )
     table.add_row("  of them failed", number(this.failed), number(totals.failed))
     not_counted = ", ".join(f"{why} {n}" for why, n in sorted(totals.not_counted.items())) or "none"
     this_not = ", ".join(f"{why} {n}" for why, n in sorted(this.not_counted.items())) or "none"
@@ -61,15 +67,25 @@ def print_summary(console: Console, report: RunReport) -> None:
         if event.get("run") != this.run:  # each cut is told once: by the run that recorded it
             continue
         cut = event["cut"]
-        of = "of this run" if cut.get("run") == this.run else f"of the earlier run {cut.get('run')}, not counted in this one"
+        of = (
+            "of this run"
+            if cut.get("run") == this.run
+            else f"of the earlier run {cut.get('run')}, not counted in this one"
+        )
         then = f"counted as {event['standing']}" if event["standing"] in COUNTED else "run again"
-        console.print(f"cut: session {event['session']} {event['role']} was {CUT_BY.get(str(cut.get('by')), cut.get('by'))} "
-                      f"({of}); {then}", markup=False)
+        console.print(
+            f"cut: session {event['session']} {event['role']} was {CUT_BY.get(str(cut.get('by')), cut.get('by'))} "
+            f"({of}); {then}",
+            markup=False,
+        )
     project = Path(str((this.run_started or {}).get("project", ".")))
     for aside in findings.set_aside(project, this.set_aside):
         if aside.present:
-            console.print(f"set aside: {aside.what} kept as {aside.ref} ({aside.message}); `{aside.show}` shows it, "
-                          f"`{aside.restore}` brings it back", markup=False)
+            console.print(
+                f"set aside: {aside.what} kept as {aside.ref} ({aside.message}); `{aside.show}` shows it, "
+                f"`{aside.restore}` brings it back",
+                markup=False,
+            )
     console.print(f"status: {report.status}: {report.message}", markup=False)
     console.print(
         f"{len(backlog.passing)}/{len(backlog.features)} features passing, "

@@ -48,7 +48,11 @@ def credentials_missing() -> str | None:
 
     try:
         done = subprocess.run(
-            [BUNDLED_CLI, "auth", "status", "--json"], capture_output=True, text=True, timeout=AUTH_STATUS_TIMEOUT_S, check=False
+            [BUNDLED_CLI, "auth", "status", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=AUTH_STATUS_TIMEOUT_S,
+            check=False,
         )
         status = json.loads(done.stdout)
     except (OSError, ValueError, subprocess.TimeoutExpired):

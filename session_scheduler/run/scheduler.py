@@ -167,7 +167,13 @@ class Scheduler:
             self.totals = Totals.of(events.read(self.events.path))
             self.events.subscribe(self.totals.apply)
             self.events.subscribe(self.run_totals.apply)
-            self.events.emit("run_started", pid=os.getpid(), project=str(self.project), version=VERSION, cost_basis=self.cost_basis)
+            self.events.emit(
+                "run_started",
+                pid=os.getpid(),
+                project=str(self.project),
+                version=VERSION,
+                cost_basis=self.cost_basis,
+            )
             self._record_set_aside()
             status, message = "error", "an unexpected error (see the traceback)"
             try:
@@ -185,7 +191,9 @@ class Scheduler:
             finally:
                 self.events.emit("run_ended", status=status, message=message, sessions=self.count)
                 self.events.sync()
-                shutil.rmtree(private_tmp(self.project), ignore_errors=True)  # the sessions' TMPDIR: made again next run
+                shutil.rmtree(
+                    private_tmp(self.project), ignore_errors=True
+                )  # the sessions' TMPDIR: made again next run
         except git.GitCommandError as exc:
             raise self._git_error(exc) from None
 
@@ -227,14 +235,18 @@ class Scheduler:
         self.adopted = adoption.load(self.project)
         self._git_guard = git_guard.baseline(self.project, Path(repo.common_dir))
         for change in self._git_guard.since_last_run:
-            self.echo(f"  WARNING: {change} since the last run (kept: the repository's settings are guarded during a run only)")
+            self.echo(
+                f"  WARNING: {change} since the last run (kept: the repository's settings are guarded during a run only)"
+            )
         crashpoints.reached("repo_opened")
         self._stashes = self._note_stash(stashed)
         return repo
 
     def _loop(self, repo: git.Repo, max_iterations: int | None) -> RunReport:
         state, interrupted = self.load()
-        if state.session_count == 0 and interrupted is None:  # a new project, perhaps in an existing repository
+        if (
+            state.session_count == 0 and interrupted is None
+        ):  # a new project, perhaps in an existing repository
             self._set_aside_foreign_branches(repo)
         if not state.backlog.features:  # a new project: the files agents append to start empty
             progress.ensure_handoff_files(self.project, self.project.name)
@@ -262,7 +274,9 @@ class Scheduler:
                 raise (UnknownModel if session.classified.unknown_model else NotLoggedIn)(why)
             elif standing is Standing.BUDGET:
                 self._budget_reached()
-                return self._report("limit", state, f"{why}; raise --max-budget-usd and run the same command again to resume")
+                return self._report(
+                    "limit", state, f"{why}; raise --max-budget-usd and run the same command again to resume"
+                )
             elif standing is Standing.SANDBOX:
                 sandbox_faults += 1
                 self._set_aside(state, "sandbox")
@@ -272,12 +286,18 @@ class Scheduler:
                 self.echo("  the OS sandbox failed to start for this session; running it again")
             elif standing is Standing.USAGE_LIMIT:
                 resets_at = session.classified.resets_at or self.clock.now()
-                interrupted = {**session.in_progress, "why": standing.value, "wait_until": resets_at + LIMIT_MARGIN_S}
+                interrupted = {
+                    **session.in_progress,
+                    "why": standing.value,
+                    "wait_until": resets_at + LIMIT_MARGIN_S,
+                }
                 self.save(state, interrupted)
             elif standing is Standing.OUTAGE:
                 outages += 1
                 delay = backoff_s(outages)
-                if self._outage_since is None:  # from the first failed request, the CLI's own retries included
+                if (
+                    self._outage_since is None
+                ):  # from the first failed request, the CLI's own retries included
                     self._outage_since = self.clock.now() - session.result.retrying_s
                 outage_s = self.clock.now() - self._outage_since
                 if outage_s + delay > self.config.max_outage_minutes * 60:
@@ -287,14 +307,22 @@ class Scheduler:
                         f"{why}; gave up after {duration(outage_s)} of failing requests, retries and back-off "
                         f"included (--max-outage-minutes {self.config.max_outage_minutes:g}); run the same command again later",
                     )
-                interrupted = {**session.in_progress, "why": standing.value, "wait_until": self.clock.now() + delay}
+                interrupted = {
+                    **session.in_progress,
+                    "why": standing.value,
+                    "wait_until": self.clock.now() + delay,
+                }
                 self.save(state, interrupted)
                 self.echo(f"  {why}; running the session again in {delay:.0f} s (outage {outages})")
         if state.lane.role is SessionType.HALTED:
             return self._report("halted", state, state.halt_reason)
         backlog = state.backlog
-        done = f"all {plural(len(backlog.features), 'feature')} pass" if not backlog.blocked else (
-            f"{len(backlog.passing)} of {plural(len(backlog.features), 'feature')} pass, {len(backlog.blocked)} blocked"
+        done = (
+            f"all {plural(len(backlog.features), 'feature')} pass"
+            if not backlog.blocked
+            else (
+                f"{len(backlog.passing)} of {plural(len(backlog.features), 'feature')} pass, {len(backlog.blocked)} blocked"
+            )
         )
         return self._report("done", state, done)
 
@@ -313,7 +341,9 @@ class Scheduler:
                 f"  usage limit reached: waiting until {when} ({minutes:.0f} min), then session "
                 f"{interrupted['number']} runs again (stopping now is safe: the same command waits again)"
             )
-        self.events.emit("limit_wait", session=interrupted["number"], why=interrupted.get("why", "outage"), until=until)
+        self.events.emit(
+            "limit_wait", session=interrupted["number"], why=interrupted.get("why", "outage"), until=until
+        )
         crashpoints.reached("waiting")
         self.clock.sleep(until - self.clock.now())
         return None
@@ -322,7 +352,11 @@ class Scheduler:
         """Why no further session may start in this run, if a limit says so."""
         if max_iterations is not None and self.count >= max_iterations:
             return f"stopped after {plural(self.count, 'session')} (--max-iterations); run the same command again to resume"
-        budget, cap, spent = self.config.max_budget_usd, self.config.max_session_budget_usd, self.totals.cost_usd
+        budget, cap, spent = (
+            self.config.max_budget_usd,
+            self.config.max_session_budget_usd,
+            self.totals.cost_usd,
+        )
         if budget is not None and spent >= budget:
             self._budget_reached()
             return f"the budget of {money(budget)} is spent ({money(spent)}); raise --max-budget-usd to go on"
@@ -336,7 +370,9 @@ class Scheduler:
 
     def _budget_reached(self) -> None:
         budget = self.config.max_budget_usd
-        self.events.emit("budget_reached", which="project", budget_usd=budget, spent_usd=round(self.totals.cost_usd, 6))
+        self.events.emit(
+            "budget_reached", which="project", budget_usd=budget, spent_usd=round(self.totals.cost_usd, 6)
+        )
 
     def _recover(self, repo: git.Repo, state: SessionState, interrupted: dict[str, Any]) -> PreSession:
         """A session was cut off: restore its hand-off files and run it again from the same start.
@@ -375,7 +411,13 @@ class Scheduler:
             f"{head} {interrupted['number']} ({state.lane.role.value}) again: it was {cause}; "
             "hand-off files restored"
         )
-        return PreSession(interrupted["main"], tip, progress.load_handoff(self.project), copies, heads_of(interrupted, copies))
+        return PreSession(
+            interrupted["main"],
+            tip,
+            progress.load_handoff(self.project),
+            copies,
+            heads_of(interrupted, copies),
+        )
 
     def _leave_work_tree(self, repo: git.Repo) -> None:
         """After a run that ran sessions, leave a clean work tree on `main`, where every verified
@@ -386,8 +428,15 @@ class Scheduler:
         if gitops.current_branch(repo) != gitops.MAIN and not gitops.dirty(repo):
             repo.git.checkout("-q", gitops.MAIN)
         mine = self.adopted.branch
-        if mine and mine != gitops.MAIN and not mine.startswith(WORK_BRANCHES) and gitops.head(repo, mine) is not None:
-            self.echo(f"  work tree: on main, with the sessions' work; your branch {mine} is as you left it (`git checkout {mine}`)")
+        if (
+            mine
+            and mine != gitops.MAIN
+            and not mine.startswith(WORK_BRANCHES)
+            and gitops.head(repo, mine) is not None
+        ):
+            self.echo(
+                f"  work tree: on main, with the sessions' work; your branch {mine} is as you left it (`git checkout {mine}`)"
+            )
 
     def _set_aside_foreign_branches(self, repo: git.Repo) -> None:
         """Branches named as sessions name their work branches, in a repository before any session
@@ -490,7 +539,12 @@ class Scheduler:
         self._write_status(state)
         brief = brief_for(state, self.config, self.project)
         plan = plan_session(
-            state, self.config, self.project, spent_usd=self.totals.cost_usd, brief=brief, host=self.host,
+            state,
+            self.config,
+            self.project,
+            spent_usd=self.totals.cost_usd,
+            brief=brief,
+            host=self.host,
             outage_s=0.0 if self._outage_since is None else self.clock.now() - self._outage_since,
             adopted=self.adopted,
         )
@@ -516,7 +570,9 @@ class Scheduler:
             log_dir=str(log_dir.relative_to(self.project)),
         )
         if not plan.sandboxed:
-            self.echo("  WARNING: no OS sandbox (--no-sandbox): this session's commands can write outside the project")
+            self.echo(
+                "  WARNING: no OS sandbox (--no-sandbox): this session's commands can write outside the project"
+            )
         started = time.time()
         try:
             result = self.runner.run(request)
@@ -526,7 +582,9 @@ class Scheduler:
         crashpoints.reached("cli_ended")
         left = processes.stop_left_in(self.project, started)
         if left:
-            self.echo(f"  stopped {plural(len(left), 'process', 'processes')} the session left running in the project (pids {', '.join(map(str, left))})")
+            self.echo(
+                f"  stopped {plural(len(left), 'process', 'processes')} the session left running in the project (pids {', '.join(map(str, left))})"
+            )
         self._restore_git_settings(repo, plan.number)
         (log_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
         self._audit(plan, log_dir, result)
@@ -584,7 +642,13 @@ class Scheduler:
         if plan.role is SessionType.INITIALIZER:
             self.events.emit("features_listed", session=plan.number, features=list(outcome.feature_ids))
         if outcome.verdict is not None:
-            self.events.emit("verdict", session=plan.number, feature=feature, review_id=outcome.review_id, verdict=outcome.verdict)
+            self.events.emit(
+                "verdict",
+                session=plan.number,
+                feature=feature,
+                review_id=outcome.review_id,
+                verdict=outcome.verdict,
+            )
         if plan.role is SessionType.REVIEW and outcome.verdict == "PASS" and plan.work is not None:
             self.events.emit(
                 "merge_verified",
@@ -595,22 +659,34 @@ class Scheduler:
                 tests="passed" if self.config.test_command else "not configured",
             )
 
-    def _ended(self, plan: SessionPlan, result: SessionResult, classified: Classified, verdict: str | None) -> None:
+    def _ended(
+        self, plan: SessionPlan, result: SessionResult, classified: Classified, verdict: str | None
+    ) -> None:
         """The session's one line on the console, and its receipt into the event log. A session
         the CLI reported no result for gets its cost estimated from its transcript's tokens."""
         status = {Standing.VERIFIED: "verified", Standing.FAILED: f"FAILED: {classified.reason}"}.get(
             classified.standing, f"not counted: {classified.reason}"
         )
-        tokens = result.input_tokens + result.cache_read_tokens + result.cache_write_tokens + result.output_tokens
+        tokens = (
+            result.input_tokens + result.cache_read_tokens + result.cache_write_tokens + result.output_tokens
+        )
         estimate = None
         if result.cut_off:
-            estimate = pricing.estimate(plan.model, {k: getattr(result, k) for k in events.RECEIPT_TOKENS}, (e["receipt"] for e in self.totals.ended))
+            estimate = pricing.estimate(
+                plan.model,
+                {k: getattr(result, k) for k in events.RECEIPT_TOKENS},
+                (e["receipt"] for e in self.totals.ended),
+            )
         cost = money(result.cost_usd) if estimate is None else f"~{money(estimate)} estimated"
         self.echo(
             f"--- Session {plan.number} {plan.role.value}{' ' + verdict if verdict else ''}: {status} "
             f"({plural(result.num_turns, 'turn')}, {duration(result.duration_s)}, {number(tokens)} tokens, {cost})"
         )
-        cut = {"by": result.terminal_reason or "no_result", "run": self.events.run, "last_activity": round(time.time(), 3)}
+        cut = {
+            "by": result.terminal_reason or "no_result",
+            "run": self.events.run,
+            "last_activity": round(time.time(), 3),
+        }
         self.events.emit(
             "session_ended",
             session=plan.number,
@@ -622,7 +698,9 @@ class Scheduler:
             **({"cut": cut} if result.cut_off else {}),
         )
 
-    def _ended_partly(self, role: str, started: dict[str, Any], transcript: Path, *, killed: bool = False) -> None:
+    def _ended_partly(
+        self, role: str, started: dict[str, Any], transcript: Path, *, killed: bool = False
+    ) -> None:
         """A session cut off before the CLI reported: what its transcript shows it used, its cost
         estimated, and what cut it: this run's stop (Ctrl-C, a stop signal), or, recorded by the
         next run, the kill of the run it belonged to (then it ended at its last recorded activity)."""
@@ -645,7 +723,9 @@ class Scheduler:
             feature=started.get("feature"),
             standing=Standing.INTERRUPTED.value,
             reason=why,
-            receipt=partial_receipt(model, tokens, why, cost_usd=cost, duration_s=last - float(started["ts"])),
+            receipt=partial_receipt(
+                model, tokens, why, cost_usd=cost, duration_s=last - float(started["ts"])
+            ),
             cut={"by": "kill" if killed else "interrupt", "run": run, "last_activity": round(last, 3)},
         )
 
@@ -684,10 +764,16 @@ class Scheduler:
                     f"  branch {branch} deleted (rejected; its tip {tip[:10]} is kept under refs/scheduler/rejected/)"
                 )
         elif isinstance(event, Blocked):
-            self.events.emit("feature_blocked", feature=event.feature_id, rejections=self.config.max_rejections)
-            self.echo(f"  blocked: {event.feature_id} (rejected {plural(self.config.max_rejections, 'time')})")
+            self.events.emit(
+                "feature_blocked", feature=event.feature_id, rejections=self.config.max_rejections
+            )
+            self.echo(
+                f"  blocked: {event.feature_id} (rejected {plural(self.config.max_rejections, 'time')})"
+            )
         elif isinstance(event, Retry):
-            self.echo(f"  {event.role.value} runs again (attempt {event.attempt} of {self.config.max_attempts})")
+            self.echo(
+                f"  {event.role.value} runs again (attempt {event.attempt} of {self.config.max_attempts})"
+            )
         elif isinstance(event, GaveUp):
             self.echo(f"  {event.role.value} failed {plural(self.config.max_attempts, 'time')}; moving on")
 
@@ -697,8 +783,18 @@ class Scheduler:
         for denial in result.permission_denials:
             tool, tool_input = str(denial.get("tool_name", "")), dict(denial.get("tool_input") or {})
             refusal = result.policy_refusals.get(str(denial.get("tool_use_id")))
-            rule = f"scheduler policy: {refusal}" if refusal else denial_rule(plan.settings, plan.role, self.project, tool, tool_input)
-            record = {"session": plan.number, "role": plan.role.value, "tool": tool, "input": tool_input, "rule": rule}
+            rule = (
+                f"scheduler policy: {refusal}"
+                if refusal
+                else denial_rule(plan.settings, plan.role, self.project, tool, tool_input)
+            )
+            record = {
+                "session": plan.number,
+                "role": plan.role.value,
+                "tool": tool,
+                "input": tool_input,
+                "rule": rule,
+            }
             lines.append(json.dumps(record))
             self.events.emit("denial", **record)
             detail = " ".join(str(tool_input.get("command") or tool_input.get("file_path") or "").split())

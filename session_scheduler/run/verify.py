@@ -61,9 +61,34 @@ REGULAR_FILES = frozenset({"100644", "100755"})
 SYMLINK = "120000"
 BUILTIN_DIFF_DRIVERS = frozenset(
     {
-        "ada", "bash", "bibtex", "cpp", "csharp", "css", "default", "dts", "elixir", "fortran",
-        "fountain", "golang", "html", "ini", "java", "kotlin", "markdown", "matlab", "objc", "pascal",
-        "perl", "php", "python", "r", "ruby", "rust", "scheme", "tex",
+        "ada",
+        "bash",
+        "bibtex",
+        "cpp",
+        "csharp",
+        "css",
+        "default",
+        "dts",
+        "elixir",
+        "fortran",
+        "fountain",
+        "golang",
+        "html",
+        "ini",
+        "java",
+        "kotlin",
+        "markdown",
+        "matlab",
+        "objc",
+        "pascal",
+        "perl",
+        "php",
+        "python",
+        "r",
+        "ruby",
+        "rust",
+        "scheme",
+        "tex",
     }
 )
 """git's own diff drivers (hunk headers and word patterns only; none runs a command unless config adds one)."""
@@ -149,7 +174,9 @@ def undo(
             gitops.set_branch(repo, branch, before)
             echo(f"  undo: {branch} reset to {before[:10]}")
     crashpoints.reached("undo_branches_reset")
-    restore(project, pre.copies, state.backlog.passing)  # last: a checkout above may have removed a wrongly tracked copy
+    restore(
+        project, pre.copies, state.backlog.passing
+    )  # last: a checkout above may have removed a wrongly tracked copy
 
 
 @dataclass(frozen=True)
@@ -177,7 +204,9 @@ class Ran:
 
     def main_untouched(self) -> None:
         if gitops.head(self.repo, gitops.MAIN) != self.pre.main:
-            raise ClaimRefused(f"{self.role.value} changed `main`; only a REVIEW whose PASS holds merges into it")
+            raise ClaimRefused(
+                f"{self.role.value} changed `main`; only a REVIEW whose PASS holds merges into it"
+            )
 
     def only_own_branches_changed(self, verdict: str | None = None) -> None:
         """No branch but those the role's policy gives it was created, moved or deleted."""
@@ -188,8 +217,7 @@ class Ran:
             self.main_untouched()
         if touched - allowed:
             raise ClaimRefused(
-                f"{self.role.value} changed branches it does not own: "
-                f"{', '.join(sorted(touched - allowed))}"
+                f"{self.role.value} changed branches it does not own: {', '.join(sorted(touched - allowed))}"
             )
 
     def no_scheduler_files_committed(self, base: str, tip: str) -> None:
@@ -310,7 +338,11 @@ def _review(ran: Ran) -> Outcome:
     ran.no_repo_code_committed(ran.pre.main, main)
     if ran.config.test_command:
         passed, output = gitops.run_tests_at(
-            ran.repo, main, ran.config.test_command, allowed_domains=ran.config.allowed_domains, sandboxed=ran.config.sandbox
+            ran.repo,
+            main,
+            ran.config.test_command,
+            allowed_domains=ran.config.allowed_domains,
+            sandboxed=ran.config.sandbox,
         )
         crashpoints.reached("merge_tested")
         if not passed:

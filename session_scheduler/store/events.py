@@ -307,7 +307,9 @@ class Totals:
     def _on_verdict(self, event: Event) -> None:
         feature = event.get("feature")
         if feature:
-            self.evidence.setdefault(feature, {}).update(review_id=event["review_id"], verdict=event["verdict"])
+            self.evidence.setdefault(feature, {}).update(
+                review_id=event["review_id"], verdict=event["verdict"]
+            )
 
     def _on_merge_verified(self, event: Event) -> None:
         feature = event.get("feature")
@@ -329,7 +331,11 @@ class Totals:
 
     @property
     def sessions_by_role(self) -> dict[str, int]:
-        return {role: self.by_role[role].sessions for role in sorted(self.by_role, key=role_order) if self.by_role[role].sessions}
+        return {
+            role: self.by_role[role].sessions
+            for role in sorted(self.by_role, key=role_order)
+            if self.by_role[role].sessions
+        }
 
     @property
     def sessions(self) -> int:

@@ -75,7 +75,11 @@ def _index(project: Path) -> tuple[int, dict[str, int]]:
 
 
 def _count_key(review: dict[str, Any]) -> str:
-    return "architecture" if review.get("kind") == "architecture" else str(review.get("feature_id") or review.get("branch") or "")
+    return (
+        "architecture"
+        if review.get("kind") == "architecture"
+        else str(review.get("feature_id") or review.get("branch") or "")
+    )
 
 
 def largest_archived_id(project: Path, key: str) -> int:
@@ -112,7 +116,10 @@ def trim(project: Path, window: int = WINDOW) -> dict[str, int]:
                 for review in new:
                     counts[_count_key(review)] = counts.get(_count_key(review), 0) + 1
                 if new:
-                    atomic_write_json(project / COUNTS, {"counted_to": max(int(r["review_id"]) for r in new), "counts": counts})
+                    atomic_write_json(
+                        project / COUNTS,
+                        {"counted_to": max(int(r["review_id"]) for r in new), "counts": counts},
+                    )
             moved[key], changed = len(old), True
         if changed:
             atomic_write_json(path, data)

@@ -55,7 +55,12 @@ _ISSUES = {
     "properties": {level: {"type": "array", "items": {"type": "string"}} for level in LEVELS},
 }
 SPECS: tuple[ToolSpec, ...] = (
-    ToolSpec("brief", "Your session brief: your feature, its steps, the open review, the last sessions, the test command.", {"type": "object", "properties": {}}, lambda p: True),
+    ToolSpec(
+        "brief",
+        "Your session brief: your feature, its steps, the open review, the last sessions, the test command.",
+        {"type": "object", "properties": {}},
+        lambda p: True,
+    ),
     ToolSpec(
         "show_feature",
         "One feature's entry of feature_list.json (id, description, steps, passes).",
@@ -71,7 +76,10 @@ SPECS: tuple[ToolSpec, ...] = (
                 "outcome": {"type": "string"},
                 "notes": {"type": "string"},
                 "features_touched": {"type": "array", "items": {"type": "string"}},
-                "commit_range": {"type": "object", "properties": {"from": {"type": "string"}, "to": {"type": "string"}}},
+                "commit_range": {
+                    "type": "object",
+                    "properties": {"from": {"type": "string"}, "to": {"type": "string"}},
+                },
                 "verdict": {"type": "string"},
                 "review_id": {"type": "integer"},
             },
@@ -92,7 +100,14 @@ SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "record_fix",
         "Append your fix entry for the open review to reviews.json.",
-        {"type": "object", "properties": {"issues_fixed": {"type": "array", "items": {"type": "string"}}, "notes": {"type": "string"}}, "required": ["issues_fixed"]},
+        {
+            "type": "object",
+            "properties": {
+                "issues_fixed": {"type": "array", "items": {"type": "string"}},
+                "notes": {"type": "string"},
+            },
+            "required": ["issues_fixed"],
+        },
         lambda p: p.appends_fixes,
     ),
     ToolSpec(
@@ -181,7 +196,8 @@ class HandoffTools:
         feature = self.work.feature_id if self.work and kind == "feature" else None
         issues = args.get("issues") or {}
         review: dict[str, Any] = {
-            "review_id": max((int(r["review_id"]) for r in reviews), default=self._archived_max("reviews")) + 1,
+            "review_id": max((int(r["review_id"]) for r in reviews), default=self._archived_max("reviews"))
+            + 1,
             "feature_id": feature,
             "kind": kind,
             "verdict": str(args.get("verdict", "")),
@@ -217,15 +233,24 @@ class HandoffTools:
     def _mark_passing(self, args: dict[str, Any]) -> str:
         feature = self.work.feature_id if self.work else None
         if feature is None:
-            raise Refused("this review has no feature to mark passing (an architecture branch is merged, not marked)")
+            raise Refused(
+                "this review has no feature to mark passing (an architecture branch is merged, not marked)"
+            )
         if not self._passed_review:
-            raise Refused("record your PASS review first (record_review with verdict PASS), then mark the feature passing")
+            raise Refused(
+                "record your PASS review first (record_review with verdict PASS), then mark the feature passing"
+            )
         data = self._load("feature_list.json")
         features = data.get("features", [])
         for n, entry in enumerate(features):
             if entry.get("id") == feature:
-                features[n] = {**entry, "passes": True}  # a new entry: the others are shared with the last version
-                passing = Handoff(validated(self.project / "feature_list.json", "feature_list.json"), None, None).passing()
+                features[n] = {
+                    **entry,
+                    "passes": True,
+                }  # a new entry: the others are shared with the last version
+                passing = Handoff(
+                    validated(self.project / "feature_list.json", "feature_list.json"), None, None
+                ).passing()
                 self._save("feature_list.json", data, passing=passing | {feature})
                 return f"{feature} is marked passing"
         raise Refused(f"no feature {feature} in feature_list.json")
@@ -240,7 +265,9 @@ class HandoffTools:
         try:
             data = validated(path, name)
         except StateError as exc:
-            raise Refused(f"{exc}; fix the file (or leave it: the scheduler restores it after the session)") from None
+            raise Refused(
+                f"{exc}; fix the file (or leave it: the scheduler restores it after the session)"
+            ) from None
         return {key: list(value) if isinstance(value, list) else value for key, value in data.items()}
 
     def _save(self, name: str, data: dict[str, Any], *, passing: frozenset[str] | None = None) -> None:

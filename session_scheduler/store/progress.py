@@ -111,7 +111,9 @@ def read_regular(path: Path, limit: int = MAX_JSON_BYTES) -> bytes:
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise StateError(f"{path} is not a regular file; delete it (the scheduler restores it from its copy)")
+            raise StateError(
+                f"{path} is not a regular file; delete it (the scheduler restores it from its copy)"
+            )
         if st.st_size > limit:
             raise StateError(f"{path} is larger than {limit:,} bytes; no record the scheduler writes is")
         return f.read(limit + 1)
@@ -125,7 +127,9 @@ def read_json(path: Path, schema: dict[str, Any] | None = None) -> Any:
         raise StateError(f"{path} is missing") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise StateError(f"{path} is a symbolic link; delete it (the scheduler restores it from its copy)") from None
+            raise StateError(
+                f"{path} is a symbolic link; delete it (the scheduler restores it from its copy)"
+            ) from None
         raise StateError(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise StateError(f"{path} is not UTF-8 text (byte {exc.start})") from None
@@ -282,7 +286,12 @@ def write_status(
 ) -> None:
     """Write the status fields of progress.json for the session about to run."""
     path = project / "progress.json"
-    status = {"current_phase": phase, "current_feature": feature, "current_branch": branch, "features_completed": features_completed}
+    status = {
+        "current_phase": phase,
+        "current_feature": feature,
+        "current_branch": branch,
+        "features_completed": features_completed,
+    }
     known = validated(path, "progress.json")
     if all(known.get(key) == value for key, value in status.items()):
         return
@@ -309,7 +318,11 @@ def newest_copy(project: Path, name: str) -> Path | None:
     rolling = restore_point(project, "post") / name
     if rolling.is_file():
         return rolling
-    folders = sorted(p for p in (project / LOG_DIR).glob("session_*") if "." not in p.name and (p / "post" / name).is_file())
+    folders = sorted(
+        p
+        for p in (project / LOG_DIR).glob("session_*")
+        if "." not in p.name and (p / "post" / name).is_file()
+    )
     return folders[-1] / "post" / name if folders else None
 
 
@@ -348,7 +361,11 @@ def snapshot(project: Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) 
             _COPIES.pop(str(target), None)
             continue
         known = _COPIES.get(str(target))
-        if known is not None and known.own == _copy_id(target) and (known.source == sig or _same_base(known, source, name)):
+        if (
+            known is not None
+            and known.own == _copy_id(target)
+            and (known.source == sig or _same_base(known, source, name))
+        ):
             continue
         tmp = dest / f".{name}.copy.tmp"
         tmp.unlink(missing_ok=True)
@@ -412,7 +429,9 @@ def only_passes_differ(before: list[dict[str, Any]], after: list[dict[str, Any]]
     if len(before) != len(after):
         return False
     maybe = itertools.compress(range(len(after)), map(operator.is_not, before, after))
-    return all(before[n] == after[n] or _without_passes(before[n]) == _without_passes(after[n]) for n in maybe)
+    return all(
+        before[n] == after[n] or _without_passes(before[n]) == _without_passes(after[n]) for n in maybe
+    )
 
 
 def _without_passes(feature: dict[str, Any]) -> dict[str, Any]:

@@ -67,12 +67,18 @@ def _encoded_backlog(backlog: Backlog) -> tuple[dict[str, Any], Encoded]:
     features = backlog.features
     parts = {
         "features": _encoded("features", (features,), lambda: list(features)),
-        "passing": _encoded("passing", (features, backlog.passing), lambda: list(_in_order(features, backlog.passing))),
-        "blocked": _encoded("blocked", (features, backlog.blocked), lambda: list(_in_order(features, backlog.blocked))),
+        "passing": _encoded(
+            "passing", (features, backlog.passing), lambda: list(_in_order(features, backlog.passing))
+        ),
+        "blocked": _encoded(
+            "blocked", (features, backlog.blocked), lambda: list(_in_order(features, backlog.blocked))
+        ),
         "rejections": _encoded("rejections", (backlog.rejections,), lambda: dict(backlog.rejections)),
     }
     data = {name: part[0] for name, part in parts.items()}
-    return data, Encoded("{" + ", ".join(f"{json.dumps(name)}: {part[1]}" for name, part in parts.items()) + "}")
+    return data, Encoded(
+        "{" + ", ".join(f"{json.dumps(name)}: {part[1]}" for name, part in parts.items()) + "}"
+    )
 
 
 _ENCODED: dict[str, tuple[tuple[object, ...], Any, str]] = {}
@@ -81,7 +87,11 @@ _ENCODED: dict[str, tuple[tuple[object, ...], Any, str]] = {}
 
 def _encoded(name: str, made_of: tuple[object, ...], make: Callable[[], Any]) -> tuple[Any, str]:
     known = _ENCODED.get(name)
-    if known is not None and len(known[0]) == len(made_of) and all(a is b for a, b in zip(known[0], made_of, strict=True)):
+    if (
+        known is not None
+        and len(known[0]) == len(made_of)
+        and all(a is b for a, b in zip(known[0], made_of, strict=True))
+    ):
         return known[1], known[2]
     data = make()
     text = json.dumps(data)
@@ -144,8 +154,19 @@ def _upgrade(old: dict[str, Any]) -> dict[str, Any]:
         work = {"feature": old["current_feature"]}
     elif branch.startswith("arch/"):
         work = {"architecture_review": int(branch.removeprefix("arch/"))}
-    flat = ("next_session", "features", "passing", "blocked", "rejections", "current_feature",
-            "current_branch", "features_completed", "attempts", "fix_rounds", "open_review_id")
+    flat = (
+        "next_session",
+        "features",
+        "passing",
+        "blocked",
+        "rejections",
+        "current_feature",
+        "current_branch",
+        "features_completed",
+        "attempts",
+        "fix_rounds",
+        "open_review_id",
+    )
     return {
         **{k: v for k, v in old.items() if k not in flat},
         "backlog": {

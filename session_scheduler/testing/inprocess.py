@@ -50,7 +50,9 @@ class InProcessRobotRunner:
                     output, denied = self._execute(request, call)
                 if denied:
                     tool_use_id = f"call-{len(results)}"
-                    denials.append({"tool_name": call.name, "tool_input": call.input, "tool_use_id": tool_use_id})
+                    denials.append(
+                        {"tool_name": call.name, "tool_input": call.input, "tool_use_id": tool_use_id}
+                    )
                     if output.startswith(POLICY):
                         refusals[tool_use_id] = output.removeprefix(POLICY)
                 results.append(output)

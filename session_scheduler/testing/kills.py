@@ -33,7 +33,11 @@ SCENARIO = {
     ],
 }
 CASES: dict[str, tuple[str, ...]] = {
-    **{point: (point,) for point in crashpoints.POINTS if point not in ("recover_set_aside", "recover_restored", "waiting")},
+    **{
+        point: (point,)
+        for point in crashpoints.POINTS
+        if point not in ("recover_set_aside", "recover_restored", "waiting")
+    },
     "cli_message#25": ("cli_message#25",),
     "atomic_write_tmp#9": ("atomic_write_tmp#9",),
     "state_saved#4": ("state_saved#4",),
@@ -43,7 +47,15 @@ CASES: dict[str, tuple[str, ...]] = {
     "twice in one session": ("cli_message#8", "cli_message#3"),
 }
 """Each case: the kills, in order, one per run (`point#n`: the n-th time the point is reached)."""
-REDUCED = ("cli_message#25", "verified", "undo_branches_reset", "state_saved#4", "atomic_write_tmp#9", "recover_restored", "event_half_written#9")
+REDUCED = (
+    "cli_message#25",
+    "verified",
+    "undo_branches_reset",
+    "state_saved#4",
+    "atomic_write_tmp#9",
+    "recover_restored",
+    "event_half_written#9",
+)
 """The cases CI runs (the bench runs them all)."""
 
 
@@ -57,7 +69,9 @@ class Final:
     @classmethod
     def of(cls, project: Path) -> Final:
         log = _git(project, "log", "--first-parent", "--format=%P|%s", "main").splitlines()
-        merges = tuple(reversed([line.split("|", 1)[1] for line in log if len(line.split("|")[0].split()) == 2]))
+        merges = tuple(
+            reversed([line.split("|", 1)[1] for line in log if len(line.split("|")[0].split()) == 2])
+        )
         features = json.loads((project / "feature_list.json").read_text())["features"]
         return cls(merges, tuple((f["id"], bool(f["passes"])) for f in features))
 
@@ -73,8 +87,18 @@ def _run(root: Path, project: Path, crash_at: str | None) -> subprocess.Complete
         env[crashpoints.ENV] = crash_at
     scenario = root / "scenario.json"
     scenario.write_text(json.dumps(SCENARIO))
-    command = [sys.executable, str(REPO / "autonomous_agent_demo.py"), "--project-dir", str(project), "--offline-demo", "--scenario", str(scenario)]
-    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
+    command = [
+        sys.executable,
+        str(REPO / "autonomous_agent_demo.py"),
+        "--project-dir",
+        str(project),
+        "--offline-demo",
+        "--scenario",
+        str(scenario),
+    ]
+    return subprocess.run(
+        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
 
 
 def reference(root: Path) -> Final:
@@ -82,7 +106,9 @@ def reference(root: Path) -> Final:
     project = root / "reference"
     proc = _run(root, project, None)
     if proc.returncode != 0:
-        raise RuntimeError(f"the reference run failed ({proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-1000:]}")
+        raise RuntimeError(
+            f"the reference run failed ({proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-1000:]}"
+        )
     return Final.of(project)
 
 
@@ -130,7 +156,11 @@ def check_event_log(project: Path, sessions: int) -> list[str]:
     log = events.read(events.log_path(project))
     starts = Counter(e["session"] for e in log if e["kind"] == "session_started")
     ends = Counter(e["session"] for e in log if e["kind"] == "session_ended")
-    problems = [f"session {n} started {starts[n]} time(s) but ended {ends[n]} time(s)" for n in sorted(starts) if starts[n] != ends[n]]
+    problems = [
+        f"session {n} started {starts[n]} time(s) but ended {ends[n]} time(s)"
+        for n in sorted(starts)
+        if starts[n] != ends[n]
+    ]
     counted = events.Totals.of(log).sessions
     if counted != sessions:
         problems.append(f"the event log counts {counted} sessions, the state {sessions}")
@@ -138,7 +168,9 @@ def check_event_log(project: Path, sessions: int) -> list[str]:
     for end in (e for e in log if e["kind"] == "session_ended" and (e.get("cut") or {}).get("by") == "kill"):
         cut, at = end["cut"], started.get((end["session"], end["cut"].get("run")))
         if at is None or not at <= cut["last_activity"] <= end["ts"] or cut["run"] == end["run"]:
-            problems.append(f"session {end['session']}'s kill is not told as of the killed run, ending at its last activity: {end}")
+            problems.append(
+                f"session {end['session']}'s kill is not told as of the killed run, ending at its last activity: {end}"
+            )
         if not end["receipt"].get("cost_estimated"):
             problems.append(f"session {end['session']}'s kill has no cost estimate: {end['receipt']}")
     runs = Counter(e["kind"] for e in log if e["kind"] in ("run_started", "run_ended"))

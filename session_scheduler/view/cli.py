@@ -81,7 +81,11 @@ def resolve_project(project_dir: str) -> Path:
     project = path if path.is_absolute() else generations_dir() / path
     resolved = project.resolve()
     if resolved == generations_dir().resolve() or HERE.resolve().is_relative_to(resolved):
-        where = "the folder that holds all projects" if resolved == generations_dir().resolve() else "the scheduler's own folder or one above it"
+        where = (
+            "the folder that holds all projects"
+            if resolved == generations_dir().resolve()
+            else "the scheduler's own folder or one above it"
+        )
         raise BadInput(
             f"--project-dir {project_dir} is {where} ({resolved}); give the project a folder of its own, "
             "for example --project-dir my_app"
@@ -106,7 +110,9 @@ def read_spec(spec: Path) -> bytes:
     if not data.strip():
         raise BadInput(f"spec {spec} is empty; write the application's description in it")
     if not looks_like_text(data):
-        raise BadInput(f"spec {spec} is not text (it holds binary data); pass a text file that describes the application")
+        raise BadInput(
+            f"spec {spec} is not text (it holds binary data); pass a text file that describes the application"
+        )
     return data
 
 
@@ -197,22 +203,37 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     totals = events.Totals.of(events.read(events.log_path(project)))
     flight = totals.in_flight
     if status.is_running(totals):
-        now = f"session {flight['session']} ({flight['role']}) is running now" if flight else "it is between sessions"
-        console.print(f"A run is in progress (pid {totals.run_started['pid']}; {now}); `status` shows how it goes.", markup=False)  # type: ignore[index]
+        now = (
+            f"session {flight['session']} ({flight['role']}) is running now"
+            if flight
+            else "it is between sessions"
+        )
+        console.print(
+            f"A run is in progress (pid {totals.run_started['pid']}; {now}); `status` shows how it goes.",  # type: ignore[index]
+            markup=False,
+        )
         console.print("The session below is what it would run next if it stopped now.")
     rerun = saved.in_progress if saved else None
     note = f" (a rerun of session {rerun['number']}, which was cut short)" if rerun else ""
     if role is SessionType.DONE:
-        console.print("Nothing to run: every feature passes or is blocked (`status` or `report` shows the project).")
+        console.print(
+            "Nothing to run: every feature passes or is blocked (`status` or `report` shows the project)."
+        )
         return
     console.print(f"Next session: {role.value}{note}")
     plan = plan_session(
-        state, config, project, brief=brief_for(state, config, project) if project.exists() else "", host=Host.of(os.environ),
+        state,
+        config,
+        project,
+        brief=brief_for(state, config, project) if project.exists() else "",
+        host=Host.of(os.environ),
         adopted=adoption.preview(project),
     )
     console.print(f"Model: {plan.model}")
     work = plan.work
-    console.print(f"Feature: {(work.feature_id if work else None) or '-'}  Branch: {work.branch if work else '-'}")
+    console.print(
+        f"Feature: {(work.feature_id if work else None) or '-'}  Branch: {work.branch if work else '-'}"
+    )
     console.print(f"Prompt template: {template_path(role)}", markup=False)
     console.print("\n--- appended to Claude Code's system prompt ---", markup=False)
     console.print(plan.system_prompt, markup=False, highlight=False)
@@ -313,7 +334,12 @@ class FiniteFloat(click.FloatRange):
     metavar="COMMAND",
     help="A shell command run on the events a person cares about (done, halted, feature blocked, budget reached, usage-limit wait, resumed), with the event as JSON on its standard input; it never stops or delays the run (saved).",
 )
-@click.option("--quiet", "-q", is_flag=True, help="Leave out tool calls and API retries; sessions, results and warnings only.")
+@click.option(
+    "--quiet",
+    "-q",
+    is_flag=True,
+    help="Leave out tool calls and API retries; sessions, results and warnings only.",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Print tool calls whole instead of cut to one line.")
 @click.option(
     "--max-outage-minutes",
@@ -407,7 +433,18 @@ def main(
     safe_git.forget_location()  # a GIT_DIR of the person's shell reaches neither our git nor the sessions
     options.update(sandbox=not no_sandbox, wait_for_limits=not no_wait, extra_domains=allow_domains)
     try:
-        code = run_cli(console, project_dir, spec, max_iterations, dry_run, offline_demo, scenario, options, seams, verbosity)
+        code = run_cli(
+            console,
+            project_dir,
+            spec,
+            max_iterations,
+            dry_run,
+            offline_demo,
+            scenario,
+            options,
+            seams,
+            verbosity,
+        )
     except SchedulerError as exc:
         _error(f"error: {exc}")
         sys.exit(exc.exit_code)
@@ -442,7 +479,10 @@ def run_cli(
     if offline_demo is None:  # saved with the project: a plain rerun of the demo goes on with it
         offline_demo = saved_demo
         if offline_demo and not dry:
-            console.print("Offline demo (saved with this project; --no-offline-demo goes on against your real endpoint)", markup=False)
+            console.print(
+                "Offline demo (saved with this project; --no-offline-demo goes on against your real endpoint)",
+                markup=False,
+            )
     if scenario is not None and not offline_demo:
         raise BadInput("--scenario only applies to --offline-demo; add --offline-demo or drop --scenario")
     if offline_demo and spec is not None:
@@ -463,7 +503,9 @@ def run_cli(
     starts = session_would_start(project, config)
     if starts:  # a person's half-done merge: refused before anything is written into the project
         adoption.refuse_unfinished(project)
-    if starts and not offline_demo:  # before anything is created: a newcomer without credentials gets no folder
+    if (
+        starts and not offline_demo
+    ):  # before anything is created: a newcomer without credentials gets no folder
         missing = seams.credentials()
         if missing:
             raise NotLoggedIn(missing)
@@ -478,7 +520,15 @@ def run_cli(
             place_spec(project, spec, echo)
             crashpoints.reached("spec_placed")
             progress.save_config(project, config.to_json())
-            report = _run(project, config, saved, replace(seams, runner_factory=probe.guard(seams.runner_factory)), view, scenario_data, max_iterations)
+            report = _run(
+                project,
+                config,
+                saved,
+                replace(seams, runner_factory=probe.guard(seams.runner_factory)),
+                view,
+                scenario_data,
+                max_iterations,
+            )
     finally:
         view.close()
     from session_scheduler.run.report import print_summary
@@ -512,7 +562,15 @@ def _run(
         log.subscribe(Notifier(config.notify, project, view.echo))
     with seams.runner_factory(view.echo, scenario, project / LOG_DIR) as runner:
         view.echo(f"Project: {project}")
-        scheduler = Scheduler(project, config, runner, echo=view.echo, clock=seams.clock, events=log, cost_basis=cost_basis(scenario is not None))
+        scheduler = Scheduler(
+            project,
+            config,
+            runner,
+            echo=view.echo,
+            clock=seams.clock,
+            events=log,
+            cost_basis=cost_basis(scenario is not None),
+        )
         try:
             return scheduler.run(max_iterations)
         except UnknownModel:  # a model name the endpoint rejects is not kept
@@ -526,7 +584,11 @@ def cost_basis(offline: bool) -> str:
     under a subscription login, or made up by the scripted model."""
     if offline:
         return "scripted"
-    return "api" if os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN") else "subscription"
+    return (
+        "api"
+        if os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+        else "subscription"
+    )
 
 
 def _error(line: str, style: str = "bold red") -> None:
@@ -568,12 +630,16 @@ class _SandboxCheck:
             return
         result = self.seams.preflight()
         if not result.active:
-            raise ConfigError(f"{result.message}; or pass --no-sandbox to run Bash unconfined (not recommended)")
+            raise ConfigError(
+                f"{result.message}; or pass --no-sandbox to run Bash unconfined (not recommended)"
+            )
         self.echo(result.message)
 
     def guard(self, factory: RunnerFactory) -> RunnerFactory:
         @contextmanager
-        def opened(echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path) -> Iterator[SessionRunner]:
+        def opened(
+            echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path
+        ) -> Iterator[SessionRunner]:
             with factory(echo, scenario, log_dir) as runner:
                 yield _Guarded(runner, self)
 
@@ -608,7 +674,9 @@ def _umask() -> int:
 def existing_project(project_dir: str) -> Path:
     project = resolve_project(project_dir)
     if not project.is_dir():
-        raise ConfigError(f"there is no project at {project}; check --project-dir (a relative path is under {generations_dir()})")
+        raise ConfigError(
+            f"there is no project at {project}; check --project-dir (a relative path is under {generations_dir()})"
+        )
     return project
 
 
@@ -622,7 +690,9 @@ def _one_line_errors(action: Callable[[], None]) -> None:
 
 @main.command("status")
 @click.option("--project-dir", required=True, help="The project's folder (as given to the run).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object; its keys are documented in docs/events.md.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object; its keys are documented in docs/events.md."
+)
 def status_command(project_dir: str, as_json: bool) -> None:
     """How a project is doing, also while a run goes on (read-only; takes no lock)."""
 
@@ -644,7 +714,14 @@ def status_command(project_dir: str, as_json: bool) -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Where to write it (default: .agent_logs/report.html in the project for HTML, standard output for Markdown).",
 )
-@click.option("--format", "fmt", type=click.Choice(["html", "md"]), default="html", show_default=True, help="A self-contained HTML page, or Markdown to paste into an issue or a chat.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "md"]),
+    default="html",
+    show_default=True,
+    help="A self-contained HTML page, or Markdown to paste into an issue or a chat.",
+)
 def report_command(project_dir: str, output: Path | None, fmt: str) -> None:
     """The project as one page: features with their evidence, sessions, cost per role, burndown."""
     from session_scheduler.view.project_report import gather, render_html, render_markdown

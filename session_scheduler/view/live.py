@@ -129,7 +129,9 @@ class LiveConsole:
         feature, features = event.get("feature"), self.totals.features
         where = ""
         if feature:
-            place = f" (feature {features.index(feature) + 1} of {len(features)})" if feature in features else ""
+            place = (
+                f" (feature {features.index(feature) + 1} of {len(features)})" if feature in features else ""
+            )
             where = f" · {feature}{place}"
         branch = f" · {event['branch']}" if event.get("branch") else ""
         if not feature and str(event.get("branch") or "").startswith("arch/"):
@@ -169,7 +171,9 @@ class LiveConsole:
         if self._ticker is not None:
             return
         if self.console.is_terminal and self.verbosity != "quiet":
-            self._live = Live(console=self.console, get_renderable=self._status, refresh_per_second=1, transient=True)
+            self._live = Live(
+                console=self.console, get_renderable=self._status, refresh_per_second=1, transient=True
+            )
             self._live.start()
         self._ticker = threading.Thread(target=self._tick, daemon=True)
         self._ticker.start()

@@ -41,7 +41,9 @@ def wanted(event: Event) -> bool:
 class Notifier:
     """An event listener that starts `command` for each wanted event."""
 
-    def __init__(self, command: str, project: Path, warn: Callable[[str], None], *, timeout_s: float = TIMEOUT_S) -> None:
+    def __init__(
+        self, command: str, project: Path, warn: Callable[[str], None], *, timeout_s: float = TIMEOUT_S
+    ) -> None:
         self.command = command
         self.project = project
         self.log = project / LOG_DIR / "notify.log"

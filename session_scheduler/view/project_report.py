@@ -24,7 +24,13 @@ from session_scheduler.store import events, statefile
 from session_scheduler.store.events import CUT_BY, Event, Totals, role_order
 from session_scheduler.view.status import is_running
 
-ROLE_COLOURS = {"INITIALIZER": "#64748b", "IMPLEMENT": "#2563eb", "REVIEW": "#7c3aed", "FIX": "#d97706", "ARCHITECTURE": "#0d9488"}
+ROLE_COLOURS = {
+    "INITIALIZER": "#64748b",
+    "IMPLEMENT": "#2563eb",
+    "REVIEW": "#7c3aed",
+    "FIX": "#d97706",
+    "ARCHITECTURE": "#0d9488",
+}
 OTHER_COLOUR = "#a3a3a3"
 BASIS_NOTES = {
     "subscription": "the CLI's estimate, not money billed",
@@ -131,12 +137,28 @@ def gather(project: Path, now: float | None = None) -> ReportData:
     rows = []
     for fid in totals.features or (backlog.features if backlog else ()):
         ev, spend = totals.evidence.get(fid, {}), totals.by_feature.get(fid, events.Spend())
-        state = ("passing" if fid in totals.passing or fid in old_passing
-                 else "blocked" if fid in totals.blocked or fid in old_blocked else "open")
+        state = (
+            "passing"
+            if fid in totals.passing or fid in old_passing
+            else "blocked"
+            if fid in totals.blocked or fid in old_blocked
+            else "open"
+        )
         review = f"#{ev['review_id']} {ev['verdict']}" if "verdict" in ev else ""
-        rows.append(FeatureRow(fid, described.get(fid, ""), state, totals.sessions_of_feature(fid, "IMPLEMENT"),
-                               spend.sessions, spend.cost_usd, str(ev.get("commit") or "")[:10], review,
-                               str(ev.get("tests") or ""), totals.passing.get(fid)))
+        rows.append(
+            FeatureRow(
+                fid,
+                described.get(fid, ""),
+                state,
+                totals.sessions_of_feature(fid, "IMPLEMENT"),
+                spend.sessions,
+                spend.cost_usd,
+                str(ev.get("commit") or "")[:10],
+                review,
+                str(ev.get("tests") or ""),
+                totals.passing.get(fid),
+            )
+        )
     starts: dict[int, float] = {}
     sessions = []
     for event in log:
@@ -147,20 +169,33 @@ def gather(project: Path, now: float | None = None) -> ReportData:
     started = totals.run_started or {}
     grouped = findings.by_subject(findings.reviews(project))
     listed = [r.id for r in rows]
-    rest = sorted((s for s in grouped if s not in listed), key=lambda s: (s == findings.ARCHITECTURE or s.startswith("arch/"), s))
+    rest = sorted(
+        (s for s in grouped if s not in listed),
+        key=lambda s: (s == findings.ARCHITECTURE or s.startswith("arch/"), s),
+    )
     order = [fid for fid in listed if fid in grouped] + rest
     return ReportData(
-        name=project.resolve().name, path=str(project), cost_basis=str(started.get("cost_basis", "api")),
-        **_run_status(totals), features=tuple(rows),
-        passing=sum(r.status == "passing" for r in rows), blocked=sum(r.status == "blocked" for r in rows),
-        sessions=totals.sessions, failed=totals.failed, not_counted=tuple(sorted(totals.not_counted.items())),
-        cost_usd=totals.cost_usd, tokens=totals.spend.total_tokens,
-        roles=tuple(RoleRow(role, s.sessions, s.failed, s.cost_usd, s.total_tokens)
-                    for role, s in sorted(totals.by_role.items(), key=lambda item: role_order(item[0]))),
+        name=project.resolve().name,
+        path=str(project),
+        cost_basis=str(started.get("cost_basis", "api")),
+        **_run_status(totals),
+        features=tuple(rows),
+        passing=sum(r.status == "passing" for r in rows),
+        blocked=sum(r.status == "blocked" for r in rows),
+        sessions=totals.sessions,
+        failed=totals.failed,
+        not_counted=tuple(sorted(totals.not_counted.items())),
+        cost_usd=totals.cost_usd,
+        tokens=totals.spend.total_tokens,
+        roles=tuple(
+            RoleRow(role, s.sessions, s.failed, s.cost_usd, s.total_tokens)
+            for role, s in sorted(totals.by_role.items(), key=lambda item: role_order(item[0]))
+        ),
         session_rows=tuple(sessions),
         listed_at=next((float(e["ts"]) for e in reversed(log) if e["kind"] == "features_listed"), None),
         blocked_at=tuple(sorted(ts for f, ts in totals.blocked.items() if f in totals.features)),
-        last_ts=float(totals.last_ts or 0.0), generated_at=time.time() if now is None else now,
+        last_ts=float(totals.last_ts or 0.0),
+        generated_at=time.time() if now is None else now,
         findings=tuple((subject, tuple(grouped[subject])) for subject in order),
         set_aside=tuple(findings.set_aside(project, totals.set_aside)),
     )
@@ -171,7 +206,9 @@ def _descriptions(path: Path) -> dict[str, str]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         items = data["features"] if isinstance(data, dict) else data
-        return {str(f["id"]): str(f.get("description", "")) for f in items if isinstance(f, dict) and "id" in f}
+        return {
+            str(f["id"]): str(f.get("description", "")) for f in items if isinstance(f, dict) and "id" in f
+        }
     except (OSError, ValueError, TypeError, KeyError):
         return {}
 
@@ -186,26 +223,42 @@ def _session_row(event: Event, started: float | None) -> SessionRow:
         start = end - took if took > 0 or started is None else started
     why = f"{CUT_BY.get(str(cut.get('by')), str(cut.get('by')))}, run {cut.get('run')}" if cut else ""
     return SessionRow(
-        int(event["session"]), str(event["role"]), str(event.get("feature") or ""), str(event["standing"]),
-        event["standing"] in events.COUNTED, str(receipt.get("verdict") or ""), int(receipt.get("turns") or 0),
-        end - start, sum(int(receipt.get(k) or 0) for k in events.RECEIPT_TOKENS),
-        float(receipt.get("cost_usd") or 0.0), bool(receipt.get("partial")), start, end,
-        bool(receipt.get("cost_estimated")), why,
+        int(event["session"]),
+        str(event["role"]),
+        str(event.get("feature") or ""),
+        str(event["standing"]),
+        event["standing"] in events.COUNTED,
+        str(receipt.get("verdict") or ""),
+        int(receipt.get("turns") or 0),
+        end - start,
+        sum(int(receipt.get(k) or 0) for k in events.RECEIPT_TOKENS),
+        float(receipt.get("cost_usd") or 0.0),
+        bool(receipt.get("partial")),
+        start,
+        end,
+        bool(receipt.get("cost_estimated")),
+        why,
     )
 
 
 def _run_status(totals: Totals) -> dict[str, str]:
     ended, flight = totals.run_ended, totals.in_flight
     if ended is not None:
-        return {"status": "done" if ended["status"] == "done" else "stopped",
-                "detail": f"the last run ended: {outcome(ended['status'], ended['message'])}"}
+        return {
+            "status": "done" if ended["status"] == "done" else "stopped",
+            "detail": f"the last run ended: {outcome(ended['status'], ended['message'])}",
+        }
     if is_running(totals):
-        now = f": session {flight['session']} {flight['role']} {flight.get('feature') or ''}" if flight else ""
+        now = (
+            f": session {flight['session']} {flight['role']} {flight.get('feature') or ''}" if flight else ""
+        )
         return {"status": "running", "detail": f"a run is going on{now}".strip()}
     detail = "the last run was stopped before it could record its end"
     if flight is not None:
-        detail += (f" (killed: session {flight['session']} {flight['role']} {flight.get('feature') or ''} was cut, "
-                   "run the same command to resume it)").replace("  ", " ")
+        detail += (
+            f" (killed: session {flight['session']} {flight['role']} {flight.get('feature') or ''} was cut, "
+            "run the same command to resume it)"
+        ).replace("  ", " ")
     return {"status": "stopped", "detail": detail}
 
 
@@ -240,28 +293,38 @@ def _colour(role: str) -> str:
 
 def _table(ident: str, heads: list[str], rows: list[tuple[str, list[str]]], numeric: set[int]) -> str:
     """A table of already-escaped cells; each row comes with its class."""
-    th = "".join(f'<th{" class=num" if i in numeric else ""}>{h}</th>' for i, h in enumerate(heads))
-    body = "".join(f'<tr class="{cls}">' + "".join(
-        f'<td class="{"num" if i in numeric else "st" if h in ("Status", "Standing") else ""}">{c}</td>'
-        for i, (h, c) in enumerate(zip(heads, cells, strict=True))) + "</tr>" for cls, cells in rows)
+    th = "".join(f"<th{' class=num' if i in numeric else ''}>{h}</th>" for i, h in enumerate(heads))
+    body = "".join(
+        f'<tr class="{cls}">'
+        + "".join(
+            f'<td class="{"num" if i in numeric else "st" if h in ("Status", "Standing") else ""}">{c}</td>'
+            for i, (h, c) in enumerate(zip(heads, cells, strict=True))
+        )
+        + "</tr>"
+        for cls, cells in rows
+    )
     return f'<table id="{ident}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def _svg(ident: str, title: str, height: int, body: list[str], x_label: str, y_label: str) -> str:
     mid = TOP + (height - TOP - BOTTOM) / 2
-    return (f'<svg id="{ident}" viewBox="0 0 {W} {height}" role="img" aria-labelledby="{ident}-t">'
-            f'<title id="{ident}-t">{escape(title)}</title>{"".join(body)}'
-            f'<line x1="{LEFT}" y1="{height - BOTTOM}" x2="{W - RIGHT}" y2="{height - BOTTOM}" stroke="#9ca3af"/>'
-            f'<text x="{(LEFT + W - RIGHT) / 2}" y="{height - 6}" text-anchor="middle">{escape(x_label)}</text>'
-            f'<text transform="translate(14 {mid}) rotate(-90)" text-anchor="middle">{escape(y_label)}</text></svg>')
+    return (
+        f'<svg id="{ident}" viewBox="0 0 {W} {height}" role="img" aria-labelledby="{ident}-t">'
+        f'<title id="{ident}-t">{escape(title)}</title>{"".join(body)}'
+        f'<line x1="{LEFT}" y1="{height - BOTTOM}" x2="{W - RIGHT}" y2="{height - BOTTOM}" stroke="#9ca3af"/>'
+        f'<text x="{(LEFT + W - RIGHT) / 2}" y="{height - 6}" text-anchor="middle">{escape(x_label)}</text>'
+        f'<text transform="translate(14 {mid}) rotate(-90)" text-anchor="middle">{escape(y_label)}</text></svg>'
+    )
 
 
 def _x_ticks(height: int, x: Callable[[float], float], t0: float, span: float) -> list[str]:
     y = height - BOTTOM
-    return [f'<line x1="{x(t0 + span * k / 4):.1f}" y1="{y}" x2="{x(t0 + span * k / 4):.1f}" y2="{y + 4}" stroke="#9ca3af"/>'
-            f'<text x="{x(t0 + span * k / 4):.1f}" y="{y + 17}" text-anchor="{"end" if k == 4 else "middle"}">'
-            f"{duration(span * k / 4)}</text>"
-            for k in range(5)]
+    return [
+        f'<line x1="{x(t0 + span * k / 4):.1f}" y1="{y}" x2="{x(t0 + span * k / 4):.1f}" y2="{y + 4}" stroke="#9ca3af"/>'
+        f'<text x="{x(t0 + span * k / 4):.1f}" y="{y + 17}" text-anchor="{"end" if k == 4 else "middle"}">'
+        f"{duration(span * k / 4)}</text>"
+        for k in range(5)
+    ]
 
 
 def _timeline(rows: tuple[SessionRow, ...]) -> str:
@@ -272,16 +335,32 @@ def _timeline(rows: tuple[SessionRow, ...]) -> str:
     def x(t: float) -> float:
         return LEFT + (t - t0) / max(t1 - t0, 1e-9) * (W - LEFT - RIGHT)
 
-    body = [f'<text x="{LEFT - 8}" y="{TOP + lane * i + 18}" text-anchor="end">{escape(role)}</text>' for i, role in enumerate(roles)]
+    body = [
+        f'<text x="{LEFT - 8}" y="{TOP + lane * i + 18}" text-anchor="end">{escape(role)}</text>'
+        for i, role in enumerate(roles)
+    ]
     for r in rows:
-        look = ('stroke="#dc2626" stroke-width="2.5"' if r.standing == "failed" else "" if r.counted
-                else 'fill-opacity="0.3" stroke="#6b7280" stroke-dasharray="3 2"')
+        look = (
+            'stroke="#dc2626" stroke-width="2.5"'
+            if r.standing == "failed"
+            else ""
+            if r.counted
+            else 'fill-opacity="0.3" stroke="#6b7280" stroke-dasharray="3 2"'
+        )
         tip = f"Session {r.number} {r.role} {r.feature}: {r.standing} {r.verdict}, {duration(r.duration_s)}, {money(r.cost_usd)}"
-        body.append(f'<rect class="session {escape(r.standing)}" x="{x(r.start):.1f}" y="{TOP + lane * roles.index(r.role) + 4}" '
-                    f'width="{max(x(r.end) - x(r.start), 2):.1f}" height="{lane - 8}" fill="{_colour(r.role)}" {look}>'
-                    f"<title>{escape(tip)}</title></rect>")
-    return _svg("chart-timeline", "Session timeline: one bar per session, by role", height,
-                body + _x_ticks(height, x, t0, t1 - t0), "time since the first session started", "")
+        body.append(
+            f'<rect class="session {escape(r.standing)}" x="{x(r.start):.1f}" y="{TOP + lane * roles.index(r.role) + 4}" '
+            f'width="{max(x(r.end) - x(r.start), 2):.1f}" height="{lane - 8}" fill="{_colour(r.role)}" {look}>'
+            f"<title>{escape(tip)}</title></rect>"
+        )
+    return _svg(
+        "chart-timeline",
+        "Session timeline: one bar per session, by role",
+        height,
+        body + _x_ticks(height, x, t0, t1 - t0),
+        "time since the first session started",
+        "",
+    )
 
 
 def _cost_chart(data: ReportData) -> str:
@@ -299,17 +378,31 @@ def _cost_chart(data: ReportData) -> str:
     body = []
     for role in roles:
         upper = [b + c for b, c in zip(base, cum[role], strict=True)]
-        points = [pt(i, v) for i, v in enumerate(upper)] + [pt(i, base[i]) for i in reversed(range(len(base)))]
-        body.append(f'<polygon points="{" ".join(points)}" fill="{_colour(role)}" fill-opacity="0.8">'
-                    f"<title>{escape(role)}: {money(cum[role][-1])}</title></polygon>")
+        points = [pt(i, v) for i, v in enumerate(upper)] + [
+            pt(i, base[i]) for i in reversed(range(len(base)))
+        ]
+        body.append(
+            f'<polygon points="{" ".join(points)}" fill="{_colour(role)}" fill-opacity="0.8">'
+            f"<title>{escape(role)}: {money(cum[role][-1])}</title></polygon>"
+        )
         base = upper
     for frac in (0, 0.5, 1):
         y = pt(0, top * frac).split(",")[1]
-        body.append(f'<text x="{LEFT - 8}" y="{y}" text-anchor="end" dy="4">{money(top * frac) if frac and data.cost_usd else "$0"}</text>')
-    body += [f'<text x="{pt(i, 0).split(",")[0]}" y="{height - BOTTOM + 17}" text-anchor="middle">{i}</text>'
-             for i in sorted({0, len(rows) // 2, len(rows)})]
-    return _svg("chart-cost", "Cumulative cost per role, session by session", height, body,
-                "sessions, in the order they ended", "cost")
+        body.append(
+            f'<text x="{LEFT - 8}" y="{y}" text-anchor="end" dy="4">{money(top * frac) if frac and data.cost_usd else "$0"}</text>'
+        )
+    body += [
+        f'<text x="{pt(i, 0).split(",")[0]}" y="{height - BOTTOM + 17}" text-anchor="middle">{i}</text>'
+        for i in sorted({0, len(rows) // 2, len(rows)})
+    ]
+    return _svg(
+        "chart-cost",
+        "Cumulative cost per role, session by session",
+        height,
+        body,
+        "sessions, in the order they ended",
+        "cost",
+    )
 
 
 def _burndown(data: ReportData) -> str:
@@ -328,13 +421,26 @@ def _burndown(data: ReportData) -> str:
         left -= 1
         path.append(f"H{x(ts):.1f}V{y(left):.1f}")
     path.append(f"H{x(t1):.1f}")
-    body = [f'<path d="{"".join(path)}" fill="none" stroke="#16a34a" stroke-width="2.5">'
-            f"<title>Features not yet passing: {total} listed, {left} left</title></path>"]
-    body += [f'<text x="{LEFT - 8}" y="{y(n):.1f}" dy="4" text-anchor="end">{n}</text>' for n in (range(total + 1) if total <= 10 else (0, total // 2, total))]
-    body += [f'<circle cx="{x(ts):.1f}" cy="{y(0) - 6}" r="5" fill="#dc2626"><title>a feature was blocked</title></circle>'
-             for ts in data.blocked_at]
-    return _svg("chart-burndown", "Burndown: features not yet passing over time", height,
-                body + _x_ticks(height, x, t0, t1 - t0), "time since the features were listed", "not yet passing")
+    body = [
+        f'<path d="{"".join(path)}" fill="none" stroke="#16a34a" stroke-width="2.5">'
+        f"<title>Features not yet passing: {total} listed, {left} left</title></path>"
+    ]
+    body += [
+        f'<text x="{LEFT - 8}" y="{y(n):.1f}" dy="4" text-anchor="end">{n}</text>'
+        for n in (range(total + 1) if total <= 10 else (0, total // 2, total))
+    ]
+    body += [
+        f'<circle cx="{x(ts):.1f}" cy="{y(0) - 6}" r="5" fill="#dc2626"><title>a feature was blocked</title></circle>'
+        for ts in data.blocked_at
+    ]
+    return _svg(
+        "chart-burndown",
+        "Burndown: features not yet passing over time",
+        height,
+        body + _x_ticks(height, x, t0, t1 - t0),
+        "time since the features were listed",
+        "not yet passing",
+    )
 
 
 def _summary_figures(data: ReportData) -> list[tuple[str, str, str]]:
@@ -342,7 +448,11 @@ def _summary_figures(data: ReportData) -> list[tuple[str, str, str]]:
     return [
         ("features-passing", str(data.passing), f"of {plural(len(data.features), 'feature')} passing"),
         ("features-blocked", str(data.blocked), "blocked"),
-        ("sessions-total", number(data.sessions), f"sessions, {data.failed} failed" + (f"; not counted: {uncounted}" if uncounted else "")),
+        (
+            "sessions-total",
+            number(data.sessions),
+            f"sessions, {data.failed} failed" + (f"; not counted: {uncounted}" if uncounted else ""),
+        ),
         ("cost-total", money(data.cost_usd), f"spent ({data.cost_basis})"),
         ("tokens-total", number(data.tokens), "tokens"),
     ]
@@ -350,21 +460,70 @@ def _summary_figures(data: ReportData) -> list[tuple[str, str, str]]:
 
 def render_html(data: ReportData) -> str:
     """The report as one self-contained HTML page."""
-    note = BASIS_NOTES.get(data.cost_basis, "" if data.cost_basis == "api" else "the CLI's estimate, not money billed")
-    figures = "".join(f'<div class="figure"><b id="{i}">{escape(v)}</b><small>{escape(t)}</small></div>' for i, v, t in _summary_figures(data))
-    feature_rows = [(f.status, [escape(f.id), escape(f.description), escape(f.status), str(f.attempts), str(f.sessions),
-                                money(f.cost_usd), f"<code>{escape(f.commit)}</code>", escape(f.review), escape(f.tests)])
-                    for f in data.features]
-    role_rows = [("", [f'<span class="sw" style="background:{_colour(r.role)}"></span>{escape(r.role)}', str(r.sessions),
-                       str(r.failed), number(r.tokens), money(r.cost_usd)]) for r in data.roles]
-    session_rows = [("uncounted" if not r.counted else r.standing,
-                     [str(r.number), escape(r.role), escape(r.feature),
-                      escape(r.standing) + (f'<br><small class="cut">cut: {escape(r.cut)}</small>' if r.cut else ""),
-                      escape(r.verdict), str(r.turns), duration(r.duration_s), number(r.tokens), escape(r.cost)])
-                    for r in data.session_rows]
-    charts = (f"<h2>Session timeline</h2>{_timeline(data.session_rows)}<p class=legend>Colour: role. Solid: verified; "
-              f"red outline: failed; faded, dashed: not counted (the session runs again).</p>"
-              f"<h2>Cost per role</h2>{_cost_chart(data)}") if data.session_rows else "<p>No session has ended yet.</p>"
+    note = BASIS_NOTES.get(
+        data.cost_basis, "" if data.cost_basis == "api" else "the CLI's estimate, not money billed"
+    )
+    figures = "".join(
+        f'<div class="figure"><b id="{i}">{escape(v)}</b><small>{escape(t)}</small></div>'
+        for i, v, t in _summary_figures(data)
+    )
+    feature_rows = [
+        (
+            f.status,
+            [
+                escape(f.id),
+                escape(f.description),
+                escape(f.status),
+                str(f.attempts),
+                str(f.sessions),
+                money(f.cost_usd),
+                f"<code>{escape(f.commit)}</code>",
+                escape(f.review),
+                escape(f.tests),
+            ],
+        )
+        for f in data.features
+    ]
+    role_rows = [
+        (
+            "",
+            [
+                f'<span class="sw" style="background:{_colour(r.role)}"></span>{escape(r.role)}',
+                str(r.sessions),
+                str(r.failed),
+                number(r.tokens),
+                money(r.cost_usd),
+            ],
+        )
+        for r in data.roles
+    ]
+    session_rows = [
+        (
+            "uncounted" if not r.counted else r.standing,
+            [
+                str(r.number),
+                escape(r.role),
+                escape(r.feature),
+                escape(r.standing)
+                + (f'<br><small class="cut">cut: {escape(r.cut)}</small>' if r.cut else ""),
+                escape(r.verdict),
+                str(r.turns),
+                duration(r.duration_s),
+                number(r.tokens),
+                escape(r.cost),
+            ],
+        )
+        for r in data.session_rows
+    ]
+    charts = (
+        (
+            f"<h2>Session timeline</h2>{_timeline(data.session_rows)}<p class=legend>Colour: role. Solid: verified; "
+            f"red outline: failed; faded, dashed: not counted (the session runs again).</p>"
+            f"<h2>Cost per role</h2>{_cost_chart(data)}"
+        )
+        if data.session_rows
+        else "<p>No session has ended yet.</p>"
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>Report: {escape(data.name)}</title><style>{CSS}</style></head><body><main>
@@ -389,18 +548,37 @@ def _findings_html(data: ReportData) -> str:
         for f in found:
             issues = "".join(f"<li><b>{escape(sev)}</b>: {escape(text)}</li>" for sev, text in f.issues)
             fixed = ", ".join(f"#{n}" for n in f.fixed_by)
-            rows.append(("findings" if f.issues else "", [escape(subject), f"#{f.review_id}", escape(f.verdict),
-                                                          f"<ul>{issues}</ul>" if issues else "none", escape(fixed)]))
+            rows.append(
+                (
+                    "findings" if f.issues else "",
+                    [
+                        escape(subject),
+                        f"#{f.review_id}",
+                        escape(f.verdict),
+                        f"<ul>{issues}</ul>" if issues else "none",
+                        escape(fixed),
+                    ],
+                )
+            )
     return _table("findings", ["Feature", "Review", "Verdict", "Issues raised", "Fixed by"], rows, set())
 
 
 def _set_aside_html(data: ReportData) -> str:
     if not data.set_aside:
         return '<p id="set-aside-none">Nothing was set aside: the scheduler moved none of your work.</p>'
-    rows = [("" if a.present else "uncounted",
-             [escape(a.what), f"<code>{escape(a.ref)}</code>", escape(a.message),
-              f"<code>{escape(a.show)}</code>" if a.present else "no longer there",
-              f"<code>{escape(a.restore)}</code>" if a.present else ""]) for a in data.set_aside]
+    rows = [
+        (
+            "" if a.present else "uncounted",
+            [
+                escape(a.what),
+                f"<code>{escape(a.ref)}</code>",
+                escape(a.message),
+                f"<code>{escape(a.show)}</code>" if a.present else "no longer there",
+                f"<code>{escape(a.restore)}</code>" if a.present else "",
+            ],
+        )
+        for a in data.set_aside
+    ]
     return _table("set-aside", ["What", "Kept as", "Why", "Look at it", "Bring it back"], rows, set())
 
 
@@ -422,43 +600,104 @@ def _escaped(text: str) -> str:
 
 
 def _md_table(heads: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)] + ["| " + " | ".join(r) + " |" for r in rows]
+    return ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)] + [
+        "| " + " | ".join(r) + " |" for r in rows
+    ]
 
 
 def render_markdown(data: ReportData) -> str:
     """The same facts as Markdown, to paste into an issue or a chat."""
     note = "" if data.cost_basis == "api" else BASIS_NOTES.get(data.cost_basis, BASIS_NOTES["subscription"])
-    lines = [f"## Report: {_md(data.name)}", "",
-             f"**{data.status}** · {data.passing}/{len(data.features)} features passing, {data.blocked} blocked · "
-             f"{plural(data.sessions, 'session')} ({data.failed} failed) · {number(data.tokens)} tokens · "
-             f"{money(data.cost_usd)}{' (' + _md(note) + ')' if note else ''}", "", "### Features", ""]
-    lines += _md_table(["Feature", "Description", "Status", "Attempts", "Sessions", "Cost", "Merge", "Review", "Tests"],
-                       [[_md(f.id), _md(f.description[:100] + ("…" if len(f.description) > 100 else "")), f.status,
-                         str(f.attempts), str(f.sessions), money(f.cost_usd), _md(f.commit), _md(f.review), _md(f.tests)]
-                        for f in data.features])
+    lines = [
+        f"## Report: {_md(data.name)}",
+        "",
+        f"**{data.status}** · {data.passing}/{len(data.features)} features passing, {data.blocked} blocked · "
+        f"{plural(data.sessions, 'session')} ({data.failed} failed) · {number(data.tokens)} tokens · "
+        f"{money(data.cost_usd)}{' (' + _md(note) + ')' if note else ''}",
+        "",
+        "### Features",
+        "",
+    ]
+    lines += _md_table(
+        ["Feature", "Description", "Status", "Attempts", "Sessions", "Cost", "Merge", "Review", "Tests"],
+        [
+            [
+                _md(f.id),
+                _md(f.description[:100] + ("…" if len(f.description) > 100 else "")),
+                f.status,
+                str(f.attempts),
+                str(f.sessions),
+                money(f.cost_usd),
+                _md(f.commit),
+                _md(f.review),
+                _md(f.tests),
+            ]
+            for f in data.features
+        ],
+    )
     lines += ["", "### Cost per role", ""]
-    lines += _md_table(["Role", "Sessions", "Failed", "Tokens", "Cost"],
-                       [[_md(r.role), str(r.sessions), str(r.failed), number(r.tokens), money(r.cost_usd)] for r in data.roles])
+    lines += _md_table(
+        ["Role", "Sessions", "Failed", "Tokens", "Cost"],
+        [
+            [_md(r.role), str(r.sessions), str(r.failed), number(r.tokens), money(r.cost_usd)]
+            for r in data.roles
+        ],
+    )
     last = data.session_rows[-LAST_SESSIONS:]
     lines += ["", f"### Last {plural(len(last), 'session')}", ""]
-    lines += _md_table(["#", "Role", "Feature", "Standing", "Verdict", "Turns", "Duration", "Tokens", "Cost"],
-                       [[str(r.number), _md(r.role), _md(r.feature), _md(r.standing), _md(r.verdict), str(r.turns),
-                         duration(r.duration_s), number(r.tokens), _md(r.cost.removesuffix(" (cut off)"))]
-                        for r in last])
+    lines += _md_table(
+        ["#", "Role", "Feature", "Standing", "Verdict", "Turns", "Duration", "Tokens", "Cost"],
+        [
+            [
+                str(r.number),
+                _md(r.role),
+                _md(r.feature),
+                _md(r.standing),
+                _md(r.verdict),
+                str(r.turns),
+                duration(r.duration_s),
+                number(r.tokens),
+                _md(r.cost.removesuffix(" (cut off)")),
+            ]
+            for r in last
+        ],
+    )
     cut = [r for r in data.session_rows if r.cut]
     if cut:
         lines += ["", "### Cut off before Claude Code reported", ""]
-        lines += [f"- session {r.number} {_md(r.role)}{' ' + _md(r.feature) if r.feature else ''}: {_md(r.cut)}, "
-                  f"{duration(r.duration_s)} until its last activity, {number(r.tokens)} tokens, {_md(r.cost)}" for r in cut]
+        lines += [
+            f"- session {r.number} {_md(r.role)}{' ' + _md(r.feature) if r.feature else ''}: {_md(r.cut)}, "
+            f"{duration(r.duration_s)} until its last activity, {number(r.tokens)} tokens, {_md(r.cost)}"
+            for r in cut
+        ]
     lines += ["", "### Review findings", ""]
-    rows = [[_md(subject), f"#{f.review_id}", _md(f.verdict),
-             "; ".join(f"{sev}: {_md(_cut(text, ISSUE_CHARS))}" for sev, text in f.issues) or "none", ", ".join(f"#{n}" for n in f.fixed_by)]
-            for subject, found in data.findings for f in found]
-    lines += _md_table(["Feature", "Review", "Verdict", "Issues raised", "Fixed by"], rows) if rows else ["No review yet."]
+    rows = [
+        [
+            _md(subject),
+            f"#{f.review_id}",
+            _md(f.verdict),
+            "; ".join(f"{sev}: {_md(_cut(text, ISSUE_CHARS))}" for sev, text in f.issues) or "none",
+            ", ".join(f"#{n}" for n in f.fixed_by),
+        ]
+        for subject, found in data.findings
+        for f in found
+    ]
+    lines += (
+        _md_table(["Feature", "Review", "Verdict", "Issues raised", "Fixed by"], rows)
+        if rows
+        else ["No review yet."]
+    )
     lines += ["", "### Set aside", ""]
     if data.set_aside:
-        lines += [f"- {a.what} {_code(a.ref)} ({_md(a.message)}): " + (f"{_code(a.show)} shows it, {_code(a.restore)} brings it back"
-                                                                       if a.present else "no longer there") for a in data.set_aside]
+        lines += [
+            f"- {a.what} {_code(a.ref)} ({_md(a.message)}): "
+            + (
+                f"{_code(a.show)} shows it, {_code(a.restore)} brings it back"
+                if a.present
+                else "no longer there"
+            )
+            for a in data.set_aside
+        ]
     else:
         lines.append("Nothing was set aside.")
     return "\n".join(lines) + "\n"

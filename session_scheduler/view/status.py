@@ -47,7 +47,11 @@ def lock_holder(project: Path) -> int | None:
         return None
     for line in table.splitlines():
         parts = line.split()
-        if len(parts) > 5 and parts[1] in ("FLOCK", "POSIX", "OFDLCK") and parts[5].rsplit(":", 1)[-1] == str(inode):
+        if (
+            len(parts) > 5
+            and parts[1] in ("FLOCK", "POSIX", "OFDLCK")
+            and parts[5].rsplit(":", 1)[-1] == str(inode)
+        ):
             pid = int(parts[4]) if parts[4].isdigit() else None
             if pid is not None and pid_alive(pid):
                 return pid
@@ -65,17 +69,33 @@ def cut_sessions(log: list[Event], totals: Totals, running: bool) -> list[dict[s
     found = []
     for event in totals.cut:
         cut, number = event["cut"], int(event["session"])
-        found.append({
-            "session": number, "role": event["role"], "feature": event.get("feature"), "by": cut.get("by"),
-            "run": cut.get("run"), "last_activity": _iso(cut.get("last_activity")), "standing": event["standing"],
-            "resumed": later_start.get(number, 0.0) > float(event["ts"]) or event["standing"] in events.COUNTED,
-        })
+        found.append(
+            {
+                "session": number,
+                "role": event["role"],
+                "feature": event.get("feature"),
+                "by": cut.get("by"),
+                "run": cut.get("run"),
+                "last_activity": _iso(cut.get("last_activity")),
+                "standing": event["standing"],
+                "resumed": later_start.get(number, 0.0) > float(event["ts"])
+                or event["standing"] in events.COUNTED,
+            }
+        )
     flight = totals.in_flight
     if flight is not None and not running:
-        found.append({
-            "session": flight["session"], "role": flight["role"], "feature": flight.get("feature"), "by": "kill",
-            "run": flight.get("run"), "last_activity": None, "standing": None, "resumed": False,
-        })
+        found.append(
+            {
+                "session": flight["session"],
+                "role": flight["role"],
+                "feature": flight.get("feature"),
+                "by": "kill",
+                "run": flight.get("run"),
+                "last_activity": None,
+                "standing": None,
+                "resumed": False,
+            }
+        )
     return found
 
 
@@ -120,25 +140,41 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
     waiting = totals.waiting
     started = totals.run_started
     cut = cut_sessions(log, totals, running)
-    if cut and cut[-1]["last_activity"] is None:  # a killed run's session: its transcript says when it last did something
+    if (
+        cut and cut[-1]["last_activity"] is None
+    ):  # a killed run's session: its transcript says when it last did something
         killed = totals.in_flight or {}
         transcript = project / str(killed.get("log_dir", "")) / "transcript.jsonl"
-        cut[-1]["last_activity"] = _iso(max(float(killed.get("ts", 0.0)), transcript.stat().st_mtime if transcript.is_file() else 0.0))
+        cut[-1]["last_activity"] = _iso(
+            max(float(killed.get("ts", 0.0)), transcript.stat().st_mtime if transcript.is_file() else 0.0)
+        )
     reviews = findings.by_subject(findings.reviews(project, history=False))
     return {
         "project": str(project),
         "phase": lane.role.value if lane else "NEW",
         "running": running or holder is not None,
-        "starting": None if holder is None else {"pid": holder, "doing": "checking the OS sandbox and the project before the first session"},
-        "run": None if started is None else {
+        "starting": None
+        if holder is None
+        else {"pid": holder, "doing": "checking the OS sandbox and the project before the first session"},
+        "run": None
+        if started is None
+        else {
             "id": started["run"],
             "pid": started["pid"],
             "started_at": _iso(float(started["ts"])),
-            "ended": None if totals.run_ended is None else {"status": totals.run_ended["status"], "message": totals.run_ended["message"]},
+            "ended": None
+            if totals.run_ended is None
+            else {"status": totals.run_ended["status"], "message": totals.run_ended["message"]},
         },
-        "current_feature": flight.get("feature") if flight else (lane.work.feature_id if lane and lane.work else None),
-        "current_branch": flight.get("branch") if flight else (lane.work.branch if lane and lane.work else None),
-        "in_flight": None if flight is None else {
+        "current_feature": flight.get("feature")
+        if flight
+        else (lane.work.feature_id if lane and lane.work else None),
+        "current_branch": flight.get("branch")
+        if flight
+        else (lane.work.branch if lane and lane.work else None),
+        "in_flight": None
+        if flight is None
+        else {
             "session": flight["session"],
             "role": flight["role"],
             "model": flight["model"],
@@ -148,7 +184,11 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
             "started_at": _iso(float(flight["ts"])),
             "running_for_s": round(now - float(flight["ts"]), 1),
         },
-        "features": {"total": len(listed), "passing": len(passing & set(listed)), "blocked": len(blocked & set(listed))},
+        "features": {
+            "total": len(listed),
+            "passing": len(passing & set(listed)),
+            "blocked": len(blocked & set(listed)),
+        },
         "sessions": {
             "total": totals.sessions,
             "by_role": totals.sessions_by_role,
@@ -161,19 +201,36 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
         "denials_by_role": dict(sorted(totals.denials_by_role.items())),
         "recent": [_receipt_line(e) for e in totals.recent(RECENT)],
         "last_activity": _iso(last_activity),
-        "waiting": None if waiting is None or float(waiting["until"]) <= now else {
+        "waiting": None
+        if waiting is None or float(waiting["until"]) <= now
+        else {
             "why": waiting["why"],
             "until": _iso(float(waiting["until"])),
             "seconds_left": round(float(waiting["until"]) - now),
         },
         "cut": cut[-RECENT:],
         "findings": {
-            subject: [{"review_id": f.review_id, "verdict": f.verdict, "issues": [{"severity": sev, "text": text} for sev, text in f.issues],
-                       "fixed_by": list(f.fixed_by)} for f in found]
+            subject: [
+                {
+                    "review_id": f.review_id,
+                    "verdict": f.verdict,
+                    "issues": [{"severity": sev, "text": text} for sev, text in f.issues],
+                    "fixed_by": list(f.fixed_by),
+                }
+                for f in found
+            ]
             for subject, found in reviews.items()
         },
         "set_aside": [
-            {"what": a.what, "ref": a.ref, "message": a.message, "present": a.present, "show": a.show, "restore": a.restore, "at": _iso(a.at)}
+            {
+                "what": a.what,
+                "ref": a.ref,
+                "message": a.message,
+                "present": a.present,
+                "show": a.show,
+                "restore": a.restore,
+                "at": _iso(a.at),
+            }
             for a in findings.set_aside(project, totals.set_aside)
         ],
         "log": str(Path(LOG_DIR) / events.log_path(project).name),
@@ -184,8 +241,13 @@ def render(status: dict[str, Any]) -> list[str]:
     """The status as a few lines for a person."""
     features, sessions = status["features"], status["sessions"]
     starting = status.get("starting")
-    state = (f"starting ({starting['doing']}; pid {starting['pid']})" if starting
-             else "running" if status["running"] else "not running")
+    state = (
+        f"starting ({starting['doing']}; pid {starting['pid']})"
+        if starting
+        else "running"
+        if status["running"]
+        else "not running"
+    )
     lines = [f"{status['project']}: {state}, phase {status['phase']}"]
     flight = status["in_flight"]
     if flight:
@@ -196,8 +258,12 @@ def render(status: dict[str, Any]) -> list[str]:
         )
     if status["waiting"]:
         wait = status["waiting"]
-        lines.append(f"  waiting ({wait['why'].replace('_', ' ')}) until {wait['until']} ({duration(wait['seconds_left'])} left)")
-    lines.append(f"  features: {features['passing']}/{features['total']} passing, {features['blocked']} blocked")
+        lines.append(
+            f"  waiting ({wait['why'].replace('_', ' ')}) until {wait['until']} ({duration(wait['seconds_left'])} left)"
+        )
+    lines.append(
+        f"  features: {features['passing']}/{features['total']} passing, {features['blocked']} blocked"
+    )
     by_role = ", ".join(f"{role} {n}" for role, n in sessions["by_role"].items()) or "none"
     lines.append(f"  sessions: {number(sessions['total'])} ({by_role}); {sessions['failed']} failed")
     basis = "" if status["cost_basis"] == "api" else " (the CLI's estimate, not billed)"
@@ -206,20 +272,32 @@ def render(status: dict[str, Any]) -> list[str]:
         lines.append(f"  last {plural(len(status['recent']), 'session')}:")
         for r in status["recent"]:
             verdict = f" {r['verdict']}" if r["verdict"] else ""
-            lines.append(f"    {r['session']:>4} {r['role']:<12} {r['feature'] or '-':<7} {r['outcome']}{verdict}  {money(r['cost_usd'])}")
+            lines.append(
+                f"    {r['session']:>4} {r['role']:<12} {r['feature'] or '-':<7} {r['outcome']}{verdict}  {money(r['cost_usd'])}"
+            )
     for c in status.get("cut", []):
         where = f" · {c['feature']}" if c["feature"] else ""
-        after = ("; run again" if c["resumed"] and c["standing"] not in events.COUNTED else
-                 f"; counted as {c['standing']}" if c["standing"] in events.COUNTED else
-                 "; not resumed yet: run the same command to resume it")
-        lines.append(f"  cut: session {c['session']} {c['role']}{where}, {CUT_BY.get(str(c['by']), str(c['by']))} "
-                     f"(run {c['run']}), last activity {c['last_activity'] or 'unknown'}{after}")
+        after = (
+            "; run again"
+            if c["resumed"] and c["standing"] not in events.COUNTED
+            else f"; counted as {c['standing']}"
+            if c["standing"] in events.COUNTED
+            else "; not resumed yet: run the same command to resume it"
+        )
+        lines.append(
+            f"  cut: session {c['session']} {c['role']}{where}, {CUT_BY.get(str(c['by']), str(c['by']))} "
+            f"(run {c['run']}), last activity {c['last_activity'] or 'unknown'}{after}"
+        )
     lines += _findings_lines(status.get("findings", {}))
     for a in status.get("set_aside", []):
         if a["present"]:
-            lines.append(f"  set aside: {a['ref']} ({a['message']}): `{a['show']}` shows it, `{a['restore']}` brings it back")
+            lines.append(
+                f"  set aside: {a['ref']} ({a['message']}): `{a['show']}` shows it, `{a['restore']}` brings it back"
+            )
         else:
-            lines.append(f"  set aside earlier: {a['ref']} ({a['message']}), no longer there (brought back or dropped)")
+            lines.append(
+                f"  set aside earlier: {a['ref']} ({a['message']}), no longer there (brought back or dropped)"
+            )
     lines.append(f"  last activity: {status['last_activity'] or 'none yet'}")
     run = status["run"]
     if run and run["ended"] and not status["running"]:
@@ -252,5 +330,7 @@ def _findings_lines(found: dict[str, list[dict[str, Any]]]) -> list[str]:
         since = f"; then #{last['review_id']} {last['verdict']}" if last is not review else ""
         text = review["issues"][0]["text"]
         text = text if len(text) <= TEXT_WIDTH else text[: TEXT_WIDTH - 1] + "…"
-        lines.append(f"    {subject:<7} #{review['review_id']} {review['verdict']} ({tally}{fixed}){since}: {text}")
+        lines.append(
+            f"    {subject:<7} #{review['review_id']} {review['verdict']} ({tally}{fixed}){since}: {text}"
+        )
     return lines
