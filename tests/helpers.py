@@ -1,10 +1,15 @@
-"""Small builders shared by the tests: a session request, an injected runner factory."""
+"""Small builders shared by the tests: a session request, an injected runner factory, and the
+one way a test waits for something to happen (`wait_until`; no test sleeps a fixed time)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TypeVar
+
+import pytest
 
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig, SessionType
@@ -13,6 +18,22 @@ from session_scheduler.run.agent import SessionRequest, SessionRunner
 from session_scheduler.run.plan import plan_session, write_plan
 from session_scheduler.run.runners import RunnerFactory
 from session_scheduler.testing.seams import active_sandbox
+
+T = TypeVar("T")
+
+
+def wait_until(condition: Callable[[], T], what: str, timeout: float = 30.0, every: float = 0.02) -> T:
+    """Wait for `condition()` to hold and return its value: as soon as it holds, checked every
+    `every` seconds; the test fails naming `what` if it still does not hold after `timeout`.
+    For what gives no event to wait on (a file appearing, a process showing up in /proc)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(every)
 
 
 def state_for(role: SessionType, feature_id: str = "F001", **lane: object) -> SessionState:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import git
 import pytest
+from helpers import wait_until
 
 from session_scheduler.core.confinement import Host
 from session_scheduler.guard import command_sandbox as cs
@@ -396,10 +397,7 @@ def test_a_timeout_kills_the_command_and_everything_it_started(tree: Path) -> No
         cs.run_sandboxed(f"echo started; (sleep {marker} &); sleep {marker}", tree, real(tree), 3)
     assert time.monotonic() - start < 15
     assert caught.value.timeout == 3 and caught.value.output == "started\n"
-    deadline = time.monotonic() + 5
-    while _running(f"sleep\0{marker}") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _running(f"sleep\0{marker}") == []
+    wait_until(lambda: _running(f"sleep\0{marker}") == [], "every process of the command to end", 5)
 
 
 def test_an_interrupted_wait_kills_the_command_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

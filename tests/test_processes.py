@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import wait_until
 
 from session_scheduler.guard import processes
 
@@ -16,7 +17,8 @@ pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc"
 
 def test_a_left_dev_server_is_stopped_and_an_older_process_is_not(tmp_path: Path) -> None:
     older = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path)
-    time.sleep(1.2)
+    # left_in allows a second for /proc's whole-second boot time: wait until `older` is past that
+    wait_until(lambda: time.time() - 1 > processes._started_at(older.pid), "the older process to be older", 5)
     since = time.time()
     server = subprocess.Popen(
         ["sh", "-c", "trap '' TERM; sleep 60"], cwd=tmp_path / ".", start_new_session=True
@@ -26,8 +28,12 @@ def test_a_left_dev_server_is_stopped_and_an_older_process_is_not(tmp_path: Path
     sibling = Path(f"{tmp_path}-sibling")  # a folder whose name starts with the project's
     sibling.mkdir()
     elsewhere = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=sibling)
-    time.sleep(0.3)
     try:
+        wait_until(
+            lambda: set(processes.left_in(tmp_path, since)) - {server.pid, child.pid},
+            "the shell's `sleep`",
+            5,
+        )
         found = processes.left_in(tmp_path, since)  # the shell's `sleep` too
         assert {server.pid, child.pid} <= set(found) and older.pid not in found and elsewhere.pid not in found
         assert processes.stop_left_in(tmp_path, since, grace_s=0.5) == found
@@ -57,8 +63,10 @@ def test_the_schedulers_own_git_helper_is_never_swept(tmp_path: Path) -> None:
     agents = subprocess.Popen(
         ["sh", "-c", "git cat-file --batch-check; :"], cwd=tmp_path, stdin=subprocess.PIPE
     )
-    time.sleep(0.3)
     try:
+        wait_until(
+            lambda: len(processes.left_in(tmp_path, since)) >= 2, "the agent's own git, a grandchild", 5
+        )
         found = processes.left_in(tmp_path, since)
         assert helper.pid not in found and agents.pid in found
         assert len(found) == 2, "the agent's own git, a grandchild, is swept with its shell"

@@ -24,6 +24,7 @@ from claude_agent_sdk import (
     SystemMessage,
     query,
 )
+from helpers import wait_until
 
 from scripted_model import (
     Fault,
@@ -288,7 +289,7 @@ def test_stop_releases_a_hanging_request() -> None:
 
     thread = threading.Thread(target=client)
     thread.start()
-    time.sleep(0.5)
+    wait_until(lambda: server.requests, "the hanging request", 10)
     assert thread.is_alive() and server.requests[0]["fault"] == "hang"
     started = time.monotonic()
     server.stop()

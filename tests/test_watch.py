@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from helpers import cli_seams
+from helpers import cli_seams, wait_until
 from rich.console import Console
 from test_lifecycle import CFG, new_project
 
@@ -196,9 +196,10 @@ def test_a_quiet_agent_gets_a_heartbeat_line(tmp_path: Path) -> None:
         )
     )
     view.on_event(started())
-    time.sleep(2.5)
+    wait_until(
+        lambda: "… still working: nothing new from the agent for" in out.getvalue(), "a heartbeat line", 10
+    )
     view.close()
-    assert "… still working: nothing new from the agent for" in out.getvalue()
 
 
 def test_the_console_is_copied_into_the_log_folder_from_its_first_line(tmp_path: Path) -> None:
@@ -407,9 +408,14 @@ def test_a_failing_or_slow_notify_command_never_holds_the_run_up(tmp_path: Path)
     failing = Notifier("exit 3", tmp_path, warnings.append)
     failing(make_event("feature_blocked", "r", 1.0, {"feature": "F1", "rejections": 2}))
     failing.started[0].wait(10)
-    time.sleep(0.2)
-    assert any("still running after 1 s; stopped it" in w for w in warnings)
-    assert any("exited with 3" in w for w in warnings)
+    wait_until(
+        lambda: (
+            any("exited with 3" in w for w in warnings)
+            and any("still running after 1 s; stopped it" in w for w in warnings)
+        ),
+        "both commands' warnings",
+        10,
+    )
     assert "--- feature_blocked: exit 3" in (tmp_path / ".agent_logs" / "notify.log").read_text()
 
 
