@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 from helpers import cli_seams
 
 from scripted_model.scenario import Scenario
-from session_scheduler.store import progress
+from session_scheduler.store.authority import FileAuthority
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 from session_scheduler.view.cli import main, resolve_project
 
@@ -118,7 +118,7 @@ def test_a_different_spec_on_resume_is_refused(spec_file: Path, tmp_path: Path) 
 def test_a_second_instance_is_refused_at_once(spec_file: Path) -> None:
     project = resolve_project("app")
     project.mkdir(parents=True)
-    with progress.project_lock(project):
+    with FileAuthority(project).hold():
         result = invoke("--project-dir", "app", "--spec", str(spec_file))
     assert result.exit_code == 1
     assert "another scheduler is already running" in result.output

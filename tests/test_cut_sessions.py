@@ -25,7 +25,8 @@ from session_scheduler.core.config import AgentConfig
 from session_scheduler.run.agent import SessionRequest, SessionResult
 from session_scheduler.run.report import print_summary
 from session_scheduler.run.scheduler import Scheduler
-from session_scheduler.store import events, progress
+from session_scheduler.store import events
+from session_scheduler.store.authority import FileAuthority
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 from session_scheduler.view.project_report import gather, render_html, render_markdown
 from session_scheduler.view.status import render, status_of
@@ -255,7 +256,7 @@ def test_a_run_that_holds_the_lock_before_its_first_event_is_starting_not_new(tm
     project = tmp_path / "app"
     project.mkdir()
     assert status_of(project)["running"] is False
-    with progress.project_lock(project):  # what a run holds during its sandbox probe, before run_started
+    with FileAuthority(project).hold():  # what a run holds during its sandbox probe, before run_started
         status = status_of(project)
         assert status["running"] is True and status["starting"]["pid"] == os.getpid()
         assert (

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import filelock
 import pytest
 
 from scripted_model.hermetic import hermetic_env
@@ -48,6 +47,7 @@ from session_scheduler.core.schemas import HANDOFF_SCHEMAS
 from session_scheduler.repo import gitops
 from session_scheduler.run.invariants import check_invariants
 from session_scheduler.store import events, progress, statefile
+from session_scheduler.store.authority import FileAuthority
 
 pytestmark = pytest.mark.e2e
 
@@ -596,8 +596,7 @@ def test_refused_second_instance_leaves_the_saved_options_alone(baseline: Run, t
     project = tmp_path / "app"
     shutil.copytree(baseline.project, project, symlinks=True)
     saved = (project / progress.CONFIG_FILE).read_text(encoding="utf-8")
-    lock = filelock.FileLock(str(project / progress.LOCK_FILE), timeout=0)
-    with lock:  # stands in for a running scheduler
+    with FileAuthority(project).hold():  # stands in for a running scheduler
         proc = run(
             offline_command(project, baseline.scenario, *MAIN_OPTIONS, "--max-fix-rounds", "1"),
             product_env(tmp_path),

@@ -55,6 +55,7 @@ from session_scheduler.repo import adoption
 from session_scheduler.run.plan import brief_for, plan_session
 from session_scheduler.run.prompts import EXAMPLE_SPEC, template_path
 from session_scheduler.store import crashpoints, events, progress, statefile
+from session_scheduler.store.authority import Authority, FileAuthority
 from session_scheduler.view import status
 from session_scheduler.view.live import LiveConsole, Verbosity
 
@@ -165,13 +166,15 @@ def _credentials_missing() -> str | None:
 @dataclass(frozen=True)
 class Seams:
     """What the command line runs that tests replace: the session runner, the sandbox preflight,
-    the credentials check and the clock the scheduler waits on."""
+    the credentials check, the clock the scheduler waits on and the project's authority."""
 
     runner_factory: RunnerFactory = _open_runner
     preflight: Callable[[], Preflight] = preflight
     clock: Clock = field(default_factory=SystemClock)
     credentials: Callable[[], str | None] = _credentials_missing
     """What to do when Claude Code has no credentials (None: it has, or cannot say)."""
+    authority: Callable[[Path], Authority] = FileAuthority
+    """The right to run on a project (held for the whole run): the project's lock file."""
 
 
 def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentConfig:
@@ -514,7 +517,7 @@ def run_cli(
     echo = view.echo
     probe = _SandboxCheck(config, seams, echo)
     try:
-        with progress.project_lock(project):  # the one owner of the lock: nothing is written before it
+        with seams.authority(project).hold():  # the one owner of the lock: nothing is written before it
             if starts:  # a project with nothing left to run is not probed (the probe runs the real CLI)
                 probe.once()
             place_spec(project, spec, echo)

@@ -7,28 +7,18 @@ session runner, so the answer comes well within a second.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from session_scheduler.core.humane import duration, money, number, outcome, plural
-from session_scheduler.core.layout import LOCK_FILE, LOG_DIR
+from session_scheduler.core.layout import LOG_DIR
 from session_scheduler.run import findings
 from session_scheduler.store import events, statefile
+from session_scheduler.store.authority import FileAuthority, pid_alive
 from session_scheduler.store.events import CUT_BY, Event, Totals
 
 RECENT = 5
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def is_running(totals: Totals) -> bool:
@@ -39,23 +29,8 @@ def is_running(totals: Totals) -> bool:
 
 def lock_holder(project: Path) -> int | None:
     """The process holding the project's lock (a scheduler, from before its sandbox probe to its
-    end), read from /proc/locks: testing the lock by taking it would race a starting run."""
-    try:
-        inode = (project / LOCK_FILE).stat().st_ino
-        table = Path("/proc/locks").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    for line in table.splitlines():
-        parts = line.split()
-        if (
-            len(parts) > 5
-            and parts[1] in ("FLOCK", "POSIX", "OFDLCK")
-            and parts[5].rsplit(":", 1)[-1] == str(inode)
-        ):
-            pid = int(parts[4]) if parts[4].isdigit() else None
-            if pid is not None and pid_alive(pid):
-                return pid
-    return None
+    end), as the project's authority tells it without taking it."""
+    return FileAuthority(project).holder()
 
 
 def cut_sessions(log: list[Event], totals: Totals, running: bool) -> list[dict[str, Any]]:
