@@ -20,6 +20,7 @@ Runs (about 1 s per session on 2 cores):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_until
 
 from scripted_model.hermetic import hermetic_env
 from scripted_model.offline import RobotBrain
@@ -482,13 +484,9 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
 
 
 def wait_for(predicate: Any, proc: subprocess.Popen[str], what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if proc.poll() is not None:
-            pytest.fail(f"the scheduler exited ({proc.returncode}) before {what}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    wait_until(lambda: predicate() or proc.poll() is not None, what, timeout)
+    if not predicate():
+        pytest.fail(f"the scheduler exited ({proc.returncode}) before {what}")
 
 
 def group_alive(pgid: int) -> bool:
@@ -568,10 +566,7 @@ def test_kill_and_resume_matches_an_uninterrupted_run(
     os.killpg(first.pid, signal.SIGKILL)
     first.wait(timeout=30)
     out.close()
-    deadline = time.monotonic() + 10
-    while group_alive(first.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not group_alive(first.pid), "a process of the killed scheduler survived"
+    wait_until(lambda: not group_alive(first.pid), "every process of the killed scheduler to end", 10)
     assert not (folder / "result.json").exists(), f"session {number} had already finished: the kill came late"
     assert state_of(project)["in_progress"]["number"] == number
 
@@ -855,7 +850,8 @@ def test_status_json_follows_a_live_run_and_agrees_with_its_event_log(tmp_path: 
                 latencies.append(time.monotonic() - begun)
                 assert answer.returncode == 0, explain(answer)
                 snapshots.append(json.loads(answer.stdout))
-            time.sleep(0.2)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.2)  # the run's end, or the next status call
         out, err = proc.communicate(timeout=RUN_TIMEOUT)
     finally:
         if proc.poll() is None:
@@ -1145,20 +1141,20 @@ def test_killing_only_the_scheduler_takes_its_cli_along(tmp_path: Path, signum: 
         text=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while not (log_root(project) / "session_0003_REVIEW").exists():
-            assert time.monotonic() < deadline and proc.poll() is None, "session 3 never started"
-            time.sleep(0.05)
-        time.sleep(0.3)
+        wait_for(
+            lambda: (log_root(project) / "session_0003_REVIEW").exists() and processes_in(project),
+            proc,
+            "session 3's CLI at work",
+            120,
+        )
         os.kill(proc.pid, signum)
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    deadline = time.monotonic() + 2
-    while processes_in(project) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not processes_in(project), "a CLI outlived the scheduler that started it"
+    wait_until(
+        lambda: not processes_in(project), "no CLI left in the project (one outlived its scheduler)", 2
+    )
     resumed = run(offline_command(project, scenario), env)
     assert resumed.returncode == 0, explain(resumed)
     assert state_of(project)["backlog"]["passing"] == ["F001", "F002"]
