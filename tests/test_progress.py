@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import wait_until
 
 from session_scheduler.core.config import SessionType
 from session_scheduler.core.errors import StateError
@@ -231,7 +232,13 @@ def _edit_in_place_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) ->
     import time
 
     stat = path.stat()
-    time.sleep(0.02)  # past the kernel's coarse clock tick
+    coarse = getattr(time, "CLOCK_REALTIME_COARSE", time.CLOCK_REALTIME)  # what file times are read from
+    wait_until(
+        lambda: time.clock_gettime_ns(coarse) > stat.st_ctime_ns,
+        "the clock past the file's change time",
+        5,
+        0.001,
+    )
     text = path.read_bytes()
     assert len(old) == len(new) and old in text
     with path.open("r+b") as handle:
