@@ -110,8 +110,29 @@ def test_full_lifecycle(tmp_path: Path) -> None:
 
 def test_rejected_branch_is_deleted_and_redone_from_main(tmp_path: Path) -> None:
     project = new_project(tmp_path)
-    _, _, lines = run(project, LIFECYCLE)
+    report, _, lines = run(project, LIFECYCLE, max_iterations=7)  # session 7: F002's REVIEW rejects
+    assert sessions(project)[-1] == "REVIEW" and report.state.backlog.rejections == (("F002", 1),)
     assert any("branch feature/F002 deleted" in line for line in lines)
+    repo = gitops.open_repo(project)
+    assert gitops.head(repo, "feature/F002") is None  # deleted
+    kept = "refs/scheduler/rejected/session-7/feature/F002"
+    assert git(project, "for-each-ref", "--format=%(refname)", "refs/scheduler/rejected/").split() == [kept]
+    rejected, main_then = git(project, "rev-parse", kept).strip(), gitops.head(repo, "main")
+    assert main_then and not gitops.is_ancestor(repo, rejected, main_then)  # its tip kept, not merged
+    assert report.state.lane.role is SessionType.IMPLEMENT and report.state.lane.work is not None
+    assert report.state.lane.work.feature_id == "F002"
+
+    report, runner, _ = run(project, LIFECYCLE)
+    assert report.status == "done" and sessions(project) == EXPECTED
+    redone = runner.requests[0].plan  # the next session: IMPLEMENT on F002 again
+    assert (
+        redone.role is SessionType.IMPLEMENT and redone.work is not None and redone.work.feature_id == "F002"
+    )
+    # Redone from main as it stood after the rejection, not from the rejected tip; then merged.
+    redo = git(project, "rev-list", "--reverse", "--first-parent", "feature/F002", f"^{main_then}").split()
+    assert redo and git(project, "rev-parse", f"{redo[0]}^").strip() == main_then
+    assert gitops.is_ancestor(repo, "feature/F002", "main") and "F002" in report.state.backlog.passing
+    assert git(project, "rev-parse", kept).strip() == rejected  # still kept
 
 
 def test_interrupted_run_is_resumed_by_a_second_invocation(tmp_path: Path) -> None:
@@ -166,7 +187,17 @@ def test_commit_on_main_is_undone_and_retried(tmp_path: Path) -> None:
     report, _, lines = run(project, scenario)
     assert report.status == "done"
     assert any("IMPLEMENT changed `main`" in line for line in lines)
+    # Undone: main put back where it stood, the stray commit kept aside, never on main.
+    stray = git(project, "rev-parse", "refs/scheduler/undone/session-2/main").strip()
+    assert git(project, "log", "-1", "--format=%s", stray).strip() == "stray commit on main"
+    assert any(
+        f"undo: main reset to {git(project, 'rev-parse', f'{stray}^').strip()[:10]}" in line for line in lines
+    )
     assert "stray commit on main" not in git(project, "log", "--format=%s", "main")
+    # Retried: the same role again on the same feature, then the run goes on as usual.
+    assert sessions(project)[:3] == ["INITIALIZER", "IMPLEMENT", "IMPLEMENT"]
+    assert sessions(project)[2:] == EXPECTED[1:]
+    assert report.totals.failed == 1
 
 
 def test_a_visible_commit_on_main_is_refused_before_it_runs(tmp_path: Path) -> None:
