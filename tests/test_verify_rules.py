@@ -393,10 +393,15 @@ def test_review_without_a_review_of_its_feature(tmp_path: Path) -> None:
     refused(world, "no review of F001 was appended to reviews.json")
 
 
-def test_review_verdicts_other_than_pass_keep_every_branch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("verdict", ["REJECT", "REQUEST_CHANGES"])
+def test_review_verdicts_other_than_pass_keep_every_branch(tmp_path: Path, verdict: str) -> None:
     world = start(tmp_path, T.REVIEW, feature("F001"))
-    world.add_review("REJECT")
-    assert world.verify() == Outcome(T.REVIEW, True, verdict="REJECT", review_id=2)
+    tip = world.head("feature/F001")
+    world.add_review(verdict)
+    assert world.verify() == Outcome(T.REVIEW, True, verdict=verdict, review_id=2)
+    assert gitops.branches(world.repo) == world.pre.heads  # main and every branch where they were
+    assert tip is not None and world.head("feature/F001") == tip
+    assert not gitops.is_ancestor(world.repo, "feature/F001", "main")  # nothing merged
 
 
 def test_review_request_changes_that_merges_anyway(tmp_path: Path) -> None:
