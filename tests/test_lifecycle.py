@@ -269,8 +269,12 @@ def test_initializer_that_keeps_failing_halts_and_is_retried_on_the_next_run(tmp
     lines: list[str] = []
     report = Scheduler(project, AgentConfig(max_attempts=2), Idle(), echo=lines.append).run()
     assert report.status == "halted" and "no feature_list.json was written" in report.message
-    report, _, _ = run(project, {"features": 1})
+    assert sessions(project) == ["INITIALIZER", "INITIALIZER"]  # it kept failing: both attempts used
+    assert report.state.lane.role is SessionType.HALTED
+    report, runner, _ = run(project, {"features": 1})
     assert report.status == "done"
+    assert runner.requests[0].plan.role is SessionType.INITIALIZER  # the next run retries it first
+    assert sessions(project) == ["INITIALIZER", "INITIALIZER", "INITIALIZER", "IMPLEMENT", "REVIEW"]
 
 
 def test_the_budget_stops_the_run_and_each_session_gets_what_is_left(tmp_path: Path) -> None:
