@@ -18,6 +18,7 @@ from test_lifecycle import CFG, new_project
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig
 from session_scheduler.core.humane import duration, money, number, outcome, plural
+from session_scheduler.core.version import VERSION
 from session_scheduler.run.agent import SessionRequest, SessionResult
 from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.store import events
@@ -84,7 +85,7 @@ def test_a_long_line_is_cut_with_an_ellipsis() -> None:
 
 def test_version() -> None:
     result = CliRunner().invoke(main, ["--version"])
-    assert result.exit_code == 0 and "0.2.0" in result.output
+    assert result.exit_code == 0 and VERSION in result.output
 
 
 # -- the live console -----------------------------------------------------------------------------

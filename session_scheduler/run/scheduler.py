@@ -13,7 +13,7 @@ from typing import Any
 
 import git
 
-from session_scheduler.core import pricing
+from session_scheduler.core import pricing, version
 from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
 from session_scheduler.core.errors import GitError, NotLoggedIn, SchedulerError, StateError, UnknownModel
@@ -53,7 +53,6 @@ from session_scheduler.run.verify import PreSession, capture, heads_of, verify_s
 from session_scheduler.store import crashpoints, events, handoff_history, progress, statefile
 from session_scheduler.store.events import EventLog, Totals, new_run_id
 
-VERSION = "0.2.0"
 STATE_COPIES = 3
 """Session folders that keep a copy of the state after them (older ones are compacted away)."""
 SANDBOX_RETRIES = 2
@@ -171,7 +170,7 @@ class Scheduler:
                 "run_started",
                 pid=os.getpid(),
                 project=str(self.project),
-                version=VERSION,
+                version=version.VERSION,
                 cost_basis=self.cost_basis,
             )
             self._record_set_aside()

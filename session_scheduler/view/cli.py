@@ -49,6 +49,7 @@ from session_scheduler.core.errors import (
 )
 from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE
 from session_scheduler.core.machine import SessionState, resume
+from session_scheduler.core.version import VERSION
 from session_scheduler.guard import safe_git
 from session_scheduler.guard.sandbox import Host, Preflight, preflight
 from session_scheduler.repo import adoption
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
     from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
     from session_scheduler.run.runners import RunnerFactory
 
-VERSION = "0.2.0"
 HERE = Path(__file__).resolve().parents[2]
 SPEC_NAME = "app_spec.txt"
 OFFLINE_DEFAULTS: dict[str, Any] = {"test_command": "bash init.sh", "feature_count": 6}
