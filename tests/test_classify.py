@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from session_scheduler.core.config import SessionType
 from session_scheduler.core.machine import Outcome
 from session_scheduler.run.agent import SessionResult
 from session_scheduler.run.classify import BACKOFF_CAP_S, Classified, Standing, backoff_s, cut_short, judged
+from session_scheduler.testing.seams import VirtualClock
 
 S = Standing
 OK = SessionResult(subtype="success", is_error=False, num_turns=5)
@@ -93,9 +92,9 @@ def test_standings() -> None:
 
 
 def test_backoff_doubles_from_30_s_to_15_min_with_jitter() -> None:
-    low = random.Random(0)
+    low = VirtualClock()
     low.random = lambda: 0.0  # type: ignore[method-assign]
     assert [backoff_s(n, low) for n in (1, 2, 3, 6, 7, 20)] == [30, 60, 120, 900, 900, 900]
-    high = random.Random(0)
+    high = VirtualClock()
     high.random = lambda: 1.0  # type: ignore[method-assign]
     assert backoff_s(1, high) == 36 and backoff_s(9, high) == BACKOFF_CAP_S * 1.2

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -727,6 +728,12 @@ class SkippingClock:
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.skipped += seconds
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.skipped
+
+    def random(self) -> float:
+        return random.random()
 
 
 def test_one_invocation_waits_out_a_usage_limit_and_backs_off_a_529_burst(

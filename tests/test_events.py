@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from session_scheduler.store import events
 from session_scheduler.store.events import EventLog, Totals, make_event
+from session_scheduler.testing.seams import VirtualClock
 
 
 def receipt(cost: float = 0.0, tokens: int = 0, **extra: Any) -> dict[str, Any]:
@@ -206,7 +207,7 @@ def test_a_session_in_flight_and_a_wait_until_the_next_session_starts() -> None:
 def test_a_run_id_says_when_and_which_process() -> None:
     import os
 
-    assert events.new_run_id(0.0) == f"19700101T000000-{os.getpid()}"
+    assert events.new_run_id(VirtualClock(0.0)) == f"19700101T000000-{os.getpid()}"
     assert events.new_run_id().endswith(f"-{os.getpid()}")
 
 

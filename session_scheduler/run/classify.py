@@ -16,7 +16,6 @@ verified: its hand-off files are restored and it runs again); `judged` decides a
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import claude_agent_sdk
 
+from session_scheduler.core.clock import Clock
 from session_scheduler.core.machine import Outcome
 from session_scheduler.run.agent import SessionResult
 
@@ -143,11 +143,12 @@ LIMIT_MARGIN_S = 60
 """Seconds waited past a usage limit's reset time, so the first request after it is not refused."""
 
 
-def backoff_s(outages: int, rng: random.Random | None = None) -> float:
+def backoff_s(outages: int, clock: Clock) -> float:
     """The wait before the n-th rerun of a session cut by an outage: min(30 s x 2^(n-1), 15 min),
-    with up to 20% jitter so that many schedulers do not come back at the same moment."""
+    with up to 20% jitter (drawn from `clock`) so that many schedulers do not come back at the
+    same moment."""
     delay = min(BACKOFF_BASE_S * 2 ** max(outages - 1, 0), BACKOFF_CAP_S)
-    return float(delay * (1 + 0.2 * (rng or random.Random()).random()))
+    return float(delay * (1 + 0.2 * clock.random()))
 
 
 def receipt(

@@ -83,8 +83,8 @@ class Scheduler:
 
     Side effects: git in the project (through gitops), the hand-off and state files, the
     session log folders, and whatever the injected `runner` does (it runs the agent).
-    `echo` receives the progress lines. The caller holds the project lock
-    (`progress.project_lock`) for the whole run.
+    `echo` receives the progress lines. Time, waits and chance come from `clock`. The caller
+    holds the project's `Authority` (store/authority.py) for the whole run.
     """
 
     def __init__(
@@ -109,7 +109,7 @@ class Scheduler:
         self.config = config
         self.runner = runner
         self.echo = echo
-        self.events = events or EventLog(project, new_run_id())
+        self.events = events or EventLog(project, new_run_id(self.clock), clock=self.clock.now)
         self.cost_basis = cost_basis
         self.totals = Totals()
         """The project's totals: the event log folded, kept current as events are appended."""
@@ -293,7 +293,7 @@ class Scheduler:
                 self.save(state, interrupted)
             elif standing is Standing.OUTAGE:
                 outages += 1
-                delay = backoff_s(outages)
+                delay = backoff_s(outages, self.clock)
                 if (
                     self._outage_since is None
                 ):  # from the first failed request, the CLI's own retries included
@@ -382,7 +382,7 @@ class Scheduler:
         old = Path(interrupted["log_dir"])
         why = interrupted.get("why", Standing.INTERRUPTED.value)
         if (old / "pre").is_dir():
-            aside = old.with_name(old.name + f".interrupted-{why}-{time.time_ns()}")
+            aside = self._aside(old, why)
             old.rename(aside)
             crashpoints.reached("recover_set_aside")
         else:  # killed again after the folder was set aside, before the rerun saved its own
@@ -572,7 +572,7 @@ class Scheduler:
             self.echo(
                 "  WARNING: no OS sandbox (--no-sandbox): this session's commands can write outside the project"
             )
-        started = time.time()
+        started = time.time()  # the OS's clock, not `self.clock`: compared with processes' start times
         try:
             result = self.runner.run(request)
         except KeyboardInterrupt:
@@ -684,7 +684,7 @@ class Scheduler:
         cut = {
             "by": result.terminal_reason or "no_result",
             "run": self.events.run,
-            "last_activity": round(time.time(), 3),
+            "last_activity": round(self.clock.now(), 3),
         }
         self.events.emit(
             "session_ended",
@@ -704,7 +704,7 @@ class Scheduler:
         estimated, and what cut it: this run's stop (Ctrl-C, a stop signal), or, recorded by the
         next run, the kill of the run it belonged to (then it ended at its last recorded activity)."""
         run = str(started.get("run") or self.events.run)
-        last = time.time()
+        last = self.clock.now()
         if killed:
             try:
                 last = max(float(started["ts"]), transcript.stat().st_mtime)
@@ -805,7 +805,14 @@ class Scheduler:
         """Keep a session's log folder that will be run again under another name."""
         folder = log_dir_for(self.project, state.next_number, state.lane.role)
         if folder.exists():
-            folder.rename(folder.with_name(f"{folder.name}.interrupted-{why}-{time.time_ns()}"))
+            folder.rename(self._aside(folder, why))
+
+    def _aside(self, folder: Path, why: str) -> Path:
+        """The name a session's log folder is set aside under: `<name>.interrupted-<why>-<clock ns>`."""
+        stamp = int(self.clock.now() * 1e9)
+        while (aside := folder.with_name(f"{folder.name}.interrupted-{why}-{stamp}")).exists():
+            stamp += 1  # a clock that stands still (a test's) sets two aside at one instant
+        return aside
 
     @staticmethod
     def _in_progress(number: int, log_dir: Path, pre: PreSession) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.layout import EVENTS_FILE, LOG_DIR
 from session_scheduler.store import crashpoints
 
@@ -77,9 +78,10 @@ def log_path(project: Path) -> Path:
     return project / LOG_DIR / EVENTS_FILE
 
 
-def new_run_id(now: float | None = None) -> str:
-    """An invocation's id: when it started and its process, readable and unique on one machine."""
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now if now is not None else time.time()))
+def new_run_id(clock: Clock | None = None) -> str:
+    """An invocation's id: when it started (on `clock`, the system's by default) and its process,
+    readable and unique on one machine."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime((clock or SystemClock()).now()))
     return f"{stamp}-{os.getpid()}"
 
 

@@ -559,7 +559,7 @@ def _run(
     from session_scheduler.run.scheduler import Scheduler
     from session_scheduler.view.notify import Notifier
 
-    log = events.EventLog(project, events.new_run_id())
+    log = events.EventLog(project, events.new_run_id(seams.clock), clock=seams.clock.now)
     log.subscribe(view.on_event)
     if config.notify:
         log.subscribe(Notifier(config.notify, project, view.echo))
