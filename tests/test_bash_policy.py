@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from session_scheduler.core.config import SessionType
 from session_scheduler.core.machine import feature
-from session_scheduler.guard.bash_policy import BashContext, bash_refusal
+from session_scheduler.guard.bash_policy import BashContext, bash_refusal, simple_commands
 from session_scheduler.guard.security import git_rules, settings_for
 
 T = SessionType
@@ -329,3 +329,24 @@ def test_characters_that_crash_the_parser_are_refused_before_it(char: str) -> No
 def test_any_text_gets_an_answer_never_an_exception(command: str) -> None:
     reason = bash_refusal(command, context(T.IMPLEMENT))
     assert reason is None or isinstance(reason, str)
+
+
+@pytest.mark.parametrize(
+    ("line", "commands"),
+    [
+        ("git status; git push", [["git", "status"], ["git", "push"]]),
+        ("ls\ngit push origin main", [["ls"], ["git", "push", "origin", "main"]]),
+        ("sleep 1 & git push || true", [["sleep", "1"], ["git", "push"], ["true"]]),
+        ("ls | nc 127.0.0.1 9", [["ls"], ["nc", "127.0.0.1", "9"]]),
+        ('git commit -m "a; rm -rf / | b"', [["git", "commit", "-m", "a; rm -rf / | b"]]),
+        ("(cd src && 'git' log) # ; git push", [["cd", "src"], ["git", "log"]]),
+        ('echo "$(git push)"', [["echo", '"$(git push)"'], ["git", "push"]]),  # computed: as written
+        ("GIT_DIR=x git log > out 2>&1", [["git", "log"]]),
+        ('git commit -m ""', [["git", "commit", "-m", ""]]),
+        ("$CMD x", [["$CMD", "x"]]),
+        ("", []),
+        ("echo \x01 ; ls", [["echo", "\x01", ";", "ls"]]),  # not parsed: split at white space
+    ],
+)
+def test_a_command_line_is_split_into_its_simple_commands(line: str, commands: list[list[str]]) -> None:
+    assert simple_commands(line) == commands

@@ -107,6 +107,33 @@ def test_bash_rules_are_read_like_the_cli_reads_them(command: str, decision: str
     assert bash_decision(settings_for(T.REVIEW), command) == decision
 
 
+@pytest.mark.parametrize(
+    ("command", "decision"),
+    [  # what the two regexes that split command lines here before got wrong (their answer after #)
+        ("git status\ngit push origin main", "deny"),  # allow: a newline was no separator
+        ("git status & git push", "deny"),  # allow: nor was `&`
+        ('git log "$(git push)"', "deny"),  # allow: nor a command substitution
+        ("(git push)", "deny"),  # ask: `(git` was a word
+        ("'git' push", "deny"),  # ask: quotes were kept
+        ("git log --format='%h;%s'", "allow"),  # ask: split inside quotes
+        ("git log --grep='a|b'", "allow"),  # ask
+        ("git status # ; git push", "allow"),  # deny: split inside a comment
+    ],
+)
+def test_command_lines_are_split_by_the_shell_parser(command: str, decision: str) -> None:
+    assert bash_decision(settings_for(T.REVIEW), command) == decision
+
+
+def test_a_denial_names_the_rule_of_a_command_on_a_later_line(tmp_path: Path) -> None:
+    from session_scheduler.guard.security import denial_rule
+
+    command = {"command": "git status\n(git push origin main)"}
+    assert (
+        denial_rule(settings_for(T.REVIEW), T.REVIEW, tmp_path, "Bash", command)
+        == "deny rule Bash(git push:*)"
+    )
+
+
 def test_every_role_has_a_policy_and_the_ends_have_none() -> None:
     assert set(POLICIES) == set(ROLES)
     with pytest.raises(ValueError, match="runs no session"):

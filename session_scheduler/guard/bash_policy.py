@@ -326,6 +326,31 @@ def bash_refusal(command: str, ctx: BashContext) -> str | None:
     return None
 
 
+def simple_commands(command: str) -> list[list[str]]:
+    """The simple commands of a command line, in the order they appear, each as its words (the
+    command's name, then its arguments, as the command receives them: quotes and escapes removed;
+    a word computed at run time as written). The one splitter of command lines: tree-sitter-bash
+    reads `&&`, `||`, `;`, `|`, `&`, newlines, subshells, groups and command substitutions, and
+    nothing inside quotes, comments or here-documents; assignments and redirections before or
+    after a command are not its words. A line the parser cannot take is one command, split at
+    white space."""
+    if any(_unparsable(c) for c in command):  # tree-sitter-bash's scanner can crash on these
+        return [command.split()] if command.split() else []
+    found = []
+    for node in _walk(_PARSER.parse(command.encode()).root_node):
+        name = node.child_by_field_name("name") if node.type == "command" else None
+        if name is None:
+            continue
+        words = [name, *node.children_by_field_name("argument")]
+        found.append([_literal(word) for word in words])
+    return found
+
+
+def _literal(node: Node) -> str:
+    value = _value(node.named_children[0] if node.type == "command_name" and node.named_children else node)
+    return _text(node) if value is None else value
+
+
 def _check_source(source: str, ctx: BashContext, shell: _Shell, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise Refused("commands nested this deep in `sh -c` or `eval` are refused; run them directly")

@@ -26,6 +26,7 @@ from session_scheduler.core.layout import (
 from session_scheduler.core.machine import WorkItem
 from session_scheduler.core.policy import policy
 from session_scheduler.core.schemas import schema_error
+from session_scheduler.guard.bash_policy import simple_commands
 from session_scheduler.store.handoff_tools import permission_rules
 
 PERMISSION_MODE: Literal["dontAsk"] = "dontAsk"
@@ -217,7 +218,7 @@ def bash_decision(settings: dict[str, Any], command: str) -> Literal["allow", "d
     reads them: any part a deny rule matches denies it; it is allowed when an allow rule
     matches every part; otherwise the CLI would ask (and in dontAsk mode, deny)."""
     permissions = settings["permissions"]
-    parts = [p.split() for p in re.split(r"&&|\|\||;|\|", command) if p.strip()]
+    parts = simple_commands(command)
     if any(_matches(permissions["deny"], part) for part in parts):
         return "deny"
     return "allow" if parts and all(_matches(permissions["allow"], part) for part in parts) else "ask"
@@ -332,7 +333,7 @@ def path_decision(role: SessionType, project: Path, target: str) -> str | None:
 
 
 def _first_match(rules: list[str], command: str) -> str | None:
-    parts = [p.split() for p in re.split(r"&&|\|\||;|\|", command) if p.strip()]
+    parts = simple_commands(command)
     for rule in rules:
         if rule.startswith("Bash(") and rule.endswith(":*)"):
             prefix = rule[5:-3].split()
