@@ -1,10 +1,18 @@
-"""Shared fixtures: every test gets its own generations folder and a git identity."""
+"""Shared fixtures: every test gets its own generations folder and a git identity, and leaves no
+sessions' private temp folder (`agent-<hash>` in the system's temp folder) behind."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from session_scheduler.guard import sandbox
+
+_MADE: set[Path] = set()
+"""Every private temp folder a test of this session asked for that was not there before it."""
 
 
 @pytest.fixture(autouse=True)
@@ -14,6 +22,37 @@ def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
         monkeypatch.setenv(key, "Test Agent")
     for key in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
         monkeypatch.setenv(key, "agent@test.invalid")
+
+
+@pytest.fixture(autouse=True)
+def _no_private_tmp_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A session's private temp folder is removed by the run that made it (Scheduler.run); a test
+    that plans a session itself (write_plan makes the folder) or stops a run midway leaves it in
+    the system's temp folder. Note each one a test asks for (the path is unchanged) and remove
+    those it made."""
+    made: list[Path] = []
+    real = sandbox.private_tmp
+
+    def private_tmp(project: Path) -> Path:
+        path = real(project)
+        if not path.exists() and path not in made:
+            made.append(path)
+        return path
+
+    monkeypatch.setattr(sandbox, "private_tmp", private_tmp)
+    yield
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
+    _MADE.update(made)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _check_no_private_tmp_left() -> Iterator[None]:
+    """The check: after the whole session, none of the private temp folders the tests made is left."""
+    yield
+    left = sorted(str(path) for path in _MADE if path.exists())
+    if left:
+        pytest.fail(f"tests left {len(left)} private temp folder(s) behind: {', '.join(left[:5])}")
 
 
 @pytest.fixture
