@@ -118,8 +118,8 @@ def test_a_kill_during_the_wait_waits_again_on_the_next_run(tmp_path: Path) -> N
     saved = load(project)
     assert saved is not None and saved.in_progress is not None
     assert (
-        saved.in_progress["why"] == "usage_limit"
-        and saved.in_progress["wait_until"] == START + 1800 + LIMIT_MARGIN_S
+        saved.in_progress.why == "usage_limit"
+        and saved.in_progress.wait_until == START + 1800 + LIMIT_MARGIN_S
     )
     runner.clock = VirtualClock(START + 100)
     report, _ = run(project, runner)
@@ -154,7 +154,7 @@ def test_an_outage_longer_than_the_allowance_stops_the_run_resumably(tmp_path: P
     )  # type: ignore[attr-defined]
     assert len(clock.sleeps) == 2  # 30 s and 60 s fit in 2 minutes, 120 s more does not
     saved = load(project)
-    assert saved is not None and saved.in_progress is not None and saved.in_progress["number"] == 2
+    assert saved is not None and saved.in_progress is not None and saved.in_progress.number == 2
 
 
 def test_the_outage_allowance_counts_the_clis_own_retries(tmp_path: Path) -> None:
@@ -201,7 +201,7 @@ def test_authentication_and_unknown_models_stop_at_once(
         run(project, runner)
     assert clock.sleeps == []
     saved = load(project)
-    assert saved is not None and saved.in_progress is not None and saved.in_progress["why"] == "auth"
+    assert saved is not None and saved.in_progress is not None and saved.in_progress.why == "auth"
     report, _ = run(project, runner)  # fixed: the same command resumes with that session
     assert report.status == "done"  # type: ignore[attr-defined]
     assert SPEC.exists()

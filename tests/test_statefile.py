@@ -10,6 +10,7 @@ import pytest
 from session_scheduler.core.config import SessionType
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.machine import Backlog, Lane, SessionState, architecture_fixes, feature
+from session_scheduler.core.session import InFlight
 from session_scheduler.store import statefile
 
 STATES = [
@@ -27,9 +28,7 @@ STATES = [
 
 @pytest.mark.parametrize("state", STATES)
 def test_a_saved_state_loads_as_it_was(tmp_path: Path, state: SessionState) -> None:
-    statefile.save(
-        tmp_path, state, {"number": 3, "log_dir": "l", "main": "m", "branch_tip": None, "heads": {}}
-    )
+    statefile.save(tmp_path, state, InFlight(number=3, log_dir="l", main="m", branch_tip=None))
     saved = statefile.load(tmp_path)
     assert saved is not None and saved.state == state
     assert saved.in_progress is not None
@@ -93,3 +92,61 @@ def test_non_utf8_bytes_are_a_state_error(tmp_path: Path) -> None:
     (tmp_path / ".agent_state.json").write_bytes(b'{"lane": "\xff"}')
     with pytest.raises(StateError, match="not UTF-8"):
         statefile.load(tmp_path)
+
+
+IN_FLIGHT_FORMS = [
+    {"number": 2, "log_dir": "x", "main": "abc", "branch_tip": None, "heads": {}},  # 0.1: every branch
+    {
+        "number": 5,
+        "log_dir": "/p/.agent_logs/session_0005_REVIEW",
+        "main": "m" * 40,
+        "branch_tip": "t" * 40,
+        "heads": {"feature/F001": "t" * 40},
+        "heads_gone": ["feature/F000"],
+        "copies": "/p/.agent_logs/restore/pre",
+    },
+    {
+        "number": 5,
+        "log_dir": "l",
+        "main": "m",
+        "branch_tip": None,
+        "heads": {},
+        "heads_gone": [],
+        "copies": "c",
+        "why": "usage_limit",
+        "wait_until": 1800060,
+    },
+    {
+        "number": 5,
+        "log_dir": "l",
+        "main": "m",
+        "branch_tip": None,
+        "heads": {},
+        "why": "outage",
+        "wait_until": 1.5,
+    },
+]
+
+
+@pytest.mark.parametrize("form", IN_FLIGHT_FORMS)
+def test_the_session_in_flight_is_saved_as_every_earlier_version_saved_it(
+    tmp_path: Path, form: dict[str, object]
+) -> None:
+    """The state file's `in_progress` is read into an InFlight and written back byte for byte."""
+    data = {**statefile.to_json(STATES[0]), "in_progress": form}
+    (tmp_path / ".agent_state.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    saved = statefile.load(tmp_path)
+    assert saved is not None and saved.in_progress is not None
+    assert json.dumps(saved.in_progress.to_json()) == json.dumps(form)
+    assert saved.in_progress.number == form["number"] and saved.in_progress.lane == 0
+    statefile.save(tmp_path, saved.state, saved.in_progress)
+    assert json.loads((tmp_path / ".agent_state.json").read_text(encoding="utf-8"))["in_progress"] == form
+
+
+def test_a_cut_session_in_flight_keeps_its_start() -> None:
+    start = InFlight.from_json(IN_FLIGHT_FORMS[1])
+    assert start is not None
+    cut = start.cut("outage", 12.0)
+    assert (cut.why, cut.wait_until, cut.heads, cut.copies) == ("outage", 12.0, start.heads, start.copies)
+    assert list(cut.to_json()) == [*IN_FLIGHT_FORMS[1], "why", "wait_until"]
+    assert InFlight.from_json(None) is None

@@ -278,6 +278,7 @@ def test_status_json_through_the_cli_and_a_project_that_does_not_exist(tmp_path:
         "recent",
     ):
         assert key in data
+    assert data["version"] == status.VERSION == 1
     assert data["phase"] == "REVIEW" and data["run"]["ended"]["status"] == "limit"
     text = CliRunner().invoke(main, ["status", "--project-dir", str(project)])
     assert (

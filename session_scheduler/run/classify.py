@@ -10,6 +10,8 @@ A session ends in one of these standings:
 - not counted, and the run stops: `BUDGET` (the project budget ran out in the session),
   `AUTH` (the endpoint refused the credentials, the billing or the model: a person must act).
 
+What each standing leads to is one table, `core/standing.CONSEQUENCES`.
+
 `cut_short` decides from the CLI's report alone, before verification (a cut session is not
 verified: its hand-off files are restored and it runs again); `judged` decides after it.
 """
@@ -17,7 +19,6 @@ verified: its hand-off files are restored and it runs again); `judged` decides a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -25,27 +26,8 @@ import claude_agent_sdk
 
 from session_scheduler.core.clock import Clock
 from session_scheduler.core.machine import Outcome
+from session_scheduler.core.standing import Standing as Standing  # re-exported: classify decides it
 from session_scheduler.run.agent import SessionResult
-
-
-class Standing(Enum):
-    VERIFIED = "verified"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    USAGE_LIMIT = "usage_limit"
-    OUTAGE = "outage"
-    SANDBOX = "sandbox"
-    BUDGET = "budget"
-    AUTH = "auth"
-
-    @property
-    def counted(self) -> bool:
-        """Counts as a session of its role (and, when FAILED, as an attempt)."""
-        return self in (Standing.VERIFIED, Standing.FAILED)
-
-    @property
-    def stops_the_run(self) -> bool:
-        return self in (Standing.BUDGET, Standing.AUTH)
 
 
 @dataclass(frozen=True)

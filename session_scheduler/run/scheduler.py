@@ -32,6 +32,8 @@ from session_scheduler.core.machine import (
     transition,
 )
 from session_scheduler.core.policy import policy
+from session_scheduler.core.session import InFlight, SessionFolder
+from session_scheduler.core.standing import Standing, Then, Wait
 from session_scheduler.guard import processes, safe_git
 from session_scheduler.guard.sandbox import Host, private_tmp
 from session_scheduler.guard.security import denial_rule
@@ -40,7 +42,6 @@ from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRu
 from session_scheduler.run.classify import (
     LIMIT_MARGIN_S,
     Classified,
-    Standing,
     backoff_s,
     cut_short,
     judged,
@@ -55,12 +56,6 @@ from session_scheduler.store.events import EventLog, Totals, new_run_id
 
 STATE_COPIES = 3
 """Session folders that keep a copy of the state after them (older ones are compacted away)."""
-SANDBOX_RETRIES = 2
-"""Reruns, per invocation, of a session whose sandbox failed to start (not counted as attempts)."""
-SANDBOX_STOP = (
-    "Claude Code's OS sandbox kept failing to start (see `--check`; a heavily loaded machine can "
-    "delay its socat bridges); run the same command again"
-)
 
 
 @dataclass(frozen=True)
@@ -71,11 +66,11 @@ class Ran:
     result: SessionResult
     outcome: Outcome | None
     classified: Classified
-    in_progress: dict[str, Any]
+    in_progress: InFlight
 
 
 def log_dir_for(project: Path, number: int, role: SessionType) -> Path:
-    return project / LOG_DIR / f"session_{number:04d}_{role.value}"
+    return SessionFolder.of(project, number, role).path
 
 
 class Scheduler:
@@ -126,7 +121,7 @@ class Scheduler:
         """The person's CLAUDE.md and branch as the first run found them (read when the run opens the project)."""
 
     # -- state -----------------------------------------------------------------
-    def load(self) -> tuple[SessionState, dict[str, Any] | None]:
+    def load(self) -> tuple[SessionState, InFlight | None]:
         saved = statefile.load(self.project)
         if saved is None and (self.project / "feature_list.json").exists():
             raise StateError(
@@ -140,7 +135,7 @@ class Scheduler:
             self.echo(f"The last run halted ({state.halt_reason}); trying the INITIALIZER again")
         return resume(state), saved.in_progress
 
-    def save(self, state: SessionState, in_progress: dict[str, Any] | None = None) -> None:
+    def save(self, state: SessionState, in_progress: InFlight | None = None) -> None:
         self.events.sync()  # first: the saved state is never ahead of the event log on disk
         statefile.save(self.project, state, in_progress)
 
@@ -266,53 +261,39 @@ class Scheduler:
             session = self._one_session(repo, state, pre)
             self.count += 1
             standing, why = session.classified.standing, session.classified.reason
-            if session.outcome is not None and standing.counted:
+            consequence = standing.consequence
+            if consequence.then is Then.TRANSITION:
+                assert session.outcome is not None  # a counted session was verified
                 outages, self._outage_since = 0, None
                 state = self._after(repo, state, session.outcome)
-            elif standing is Standing.AUTH:
+            elif consequence.then is Then.RAISE:
                 raise (UnknownModel if session.classified.unknown_model else NotLoggedIn)(why)
-            elif standing is Standing.BUDGET:
-                self._budget_reached()
-                return self._report(
-                    "limit", state, f"{why}; raise --max-budget-usd and run the same command again to resume"
-                )
-            elif standing is Standing.SANDBOX:
+            elif consequence.then is Then.STOP:
+                if standing is Standing.BUDGET:
+                    self._budget_reached()
+                return self._report("limit", state, f"{why}; {consequence.stop}")
+            elif consequence.then is Then.RERUN_FRESH:
                 sandbox_faults += 1
-                self._set_aside(state, "sandbox")
-                if sandbox_faults > SANDBOX_RETRIES:
+                self._set_aside(state, standing.value)
+                if sandbox_faults > consequence.retries:
                     self.save(state)
-                    return self._report("limit", state, SANDBOX_STOP)
-                self.echo("  the OS sandbox failed to start for this session; running it again")
-            elif standing is Standing.USAGE_LIMIT:
-                resets_at = session.classified.resets_at or self.clock.now()
-                interrupted = {
-                    **session.in_progress,
-                    "why": standing.value,
-                    "wait_until": resets_at + LIMIT_MARGIN_S,
-                }
+                    return self._report("limit", state, consequence.stop)
+                self.echo(f"  {consequence.note}")
+            else:  # Then.RERUN, after its wait
+                if consequence.wait is Wait.BACKOFF:
+                    outages += 1
+                    delay = self._outage_stop(session, outages, why)
+                    if isinstance(delay, str):
+                        return self._report("limit", state, delay)
+                    wait_until: float | None = self.clock.now() + delay
+                elif consequence.wait is Wait.RESET:
+                    wait_until = (session.classified.resets_at or self.clock.now()) + LIMIT_MARGIN_S
+                else:
+                    wait_until = None
+                interrupted = session.in_progress.cut(standing.value, wait_until)
                 self.save(state, interrupted)
-            elif standing is Standing.OUTAGE:
-                outages += 1
-                delay = backoff_s(outages, self.clock)
-                if (
-                    self._outage_since is None
-                ):  # from the first failed request, the CLI's own retries included
-                    self._outage_since = self.clock.now() - session.result.retrying_s
-                outage_s = self.clock.now() - self._outage_since
-                if outage_s + delay > self.config.max_outage_minutes * 60:
-                    return self._report(
-                        "limit",
-                        state,
-                        f"{why}; gave up after {duration(outage_s)} of failing requests, retries and back-off "
-                        f"included (--max-outage-minutes {self.config.max_outage_minutes:g}); run the same command again later",
-                    )
-                interrupted = {
-                    **session.in_progress,
-                    "why": standing.value,
-                    "wait_until": self.clock.now() + delay,
-                }
-                self.save(state, interrupted)
-                self.echo(f"  {why}; running the session again in {delay:.0f} s (outage {outages})")
+                if consequence.wait is Wait.BACKOFF:
+                    self.echo(f"  {why}; running the session again in {delay:.0f} s (outage {outages})")
         if state.lane.role is SessionType.HALTED:
             return self._report("halted", state, state.halt_reason)
         backlog = state.backlog
@@ -325,23 +306,37 @@ class Scheduler:
         )
         return self._report("done", state, done)
 
-    def _wait(self, interrupted: dict[str, Any]) -> str | None:
+    def _outage_stop(self, session: Ran, outages: int, why: str) -> float | str:
+        """The back-off before the `outages`-th rerun of a session cut by an outage, or why the
+        run stops instead: the outage, from its first failed request, would outlast the allowance."""
+        delay = backoff_s(outages, self.clock)
+        if self._outage_since is None:  # from the first failed request, the CLI's own retries included
+            self._outage_since = self.clock.now() - session.result.retrying_s
+        outage_s = self.clock.now() - self._outage_since
+        if outage_s + delay > self.config.max_outage_minutes * 60:
+            return (
+                f"{why}; gave up after {duration(outage_s)} of failing requests, retries and back-off "
+                f"included (--max-outage-minutes {self.config.max_outage_minutes:g}); run the same command again later"
+            )
+        return delay
+
+    def _wait(self, interrupted: InFlight) -> str | None:
         """Wait until a cut session may run again (a usage limit's reset, an outage's back-off);
         a reason to stop instead when the user asked not to wait (`--no-wait`)."""
-        until = interrupted.get("wait_until")
+        until = interrupted.wait_until
         if until is None or until <= self.clock.now():
             return None
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
-        if interrupted.get("why") == Standing.USAGE_LIMIT.value:
+        if interrupted.why == Standing.USAGE_LIMIT.value:
             if not self.config.wait_for_limits:
                 return f"usage limit reached; it resets at {when}. Run the same command again then to resume"
             minutes = (until - self.clock.now()) / 60
             self.echo(
                 f"  usage limit reached: waiting until {when} ({minutes:.0f} min), then session "
-                f"{interrupted['number']} runs again (stopping now is safe: the same command waits again)"
+                f"{interrupted.number} runs again (stopping now is safe: the same command waits again)"
             )
         self.events.emit(
-            "limit_wait", session=interrupted["number"], why=interrupted.get("why", "outage"), until=until
+            "limit_wait", session=interrupted.number, why=interrupted.why or "outage", until=until
         )
         crashpoints.reached("waiting")
         self.clock.sleep(until - self.clock.now())
@@ -373,49 +368,50 @@ class Scheduler:
             "budget_reached", which="project", budget_usd=budget, spent_usd=round(self.totals.cost_usd, 6)
         )
 
-    def _recover(self, repo: git.Repo, state: SessionState, interrupted: dict[str, Any]) -> PreSession:
+    def _recover(self, repo: git.Repo, state: SessionState, interrupted: InFlight) -> PreSession:
         """A session was cut off: restore its hand-off files and run it again from the same start.
 
         Its commits stay (they count when the rerun is verified); its log folder is kept
         aside as `*.interrupted-<time>`.
         """
-        old = Path(interrupted["log_dir"])
-        why = interrupted.get("why", Standing.INTERRUPTED.value)
-        if (old / "pre").is_dir():
+        folder = SessionFolder(Path(interrupted.log_dir))
+        old = folder.path
+        why = interrupted.why or Standing.INTERRUPTED.value
+        if folder.pre.is_dir():
             aside = self._aside(old, why)
             old.rename(aside)
             crashpoints.reached("recover_set_aside")
         else:  # killed again after the folder was set aside, before the rerun saved its own
-            earlier = sorted(p for p in old.parent.glob(old.name + ".interrupted-*") if (p / "pre").is_dir())
+            earlier = folder.set_aside_copies()
             if not earlier:
                 raise StateError(
                     f"the interrupted session's copies are missing ({old}/pre); restore that folder "
                     "from a backup, or restore .agent_state.json from the newest .agent_logs/*/state.json"
                 )
             aside = earlier[-1]
-        copies = Path(interrupted.get("copies") or aside / "pre")
+        copies = Path(interrupted.copies or aside / SessionFolder.PRE)
         progress.restore(self.project, copies, state.backlog.passing)
         crashpoints.reached("recover_restored")
-        work, tip = state.lane.work, interrupted.get("branch_tip")
+        work, tip = state.lane.work, interrupted.branch_tip
         branch = work.branch if work else None
         if branch and tip and gitops.head(repo, branch) is None:  # deleted just before the kill
             gitops.create_branch(repo, branch, tip)
         flight = self.totals.in_flight
-        if flight is not None and flight.get("session") == interrupted["number"]:  # killed: it never ended
-            self._ended_partly(state.lane.role.value, flight, aside / "transcript.jsonl", killed=True)
-        self.events.emit("resumed", session=interrupted["number"], role=state.lane.role.value, cause=why)
+        if flight is not None and flight.get("session") == interrupted.number:  # killed: it never ended
+            self._ended_partly(state.lane.role.value, flight, aside / SessionFolder.TRANSCRIPT, killed=True)
+        self.events.emit("resumed", session=interrupted.number, role=state.lane.role.value, cause=why)
         cause = "interrupted" if why == Standing.INTERRUPTED.value else f"cut short ({why.replace('_', ' ')})"
         head = "Resuming: session" if self.count == 0 else "Running session"
         self.echo(
-            f"{head} {interrupted['number']} ({state.lane.role.value}) again: it was {cause}; "
+            f"{head} {interrupted.number} ({state.lane.role.value}) again: it was {cause}; "
             "hand-off files restored"
         )
         return PreSession(
-            interrupted["main"],
+            interrupted.main,
             tip,
             progress.load_handoff(self.project),
             copies,
-            heads_of(interrupted, copies),
+            heads_of(interrupted.heads_record, copies),
         )
 
     def _leave_work_tree(self, repo: git.Repo) -> None:
@@ -552,7 +548,7 @@ class Scheduler:
         self._backup = git_backup.sync(self.project, Path(repo.common_dir))
         if self._backup.error:
             self.echo(f"  WARNING: {self._backup.error}")
-        progress.snapshot(self.project, log_dir / "pre", progress.KEPT_PER_SESSION)
+        progress.snapshot(self.project, log_dir / SessionFolder.PRE, progress.KEPT_PER_SESSION)
         self.save(state, self._in_progress(plan.number, log_dir, pre))
         crashpoints.reached("in_progress_saved")
         request = SessionRequest(plan, self.project, write_plan(plan, self.project), log_dir)
@@ -576,7 +572,7 @@ class Scheduler:
         try:
             result = self.runner.run(request)
         except KeyboardInterrupt:
-            self._ended_partly(plan.role.value, started_event, log_dir / "transcript.jsonl")
+            self._ended_partly(plan.role.value, started_event, log_dir / SessionFolder.TRANSCRIPT)
             raise
         crashpoints.reached("cli_ended")
         left = processes.stop_left_in(self.project, started)
@@ -585,19 +581,19 @@ class Scheduler:
                 f"  stopped {plural(len(left), 'process', 'processes')} the session left running in the project (pids {', '.join(map(str, left))})"
             )
         self._restore_git_settings(repo, plan.number)
-        (log_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
+        (log_dir / SessionFolder.RESULT).write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
         self._audit(plan, log_dir, result)
         crashpoints.reached("result_written")
         in_progress = self._in_progress(plan.number, log_dir, pre)
         cut = cut_short(result, plan.model, capped_by_session=plan.capped_by_session, role=plan.role.value)
         if cut is not None:  # not the agent's doing: not verified; rerun from the same start
-            self.save(state, {**in_progress, "why": cut.standing.value})
+            self.save(state, in_progress.cut(cut.standing.value))
             self._ended(plan, result, cut, None)
             return Ran(result, None, cut, in_progress)
         outcome = verify_session(self.project, repo, state, pre, self.config, self.echo)
         crashpoints.reached("verified")
         progress.snapshot(self.project, progress.restore_point(self.project, "post"))
-        progress.snapshot(self.project, log_dir / "post", progress.KEPT_PER_SESSION)
+        progress.snapshot(self.project, log_dir / SessionFolder.POST, progress.KEPT_PER_SESSION)
         self._write_changes(log_dir, pre)
         crashpoints.reached("post_copied")
         judgement = judged(result, outcome)
@@ -629,7 +625,7 @@ class Scheduler:
         changed = sorted(after.passing() ^ pre.handoff.passing())
         listed = pre.handoff.feature_list is None and after.feature_list is not None
         data = {"passes": {f: f in after.passing() for f in changed}, "feature_list_written": listed}
-        (log_dir / "changes.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        (log_dir / SessionFolder.CHANGES).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
     def _record(self, repo: git.Repo, plan: SessionPlan, outcome: Outcome) -> None:
         """The events of what verification established: a feature list, a verdict, a merge, an undo."""
@@ -737,7 +733,7 @@ class Scheduler:
         self.save(step.state)
         crashpoints.reached("state_saved")
         log_dir = log_dir_for(self.project, step.state.session_count, state.lane.role)
-        shutil.copy2(self.project / STATE_FILE, log_dir / "state.json")  # a restore point
+        shutil.copy2(self.project / STATE_FILE, log_dir / SessionFolder.STATE)  # a restore point
         self._compact(step.state.session_count - STATE_COPIES)
         crashpoints.reached("restore_point_copied")
         self._write_status(step.state)
@@ -747,7 +743,7 @@ class Scheduler:
     def _compact(self, number: int) -> None:
         """Keep the state's restore points of the last sessions only: the state lists every
         feature, so one copy per session would make the logs grow with the project."""
-        for old in (self.project / LOG_DIR).glob(f"session_{number:04d}_*/state.json"):
+        for old in (self.project / LOG_DIR).glob(f"{SessionFolder.glob_of(number)}/{SessionFolder.STATE}"):
             old.unlink(missing_ok=True)
 
     def _act(self, repo: git.Repo, event: Event, new: SessionState) -> None:
@@ -799,7 +795,7 @@ class Scheduler:
             detail = " ".join(str(tool_input.get("command") or tool_input.get("file_path") or "").split())
             self.echo(f"  DENIED {tool}: {detail[:100]} ({rule})")
         if lines:
-            (log_dir / "denials.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+            (log_dir / SessionFolder.DENIALS).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def _set_aside(self, state: SessionState, why: str) -> None:
         """Keep a session's log folder that will be run again under another name."""
@@ -815,13 +811,15 @@ class Scheduler:
         return aside
 
     @staticmethod
-    def _in_progress(number: int, log_dir: Path, pre: PreSession) -> dict[str, Any]:
+    def _in_progress(number: int, log_dir: Path, pre: PreSession) -> InFlight:
         """What a rerun of an interrupted session needs: where it started."""
-        return {
-            "number": number,
-            "log_dir": str(log_dir),
-            "main": pre.main,
-            "branch_tip": pre.branch_tip,
-            **pre.heads_record,
-            "copies": str(pre.copies),
-        }
+        record = pre.heads_record
+        return InFlight(
+            number=number,
+            log_dir=str(log_dir),
+            main=pre.main,
+            branch_tip=pre.branch_tip,
+            heads=record["heads"],
+            heads_gone=tuple(record["heads_gone"]),
+            copies=str(pre.copies),
+        )

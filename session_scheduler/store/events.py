@@ -22,6 +22,7 @@ from typing import Any
 
 from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.layout import EVENTS_FILE, LOG_DIR
+from session_scheduler.core.standing import COUNTED as COUNTED  # re-exported: the fold counts these
 from session_scheduler.store import crashpoints
 
 VERSION = 1
@@ -67,8 +68,6 @@ def role_order(role: str) -> tuple[int, str]:
 
 
 RECEIPT_TOKENS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
-COUNTED = frozenset({"verified", "failed"})
-"""Standings that count as a session of their role (classify.Standing values)."""
 
 Event = dict[str, Any]
 Listener = Callable[[Event], None]

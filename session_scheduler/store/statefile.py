@@ -16,6 +16,7 @@ from session_scheduler.core.errors import StateError
 from session_scheduler.core.layout import LOG_DIR, STATE_FILE
 from session_scheduler.core.machine import Backlog, Lane, SessionState, WorkItem
 from session_scheduler.core.schemas import AGENT_STATE, AGENT_STATE_SAVED
+from session_scheduler.core.session import InFlight
 from session_scheduler.store.progress import Encoded, atomic_write_json, read_json, validate
 
 RESTORE_HINT = (
@@ -29,7 +30,7 @@ class Saved:
     """What `.agent_state.json` holds."""
 
     state: SessionState
-    in_progress: dict[str, Any] | None
+    in_progress: InFlight | None
     """Where the session in flight started (set while a session runs or after it was cut off)."""
 
 
@@ -45,15 +46,15 @@ def load(project: Path) -> Saved | None:
         validate(data, AGENT_STATE, str(path))
     except (StateError, ValueError, TypeError, AttributeError) as exc:
         raise StateError(f"{exc}. {RESTORE_HINT}") from None
-    return Saved(from_json(data), data.get("in_progress"))
+    return Saved(from_json(data), InFlight.from_json(data.get("in_progress")))
 
 
-def save(project: Path, state: SessionState, in_progress: dict[str, Any] | None) -> None:
+def save(project: Path, state: SessionState, in_progress: InFlight | None) -> None:
     """The schedule state and the session in flight (the totals are the event log's: events.py).
 
     The backlog, which lists every feature, is encoded once per version (a session saves twice
     and most sessions do not change it)."""
-    data = {**to_json(state), "in_progress": in_progress}
+    data = {**to_json(state), "in_progress": in_progress and in_progress.to_json()}
     validate(data, AGENT_STATE_SAVED, STATE_FILE)
     atomic_write_json(project / STATE_FILE, {**data, "backlog": _encoded_backlog(state.backlog)[1]})
 

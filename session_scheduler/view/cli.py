@@ -217,7 +217,7 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
         )
         console.print("The session below is what it would run next if it stopped now.")
     rerun = saved.in_progress if saved else None
-    note = f" (a rerun of session {rerun['number']}, which was cut short)" if rerun else ""
+    note = f" (a rerun of session {rerun.number}, which was cut short)" if rerun else ""
     if role is SessionType.DONE:
         console.print(
             "Nothing to run: every feature passes or is blocked (`status` or `report` shows the project)."

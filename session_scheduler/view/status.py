@@ -13,12 +13,17 @@ from typing import Any
 
 from session_scheduler.core.humane import duration, money, number, outcome, plural
 from session_scheduler.core.layout import LOG_DIR
+from session_scheduler.core.session import SessionFolder
 from session_scheduler.run import findings
 from session_scheduler.store import events, statefile
 from session_scheduler.store.authority import FileAuthority, pid_alive
 from session_scheduler.store.events import CUT_BY, Event, Totals
 
 RECENT = 5
+
+
+VERSION = 1
+"""The version of the `status --json` object (docs/events.md): raised when a key changes meaning or goes."""
 
 
 def is_running(totals: Totals) -> bool:
@@ -109,7 +114,7 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
     flight = totals.in_flight if running else None
     last_activity = totals.last_ts
     if flight is not None:
-        transcript = project / str(flight.get("log_dir", "")) / "transcript.jsonl"
+        transcript = project / str(flight.get("log_dir", "")) / SessionFolder.TRANSCRIPT
         if transcript.is_file():
             last_activity = max(last_activity or 0.0, transcript.stat().st_mtime)
     waiting = totals.waiting
@@ -119,12 +124,13 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
         cut and cut[-1]["last_activity"] is None
     ):  # a killed run's session: its transcript says when it last did something
         killed = totals.in_flight or {}
-        transcript = project / str(killed.get("log_dir", "")) / "transcript.jsonl"
+        transcript = project / str(killed.get("log_dir", "")) / SessionFolder.TRANSCRIPT
         cut[-1]["last_activity"] = _iso(
             max(float(killed.get("ts", 0.0)), transcript.stat().st_mtime if transcript.is_file() else 0.0)
         )
     reviews = findings.by_subject(findings.reviews(project, history=False))
     return {
+        "version": VERSION,
         "project": str(project),
         "phase": lane.role.value if lane else "NEW",
         "running": running or holder is not None,
