@@ -17,6 +17,7 @@ from session_scheduler.core.machine import Backlog, Lane, SessionState, feature
 from session_scheduler.run.agent import SessionRequest, SessionRunner
 from session_scheduler.run.plan import plan_session, write_plan
 from session_scheduler.run.runners import RunnerFactory
+from session_scheduler.store.records import Records
 from session_scheduler.testing.seams import active_sandbox
 
 T = TypeVar("T")
@@ -46,7 +47,7 @@ def state_for(role: SessionType, feature_id: str = "F001", **lane: object) -> Se
 
 def request_for(project: Path, state: SessionState, config: AgentConfig | None = None) -> SessionRequest:
     plan = plan_session(state, config or AgentConfig(), project)
-    return SessionRequest(plan, project, write_plan(plan, project), project / "log")
+    return SessionRequest(plan, project, write_plan(plan, project), project / "log", Records(project))
 
 
 def factory_of(make: Callable[[Scenario | None], SessionRunner]) -> RunnerFactory:

@@ -17,6 +17,7 @@ from session_scheduler.core.schemas import HANDOFF_SCHEMAS, schema_error
 from session_scheduler.run import brief
 from session_scheduler.store import handoff_history, progress
 from session_scheduler.store.handoff_tools import PREFIX, HandoffTools, permission_rules, tool_names
+from session_scheduler.store.records import Records, records_of
 
 T = SessionType
 
@@ -176,9 +177,13 @@ def test_each_role_gets_the_tools_its_rights_give_it() -> None:
 
 
 def tools(
-    project: Path, role: SessionType, number: int = 5, work: Any = None, open_review: int | None = None
+    project: Path | Records,
+    role: SessionType,
+    number: int = 5,
+    work: Any = None,
+    open_review: int | None = None,
 ) -> HandoffTools:
-    return HandoffTools(project, role, number, work, open_review, "the brief")
+    return HandoffTools(records_of(project), role, number, work, open_review, "the brief")
 
 
 def test_append_session_fills_in_the_session_and_takes_one_entry(tmp_path: Path) -> None:
@@ -238,7 +243,7 @@ def test_a_review_is_numbered_after_the_history_and_passing_needs_a_pass_first(t
 
 
 def test_the_tools_never_change_the_version_the_scheduler_validated(tmp_path: Path) -> None:
-    project = project_with(tmp_path, n=4)
+    project = Records(project_with(tmp_path, n=4))  # the scheduler's and the tools' records
     before = progress.load_handoff(project)
     t = tools(project, T.REVIEW, work=feature("F00002"))
     assert not t.call("record_review", {"verdict": "PASS", "issues": {}})[1]
@@ -256,7 +261,7 @@ def test_the_tools_never_change_the_version_the_scheduler_validated(tmp_path: Pa
         True,
         True,
     ]
-    assert after.features() == json.loads((project / "feature_list.json").read_text())["features"]
+    assert after.features() == json.loads(project.path("feature_list.json").read_text())["features"]
 
 
 def test_a_tool_refuses_a_broken_file_and_says_how_to_mend_it(tmp_path: Path) -> None:
@@ -367,12 +372,12 @@ def test_checking_only_what_changed_agrees_with_checking_everything(now: Any, be
 
 
 def test_an_unchanged_file_is_not_read_again_and_a_changed_one_is(tmp_path: Path) -> None:
-    project = project_with(tmp_path, n=4)
+    project = Records(project_with(tmp_path, n=4))  # what the records remember between reads
     first = progress.load_handoff(project)
     assert progress.load_handoff(project).feature_list is first.feature_list  # the same version: not re-read
     data = features(4)
     data["features"][2]["passes"] = "yes"
-    (project / "feature_list.json").write_text(json.dumps(data))
+    project.path("feature_list.json").write_text(json.dumps(data))
     with pytest.raises(progress.StateError, match=r"at features/2/passes: 'yes' is not of type 'boolean'"):
         progress.load_handoff(project)
 

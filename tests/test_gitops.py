@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from session_scheduler.repo import gitops
+from session_scheduler.store.records import Records
 
 
 def sh(project: Path, *args: str) -> str:
@@ -118,7 +119,7 @@ def test_where_refs_are_not_files_git_is_asked(project: Path, monkeypatch: pytes
     repo = git.Repo(project)
     with repo.config_writer() as writer:  # ignored by git in a version-0 repository, read by us
         writer.set_value("extensions", "refstorage", "reftable")
-    monkeypatch.delitem(gitops._REF_STORAGE, str(repo.git_dir), raising=False)
+    # a plain git.Repo keeps no memo: its ref storage is read from the config at each call
     asked = commands_of(monkeypatch)
     assert ours(repo) == git_answers(project)
     assert {"rev-parse", "symbolic-ref", "for-each-ref"} <= set(asked)
@@ -164,11 +165,12 @@ def test_dirty_sees_staged_unstaged_and_untracked_but_not_ignored(project: Path)
 def test_the_stash_list_is_asked_again_only_when_the_stash_changed(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert gitops.stashes(project) == []
+    memo = Records(project).stashes  # the project's
+    assert gitops.stashes(project, memo) == []
     repo = git.Repo(project)
     (project / "left.txt").write_text("left\n")
     assert gitops.stash_leftovers(repo, "first")
-    first = gitops.stashes(project)
+    first = gitops.stashes(project, memo)
     assert len(first) == 1 and first[0].endswith("first")
     listed: list[Path] = []
     real = gitops.safe_git.open
@@ -178,13 +180,13 @@ def test_the_stash_list_is_asked_again_only_when_the_stash_changed(
         return real(path)
 
     monkeypatch.setattr(gitops.safe_git, "open", counting)
-    assert gitops.stashes(project) == first and listed == []  # unchanged: from the last answer
+    assert gitops.stashes(project, memo) == first and listed == []  # unchanged: from the last answer
     (project / "left.txt").write_text("again\n")
     assert gitops.stash_leftovers(real(project), "second")
-    now = gitops.stashes(project)
+    now = gitops.stashes(project, memo)
     assert len(now) == 2 and now[0].endswith("second") and len(listed) == 1
     sh(project, "stash", "clear")
-    assert gitops.stashes(project) == []
+    assert gitops.stashes(project, memo) == []
 
 
 def test_checkout_sets_aside_leftovers_and_a_half_done_merge(project: Path) -> None:
@@ -339,13 +341,14 @@ def test_packed_refs_are_parsed_once_per_version_even_through_a_kept_link(tmp_pa
     git_dir, kept = tmp_path / "g", tmp_path / "kept"
     git_dir.mkdir()
     kept.mkdir()
+    memo: refs.Packed = {}  # the repository's (`safe_git.GitMemo.packed`)
     (git_dir / "packed-refs").write_text(f"{'b' * 40} refs/heads/x\n")
-    first = refs.packed(git_dir)
-    assert refs.packed(git_dir) is first  # not parsed again
+    first = refs.packed(git_dir, memo)
+    assert refs.packed(git_dir, memo) is first  # not parsed again
     refs.keep_packed(git_dir, kept)  # a hard link changes the file's change time, not its version
-    assert refs.packed(git_dir) is first and refs.packed(kept) is first
+    assert refs.packed(git_dir, memo) is first and refs.packed(kept, memo) is first
     (git_dir / "packed-refs").write_text(f"{'c' * 40} refs/heads/x\n")  # git writes a new file
-    assert refs.packed(git_dir) == {"refs/heads/x": "c" * 40}
+    assert refs.packed(git_dir, memo) == {"refs/heads/x": "c" * 40}
 
 
 def test_packed_refs_are_copied_where_they_cannot_be_linked(

@@ -22,6 +22,7 @@ from session_scheduler.store.progress import (
     read_json,
     read_regular,
 )
+from session_scheduler.store.records import Records
 
 FEATURES = {
     "features": [
@@ -250,32 +251,32 @@ def _edit_in_place_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) ->
 def test_snapshot_copies_a_version_once_and_links_it_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from session_scheduler.store import progress
     from session_scheduler.store.progress import snapshot
 
     made = _copies_made(monkeypatch)
-    project, pre, post = tmp_path / "p", tmp_path / "pre", tmp_path / "post"
-    project.mkdir()
-    atomic_write_json(project / "feature_list.json", FEATURES)
-    atomic_write_json(project / "progress.json", {"sessions": []})
+    folder, pre, post = tmp_path / "p", tmp_path / "pre", tmp_path / "post"
+    folder.mkdir()
+    project = Records(folder)  # the copies made last are the records' to remember
+    atomic_write_json(folder / "feature_list.json", FEATURES)
+    atomic_write_json(folder / "progress.json", {"sessions": []})
     snapshot(project, pre)
     assert sorted(made) == ["feature_list.json", "progress.json"]
     assert not (pre / "reviews.json").exists()
     snapshot(project, pre)  # unchanged: nothing copied again
     snapshot(project, post)  # the same versions: hard links to the copies in pre
-    progress._COPIES.pop(str(post / "progress.json"))  # forgotten (only the last copies are kept in mind)
+    project.copies.pop(str(post / "progress.json"))  # forgotten (only the last copies are kept in mind)
     snapshot(project, post)  # linked again over a link to the same file: rename(2) does nothing
     assert len(made) == 2 and sorted(p.name for p in post.iterdir()) == [
         "feature_list.json",
         "progress.json",
     ]  # no temp left
     assert (post / "feature_list.json").stat().st_ino == (pre / "feature_list.json").stat().st_ino
-    atomic_write_json(project / "progress.json", {"sessions": [], "x": 1})  # a new version
+    atomic_write_json(folder / "progress.json", {"sessions": [], "x": 1})  # a new version
     snapshot(project, post)
     assert made[2:] == ["progress.json"]
     assert json.loads((post / "progress.json").read_text())["x"] == 1
     assert "x" not in json.loads((pre / "progress.json").read_text())  # the older copy is as it was
-    (project / "progress.json").unlink()
+    (folder / "progress.json").unlink()
     snapshot(project, post)
     assert not (post / "progress.json").exists()
 
@@ -286,11 +287,15 @@ def test_snapshot_copies_again_what_changed_behind_its_back(
     from session_scheduler.store.progress import snapshot
 
     made = _copies_made(monkeypatch)
-    project, dest = tmp_path / "p", tmp_path / "dest"
-    project.mkdir()
-    atomic_write_json(project / "progress.json", {"sessions": [], "current_phase": "IMPLEMENT"})
+    folder, dest = tmp_path / "p", tmp_path / "dest"
+    folder.mkdir()
+    project = Records(folder)  # remembers the copies it made: a change must still be seen
+    atomic_write_json(folder / "progress.json", {"sessions": [], "current_phase": "IMPLEMENT"})
     snapshot(project, dest)
-    _edit_in_place_keeping_size_and_mtime(project / "progress.json", b'"IMPLEMENT"', b'"REVIEWED!"')
+    assert len(made) == 1
+    snapshot(project, dest)
+    assert len(made) == 1  # unchanged: not copied again
+    _edit_in_place_keeping_size_and_mtime(folder / "progress.json", b'"IMPLEMENT"', b'"REVIEWED!"')
     snapshot(project, dest)
     assert len(made) == 2 and b'"REVIEWED!"' in (dest / "progress.json").read_bytes()
     (dest / "progress.json").unlink()  # someone removed the copy
@@ -298,9 +303,7 @@ def test_snapshot_copies_again_what_changed_behind_its_back(
     assert len(made) == 3 and (dest / "progress.json").exists()
     (dest / "progress.json").write_text("changed by hand\n")
     snapshot(project, dest)
-    assert (
-        len(made) == 4 and (dest / "progress.json").read_bytes() == (project / "progress.json").read_bytes()
-    )
+    assert len(made) == 4 and (dest / "progress.json").read_bytes() == (folder / "progress.json").read_bytes()
 
 
 def test_the_feature_list_copy_is_a_base_restored_with_the_verified_passes(
@@ -309,9 +312,10 @@ def test_the_feature_list_copy_is_a_base_restored_with_the_verified_passes(
     from session_scheduler.store.progress import restore, snapshot
 
     made = _copies_made(monkeypatch)
-    project, dest = tmp_path / "p", tmp_path / "dest"
-    project.mkdir()
-    path = project / "feature_list.json"
+    folder, dest = tmp_path / "p", tmp_path / "dest"
+    folder.mkdir()
+    project = Records(folder)  # the copies made last are the records' to remember
+    path = folder / "feature_list.json"
     atomic_write_json(path, FEATURES)
     snapshot(project, dest, ("feature_list.json",))
     marked = {"features": [{**FEATURES["features"][0], "passes": True}, FEATURES["features"][1]]}

@@ -276,7 +276,10 @@ AGENT_STATE_SAVED = {
 }
 """The state as the scheduler saves it: its feature ids came from the validated feature list,
 so they are not checked one by one again on every save (the whole schema applies on load)."""
-_VALIDATORS: dict[int, Any] = {}
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+"""One validator per schema, kept with the schema it was built from (so its id is never reused
+for another): a memo of a pure function of constants, the same for every project (the one
+module-level table of the package besides security's valid settings; tests/test_records.py)."""
 
 
 def schema_error(data: Any, schema: dict[str, Any]) -> str | None:
@@ -284,9 +287,12 @@ def schema_error(data: Any, schema: dict[str, Any]) -> str | None:
 
     The one place JSON Schema validation happens; callers raise their own error type.
     """
-    validator = _VALIDATORS.get(id(schema))
-    if validator is None:  # schemas are module constants: one validator each, built once
-        validator = _VALIDATORS[id(schema)] = jsonschema.Draft202012Validator(schema)
+    known = _VALIDATORS.get(id(schema))
+    if known is not None and known[0] is schema:
+        validator = known[1]
+    else:  # schemas are module constants: one validator each, built once
+        validator = jsonschema.Draft202012Validator(schema)
+        _VALIDATORS[id(schema)] = (schema, validator)
     if validator.is_valid(data):
         return None
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))

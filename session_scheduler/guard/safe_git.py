@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -193,10 +194,25 @@ MAX_NESTED = 64
 GITLINK = "160000"
 
 
+@dataclass(eq=False)
+class GitMemo:
+    """What the scheduler remembers of one repository between its git calls: an object of the
+    repository's own (`HardenedRepo.memo`), never the process's."""
+
+    refs_are_files: bool | None = None
+    """Whether its refs are loose files and packed-refs (git's default); None: not asked yet."""
+    packed: dict[tuple[int, int, int], tuple[dict[str, str], dict[str, str]]] = field(default_factory=dict)
+    """`refs.Packed`: what its last versions of packed-refs were read as."""
+
+
 class HardenedRepo(git.Repo):
     """A repository whose every git command runs through `HardenedGit`."""
 
     GitCommandWrapperType = HardenedGit
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.memo = GitMemo()
 
 
 def open(project: Path) -> git.Repo:

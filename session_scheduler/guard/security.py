@@ -247,7 +247,8 @@ def validate_settings(settings: dict[str, Any]) -> None:
 
 
 _VALID_SETTINGS: set[str] = set()
-"""The settings (as canonical JSON) validated in this process."""
+"""The settings (as canonical JSON) validated in this process: a memo of a pure function of the
+constant schema, keyed by content, so the same for every project (tests/test_records.py)."""
 
 
 def _names(names: tuple[str, ...]) -> str:

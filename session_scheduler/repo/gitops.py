@@ -7,6 +7,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import git
 
@@ -193,20 +194,22 @@ def ref_sha(repo: git.Repo, ref: str) -> str | None:
             return str(repo.git.rev_parse("--verify", "--quiet", ref))
         except git.GitCommandError:
             return None
-    return refs.sha(Path(repo.common_dir), ref)
+    return refs.sha(Path(repo.common_dir), ref, memo(repo).packed)
 
 
-_REF_STORAGE: dict[str, bool] = {}
-"""Per repository: whether its refs are loose files and packed-refs (git's default)."""
+def memo(repo: git.Repo) -> safe_git.GitMemo:
+    """What the scheduler remembers of this repository (an object of its own, not of the process)."""
+    kept = getattr(repo, "memo", None)
+    return kept if isinstance(kept, safe_git.GitMemo) else safe_git.GitMemo()
 
 
 def _refs_are_files(repo: git.Repo) -> bool:
-    key = str(repo.git_dir)
-    known = _REF_STORAGE.get(key)
-    if known is None:
+    """Whether the repository's refs are loose files and packed-refs (git's default)."""
+    kept = memo(repo)
+    if kept.refs_are_files is None:
         storage = repo.config_reader("repository").get_value("extensions", "refstorage", "files")
-        known = _REF_STORAGE[key] = str(storage).lower() == "files"
-    return known
+        kept.refs_are_files = str(storage).lower() == "files"
+    return kept.refs_are_files
 
 
 def is_ancestor(repo: git.Repo, ancestor: str, descendant: str) -> bool:
@@ -302,24 +305,21 @@ def stash_leftovers(repo: git.Repo, message: str, *, is_dirty: bool | None = Non
     return True
 
 
-def stashes(project: Path) -> list[str]:
+def stashes(project: Path, memo: dict[str, Any] | None = None) -> list[str]:
     """`git stash list`, newest first (empty without a repository); git is asked only when the
-    stash's reflog changed since the last answer."""
+    stash's reflog changed since the last answer kept in `memo` (the project's `Records.stashes`)."""
+    memo = {} if memo is None else memo
     if not (project / ".git").exists():
         return []
     key = filestat.signature(project / ".git" / "logs" / "refs" / "stash")
     if key is None and refs.sha(project / ".git", "refs/stash") is None:
         return []
-    known = _STASHES.get(str(project))
+    known = memo.get(str(project))
     if key is not None and known is not None and known[0] == key:
         return list(known[1])
     entries = [line for line in safe_git.open(project).git.stash("list").splitlines() if line.strip()]
-    _STASHES[str(project)] = (key, tuple(entries))
+    memo[str(project)] = (key, tuple(entries))
     return entries
-
-
-_STASHES: dict[str, tuple[filestat.Signature | None, tuple[str, ...]]] = {}
-"""Per project: the stash reflog's stat and the `git stash list` it gave."""
 
 
 def clear_stale_lock(repo: git.Repo) -> bool:
@@ -339,7 +339,7 @@ def branches(repo: git.Repo) -> dict[str, str]:
     if not _refs_are_files(repo):
         out = repo.git.for_each_ref("--format=%(refname:short) %(objectname)", "refs/heads/")
         return dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
-    return refs.heads(Path(repo.common_dir))
+    return refs.heads(Path(repo.common_dir), memo(repo).packed)
 
 
 LOOSE_BRANCHES_KEPT = 64

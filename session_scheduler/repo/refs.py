@@ -17,6 +17,11 @@ from pathlib import Path
 
 from session_scheduler.store import filestat
 
+Packed = dict[tuple[int, int, int], tuple[dict[str, str], dict[str, str]]]
+"""What `_read_packed` made of the last versions of packed-refs, by (inode, size, modification
+time): git never writes the file in place, it writes a new one and renames it. Kept by the
+repository's `safe_git.GitMemo`; a call without one reads the file."""
+
 HEADS = "refs/heads/"
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _MAX_DEPTH = 5
@@ -31,7 +36,7 @@ def valid(ref: str) -> bool:
     return all(part and not part.startswith(".") and not part.endswith(".lock") for part in ref.split("/"))
 
 
-def sha(common_dir: Path, ref: str) -> str | None:
+def sha(common_dir: Path, ref: str, memo: Packed | None = None) -> str | None:
     """The commit `ref` (a full name: refs/heads/main) points at, or None."""
     for _ in range(_MAX_DEPTH):
         if not valid(ref):
@@ -39,7 +44,7 @@ def sha(common_dir: Path, ref: str) -> str | None:
         try:
             text = (common_dir / ref).read_text(encoding="utf-8", errors="replace").strip()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return packed(common_dir).get(ref)
+            return packed(common_dir, memo).get(ref)
         except OSError:
             return None
         if not text.startswith("ref:"):
@@ -48,14 +53,14 @@ def sha(common_dir: Path, ref: str) -> str | None:
     return None
 
 
-def heads(common_dir: Path) -> dict[str, str]:
+def heads(common_dir: Path, memo: Packed | None = None) -> dict[str, str]:
     """Every local branch (short name) and the commit it points at."""
-    found = dict(_read_packed(common_dir)[1])
+    found = dict(_read_packed(common_dir, memo)[1])
     base = common_dir / HEADS
     for folder, _, names in os.walk(base):
         for name in names:
             short = Path(folder, name).relative_to(base).as_posix()
-            value = sha(common_dir, HEADS + short)
+            value = sha(common_dir, HEADS + short, memo)
             if value is None:
                 found.pop(short, None)  # a broken loose ref hides a packed one, as in git
             else:
@@ -68,9 +73,9 @@ def loose_heads(common_dir: Path) -> int:
     return sum(len(names) for _, _, names in os.walk(common_dir / HEADS))
 
 
-def packed_heads(common_dir: Path) -> dict[str, str]:
+def packed_heads(common_dir: Path, memo: Packed | None = None) -> dict[str, str]:
     """The branches in `packed-refs` by short name (not to be changed)."""
-    return _read_packed(common_dir)[1]
+    return _read_packed(common_dir, memo)[1]
 
 
 def keep_packed(common_dir: Path, dest: Path) -> None:
@@ -101,19 +106,20 @@ def changed(before: dict[str, str], after: dict[str, str]) -> set[str]:
     return found
 
 
-def packed(common_dir: Path) -> dict[str, str]:
+def packed(common_dir: Path, memo: Packed | None = None) -> dict[str, str]:
     """The refs in `packed-refs` (read again only when the file changed; not to be changed)."""
-    return _read_packed(common_dir)[0]
+    return _read_packed(common_dir, memo)[0]
 
 
-def _read_packed(common_dir: Path) -> tuple[dict[str, str], dict[str, str]]:
+def _read_packed(common_dir: Path, memo: Packed | None = None) -> tuple[dict[str, str], dict[str, str]]:
     """(every packed ref, the packed branches by short name)."""
     path = common_dir / "packed-refs"
     sig = filestat.signature(path)
     if sig is None:
         return {}, {}
     key = sig[:3]  # not the change time: a hard link to the file (a kept copy) changes it
-    known = _PACKED.get(key)
+    memo = {} if memo is None else memo
+    known = memo.get(key)
     if known is not None:
         return known
     found: dict[str, str] = {}
@@ -128,12 +134,7 @@ def _read_packed(common_dir: Path) -> tuple[dict[str, str], dict[str, str]]:
         if _SHA.fullmatch(value) and ref.strip():
             found[ref.strip()] = value
     both = found, {ref.removeprefix(HEADS): value for ref, value in found.items() if ref.startswith(HEADS)}
-    _PACKED[key] = both
-    while len(_PACKED) > 4:
-        del _PACKED[next(iter(_PACKED))]
+    memo[key] = both
+    while len(memo) > 4:
+        del memo[next(iter(memo))]
     return both
-
-
-_PACKED: dict[tuple[int, int, int], tuple[dict[str, str], dict[str, str]]] = {}
-"""What `_read_packed` made of the last versions of packed-refs, by (inode, size, modification
-time): git never writes the file in place, it writes a new one and renames it."""

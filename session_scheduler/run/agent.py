@@ -42,6 +42,7 @@ from session_scheduler.repo import gitops
 from session_scheduler.run.plan import SessionPlan
 from session_scheduler.store import crashpoints
 from session_scheduler.store.handoff_tools import SERVER, HandoffTools, mcp_server
+from session_scheduler.store.records import Records
 
 logging.getLogger("claude_agent_sdk").addHandler(logging.NullHandler())
 """The SDK logs a CLI the runner stopped ("Fatal error in message reader: ... exit code 143") to
@@ -57,12 +58,16 @@ NOT_LOGGED_IN_HINTS = ("not logged in", "please run /login", "invalid api key", 
 
 @dataclass(frozen=True)
 class SessionRequest:
-    """One session to run: its plan, and the folders it runs and logs in."""
+    """One session to run: its plan, the work tree it runs in, the folder it logs in, and the
+    project's records, which its hand-off tools write (never the work tree, though today both
+    are the project folder)."""
 
     plan: SessionPlan
     cwd: Path
+    """The workdir: the git work tree the agent works in."""
     settings_path: Path
     log_dir: Path
+    records: Records
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,7 @@ def policy_refusal(
 def tools_of(request: SessionRequest) -> HandoffTools:
     """The session's hand-off tools (served in this process to the CLI, or called by the robot)."""
     plan = request.plan
-    return HandoffTools(request.cwd, plan.role, plan.number, plan.work, plan.open_review, plan.brief)
+    return HandoffTools(request.records, plan.role, plan.number, plan.work, plan.open_review, plan.brief)
 
 
 _VETTED = {

@@ -18,6 +18,7 @@ from session_scheduler.core.errors import StateError
 from session_scheduler.core.machine import SessionState
 from session_scheduler.store.handoff_history import archived_review_counts, read_history
 from session_scheduler.store.progress import Handoff, load_handoff
+from session_scheduler.store.records import Records, records_of
 
 BUDGET = 6_000
 """Bytes a brief may take, whatever the number of features or sessions."""
@@ -128,10 +129,12 @@ def render(facts: Facts) -> str:
     return text
 
 
-def gather(project: Path, state: SessionState, number: int, test_command: str | None) -> Facts:
-    """The facts of the session about to run in `state`, from the hand-off files."""
+def gather(where: Records | Path, state: SessionState, number: int, test_command: str | None) -> Facts:
+    """The facts of the session about to run in `state`, from the hand-off files (the records')."""
+    records = records_of(where)
+    project = records.root
     role, lane = state.lane.role.value, state.lane
-    handoff = _handoff(project)
+    handoff = _handoff(records)
     features, reviews = handoff.features(), handoff.review_list()
     sessions = list((handoff.progress or {}).get("sessions", []))
     work = lane.work
@@ -152,7 +155,7 @@ def gather(project: Path, state: SessionState, number: int, test_command: str | 
         return bool(branch) and review.get("kind") == "feature" and review.get("branch") == branch
 
     mine = [r for r in reviews if ours(r)]
-    archived = archived_review_counts(project)  # older ones moved to the history
+    archived = archived_review_counts(records)  # older ones moved to the history
     count = len(mine) + archived.get(
         "architecture" if role == "ARCHITECTURE" else str(feature_id or branch or ""), 0
     )
@@ -191,10 +194,10 @@ def _position(features: list[dict[str, Any]], feature_id: str, order: tuple[str,
     return next((n for n, f in enumerate(features) if f.get("id") == feature_id), None)
 
 
-def _handoff(project: Path) -> Handoff:
+def _handoff(records: Records) -> Handoff:
     """The hand-off files as validated (read once per version); empty where one is broken:
     verification, not the brief, judges broken files."""
     try:
-        return load_handoff(project)
+        return load_handoff(records)
     except StateError:
         return Handoff(None, None, None)

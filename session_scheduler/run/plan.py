@@ -23,6 +23,7 @@ from session_scheduler.repo.adoption import NONE, Adoption, section
 from session_scheduler.run import brief as briefs
 from session_scheduler.run.prompts import READS, kickoff, render, role_variables
 from session_scheduler.store.progress import atomic_write_json
+from session_scheduler.store.records import Records
 
 
 @dataclass(frozen=True)
@@ -121,9 +122,9 @@ def plan_session(
     )
 
 
-def brief_for(state: SessionState, config: AgentConfig, project: Path) -> str:
+def brief_for(state: SessionState, config: AgentConfig, records: Records | Path) -> str:
     """The brief of the session about to run in `state`, read from the project's hand-off files."""
-    return briefs.render(briefs.gather(project, state, state.next_number, config.test_command))
+    return briefs.render(briefs.gather(records, state, state.next_number, config.test_command))
 
 
 def write_plan(plan: SessionPlan, folder: Path) -> Path:

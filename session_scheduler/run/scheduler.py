@@ -53,6 +53,7 @@ from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
 from session_scheduler.store import crashpoints, events, handoff_history, progress, statefile
 from session_scheduler.store.events import EventLog, Totals, new_run_id
+from session_scheduler.store.records import Records
 
 STATE_COPIES = 3
 """Session folders that keep a copy of the state after them (older ones are compacted away)."""
@@ -101,6 +102,9 @@ class Scheduler:
         """When the API began failing (clock time), until a session counts again."""
         self._stashes = 0
         self.project = project
+        """The workdir: the git work tree sessions work in (today also where the records are)."""
+        self.records = Records(project)
+        """The project's records (state, hand-off files, history), and what they remember between reads."""
         self.config = config
         self.runner = runner
         self.echo = echo
@@ -122,7 +126,7 @@ class Scheduler:
 
     # -- state -----------------------------------------------------------------
     def load(self) -> tuple[SessionState, InFlight | None]:
-        saved = statefile.load(self.project)
+        saved = statefile.load(self.records)
         if saved is None and (self.project / "feature_list.json").exists():
             raise StateError(
                 f"{STATE_FILE} is missing but the project has a feature list; restore it from the "
@@ -137,13 +141,13 @@ class Scheduler:
 
     def save(self, state: SessionState, in_progress: InFlight | None = None) -> None:
         self.events.sync()  # first: the saved state is never ahead of the event log on disk
-        statefile.save(self.project, state, in_progress)
+        statefile.save(self.records, state, in_progress)
 
     def _write_status(self, state: SessionState) -> None:
         """The status fields of progress.json: what the next session works on."""
         work = state.lane.work
         progress.write_status(
-            self.project,
+            self.records,
             phase=state.lane.role.value,
             feature=work.feature_id if work else None,
             branch=work.branch if work else None,
@@ -210,7 +214,7 @@ class Scheduler:
             self.echo(f"  WARNING: {damage}")
         adoption.refuse_unfinished(self.project)
         adopting = adoption.pending(self.project)  # first: before anything is checked out or set aside
-        stashed = len(gitops.stashes(self.project))
+        stashed = len(gitops.stashes(self.project, self.records.stashes))
         repo = gitops.open_repo(self.project)
         later = gitops.commits_after_setup(repo)
         if later and not any((self.project / name).exists() for name in (STATE_FILE, *HANDOFF_FILES)):
@@ -243,7 +247,7 @@ class Scheduler:
         ):  # a new project, perhaps in an existing repository
             self._set_aside_foreign_branches(repo)
         if not state.backlog.features:  # a new project: the files agents append to start empty
-            progress.ensure_handoff_files(self.project, self.project.name)
+            progress.ensure_handoff_files(self.records, self.project.name)
         if interrupted is None:  # a cut session's files are restored from its own copies instead
             self._check_handoff(state, trim=True)
         sandbox_faults = outages = 0
@@ -390,7 +394,7 @@ class Scheduler:
                 )
             aside = earlier[-1]
         copies = Path(interrupted.copies or aside / SessionFolder.PRE)
-        progress.restore(self.project, copies, state.backlog.passing)
+        progress.restore(self.records, copies, state.backlog.passing)
         crashpoints.reached("recover_restored")
         work, tip = state.lane.work, interrupted.branch_tip
         branch = work.branch if work else None
@@ -409,7 +413,7 @@ class Scheduler:
         return PreSession(
             interrupted.main,
             tip,
-            progress.load_handoff(self.project),
+            progress.load_handoff(self.records),
             copies,
             heads_of(interrupted.heads_record, copies),
         )
@@ -448,7 +452,7 @@ class Scheduler:
 
     def _note_stash(self, before: int) -> int:
         """Say in one line where uncommitted work went when the scheduler set it aside."""
-        entries = gitops.stashes(self.project)
+        entries = gitops.stashes(self.project, self.records.stashes)
         if len(entries) > before:
             ref, _, message = entries[0].partition(": ")
             self.echo(
@@ -477,7 +481,7 @@ class Scheduler:
             return
         try:
             if trim:
-                handoff_history.trim(self.project)
+                handoff_history.trim(self.records)
             self._restore_handoff(state)
         except StateError as exc:
             raise StateError(
@@ -488,13 +492,13 @@ class Scheduler:
     def _restore_handoff(self, state: SessionState) -> None:
         for name in HANDOFF_FILES:
             if not (self.project / name).exists():
-                copy = progress.newest_copy(self.project, name)
+                copy = progress.newest_copy(self.records, name)
                 if copy is None:
                     raise StateError(f"{name} is missing")
-                progress.restore_file(self.project, name, copy, state.backlog.passing)
+                progress.restore_file(self.records, name, copy, state.backlog.passing)
                 self.echo(f"  WARNING: {name} was missing; restored from {copy.relative_to(self.project)}")
-        progress.load_handoff(self.project)  # every file must still parse and validate
-        corrected = progress.correct_passes(self.project, frozenset(state.backlog.passing))
+        progress.load_handoff(self.records)  # every file must still parse and validate
+        corrected = progress.correct_passes(self.records, frozenset(state.backlog.passing))
         if corrected:
             self.echo(
                 f"  WARNING: `passes` of {', '.join(corrected)} in feature_list.json did not match what the "
@@ -530,9 +534,9 @@ class Scheduler:
         self._stashes = self._note_stash(self._stashes)
         self._check_handoff(state)
         if pre is None:  # a rerun starts from its first try's files, as they were
-            handoff_history.trim(self.project)
+            handoff_history.trim(self.records)
         self._write_status(state)
-        brief = brief_for(state, self.config, self.project)
+        brief = brief_for(state, self.config, self.records)
         plan = plan_session(
             state,
             self.config,
@@ -544,14 +548,14 @@ class Scheduler:
             adopted=self.adopted,
         )
         if pre is None:  # the restore point: full copies, replaced each session (not kept per session)
-            pre = capture(self.project, repo, state, progress.restore_point(self.project, "pre"))
+            pre = capture(self.records, repo, state, progress.restore_point(self.records, "pre"))
         self._backup = git_backup.sync(self.project, Path(repo.common_dir))
         if self._backup.error:
             self.echo(f"  WARNING: {self._backup.error}")
-        progress.snapshot(self.project, log_dir / SessionFolder.PRE, progress.KEPT_PER_SESSION)
+        progress.snapshot(self.records, log_dir / SessionFolder.PRE, progress.KEPT_PER_SESSION)
         self.save(state, self._in_progress(plan.number, log_dir, pre))
         crashpoints.reached("in_progress_saved")
-        request = SessionRequest(plan, self.project, write_plan(plan, self.project), log_dir)
+        request = SessionRequest(plan, self.project, write_plan(plan, self.project), log_dir, self.records)
         crashpoints.reached("plan_written")
         work = plan.work
         started_event = self.events.emit(
@@ -590,10 +594,10 @@ class Scheduler:
             self.save(state, in_progress.cut(cut.standing.value))
             self._ended(plan, result, cut, None)
             return Ran(result, None, cut, in_progress)
-        outcome = verify_session(self.project, repo, state, pre, self.config, self.echo)
+        outcome = verify_session(self.records, repo, state, pre, self.config, self.echo)
         crashpoints.reached("verified")
-        progress.snapshot(self.project, progress.restore_point(self.project, "post"))
-        progress.snapshot(self.project, log_dir / SessionFolder.POST, progress.KEPT_PER_SESSION)
+        progress.snapshot(self.records, progress.restore_point(self.records, "post"))
+        progress.snapshot(self.records, log_dir / SessionFolder.POST, progress.KEPT_PER_SESSION)
         self._write_changes(log_dir, pre)
         crashpoints.reached("post_copied")
         judgement = judged(result, outcome)
@@ -619,7 +623,7 @@ class Scheduler:
         """What the session changed in feature_list.json (it is not copied per session: it grows
         with the project), beside the copies of the other two hand-off files."""
         try:
-            after = progress.load_handoff(self.project)
+            after = progress.load_handoff(self.records)
         except StateError:  # verification restored the pre-session files already
             return
         changed = sorted(after.passing() ^ pre.handoff.passing())

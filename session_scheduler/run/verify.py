@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from session_scheduler.repo import gitops, refs
 from session_scheduler.run.invariants import check_invariants
 from session_scheduler.store import crashpoints
 from session_scheduler.store.progress import Handoff, atomic_write_json, load_handoff, restore, snapshot
+from session_scheduler.store.records import Records, records_of
 
 
 @dataclass(frozen=True)
@@ -37,12 +38,15 @@ class PreSession:
     """The folder holding the pre-session copies of the hand-off files."""
     heads: dict[str, str]
     """Every local branch and its commit."""
+    packed: refs.Packed = field(default_factory=dict, compare=False, repr=False)
+    """The repository's memo of packed-refs (`safe_git.GitMemo`): the copy in `copies` is a link
+    to the same version, read once, so `heads` and the copy share their strings."""
 
     @functools.cached_property
     def heads_record(self) -> dict[str, Any]:
         """`heads` as the state file keeps them: the branches that differ from the copy of
         packed-refs in `copies` (a long project has thousands of branches, nearly all packed)."""
-        base = refs.packed_heads(self.copies)
+        base = refs.packed_heads(self.copies, self.packed)
         differ = refs.changed(base, self.heads)
         return {
             "heads": {b: self.heads[b] for b in sorted(differ) if b in self.heads},
@@ -119,43 +123,50 @@ class ClaimRefused(Exception):
     """The session's claim did not hold; the message says why."""
 
 
-def capture(project: Path, repo: git.Repo, state: SessionState, copies: Path) -> PreSession:
-    snapshot(project, copies)
+def capture(where: Records | Path, repo: git.Repo, state: SessionState, copies: Path) -> PreSession:
+    """The restore point of the hand-off files (from the records) and of the branches (from the
+    repository), before a session."""
+    records = records_of(where)
+    snapshot(records, copies)
     refs.keep_packed(Path(repo.common_dir), copies)
     main = gitops.head(repo, gitops.MAIN)
     if main is None:
         raise StateError("the project's repository has no `main` branch; restore it or start a new project")
     work = state.lane.work
     tip = gitops.head(repo, work.branch) if work else None
-    return PreSession(main, tip, load_handoff(project), copies, gitops.branches(repo))
+    return PreSession(
+        main, tip, load_handoff(records), copies, gitops.branches(repo), gitops.memo(repo).packed
+    )
 
 
 def verify_session(
-    project: Path,
+    where: Records | Path,
     repo: git.Repo,
     state: SessionState,
     pre: PreSession,
     config: AgentConfig,
     echo: Callable[[str], None] = print,
 ) -> Outcome:
-    """The verified outcome of the session that just ran in `state`."""
+    """The verified outcome of the session that just ran in `state` (its hand-off files read
+    from the records, its git from the repository; a correction written to the records)."""
+    records = records_of(where)
     role = state.lane.role
     try:
         try:
-            after = load_handoff(project)
+            after = load_handoff(records)
         except StateError as exc:
             raise ClaimRefused(str(exc)) from None
         problems = check_invariants(pre.handoff, after, role)
         if problems:
             raise ClaimRefused("; ".join(problems))
-        return _CHECKS[role](Ran(project, repo, state, pre, after, config, echo))
+        return _CHECKS[role](Ran(records, repo, state, pre, after, config, echo))
     except ClaimRefused as exc:
-        undo(project, repo, state, pre, echo)
+        undo(records, repo, state, pre, echo)
         return Outcome(role, ok=False, reason=str(exc))
 
 
 def undo(
-    project: Path, repo: git.Repo, state: SessionState, pre: PreSession, echo: Callable[[str], None]
+    where: Records | Path, repo: git.Repo, state: SessionState, pre: PreSession, echo: Callable[[str], None]
 ) -> None:
     """Put the hand-off files and every branch back as they were before the session.
 
@@ -175,7 +186,7 @@ def undo(
             echo(f"  undo: {branch} reset to {before[:10]}")
     crashpoints.reached("undo_branches_reset")
     restore(
-        project, pre.copies, state.backlog.passing
+        where, pre.copies, state.backlog.passing
     )  # last: a checkout above may have removed a wrongly tracked copy
 
 
@@ -183,7 +194,7 @@ def undo(
 class Ran:
     """Everything a role's check needs about the session that just ran."""
 
-    project: Path
+    records: Records
     repo: git.Repo
     state: SessionState
     pre: PreSession
@@ -364,10 +375,10 @@ def _undo_failed_merge(ran: Ran, merged: str, review_id: int, output: str) -> Ou
         else r
         for r in reviews["reviews"]
     ]
-    atomic_write_json(ran.project / "reviews.json", reviews)
+    atomic_write_json(ran.records.path("reviews.json"), reviews)
     features = dict(ran.after.feature_list or {})
     features["features"] = [{**f, "passes": False} if f["id"] == feature else f for f in features["features"]]
-    atomic_write_json(ran.project / "feature_list.json", features)
+    atomic_write_json(ran.records.path("feature_list.json"), features)
     ran.echo("  undo: merge reverted, tests fail on main; PASS counts as REQUEST_CHANGES")
     return Outcome(
         SessionType.REVIEW,

@@ -18,6 +18,7 @@ from typing import Any
 from session_scheduler.core.layout import HISTORY_FILES
 from session_scheduler.store import filestat
 from session_scheduler.store.progress import atomic_write_json, read_json
+from session_scheduler.store.records import Records, records_of
 
 WINDOW = 20
 """Entries of each list a hand-off file keeps (it is trimmed back to this once it holds twice as many)."""
@@ -48,29 +49,27 @@ COUNTS = HISTORY_FILES[3]
 """Beside the reviews' history: how many archived reviews each feature (and `architecture`) has."""
 
 
-def archived_review_counts(project: Path) -> dict[str, int]:
+def archived_review_counts(where: Records | Path) -> dict[str, int]:
     """How many reviews of each feature id (`architecture` for architecture reviews) were moved
     to the history; read from a small index, not from the history itself."""
-    return _index(project)[1]
+    return _index(records_of(where))[1]
 
 
-_INDEX: dict[str, tuple[filestat.Signature, tuple[int, dict[str, int]]]] = {}
-"""The index as last read, by path and stat (it changes only when reviews move)."""
-
-
-def _index(project: Path) -> tuple[int, dict[str, int]]:
-    """(the largest review id counted, the counts)."""
-    path = project / COUNTS
+def _index(records: Records) -> tuple[int, dict[str, int]]:
+    """(the largest review id counted, the counts); the index as last read is kept by the
+    records, by path and stat (it changes only when reviews move)."""
+    path = records.path(COUNTS)
+    memo: dict[str, tuple[filestat.Signature, tuple[int, dict[str, int]]]] = records.history_index
     try:
         key = filestat.of(path.stat())
-        known = _INDEX.get(str(path))
+        known = memo.get(str(path))
         if known is not None and known[0] == key:
             return known[1][0], dict(known[1][1])
         data = json.loads(path.read_text(encoding="utf-8"))
         index = int(data["counted_to"]), {str(k): int(v) for k, v in data["counts"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return 0, {}
-    _INDEX[str(path)] = (key, index)
+    memo[str(path)] = (key, index)
     return index[0], dict(index[1])
 
 
@@ -91,9 +90,11 @@ def largest_archived_id(project: Path, key: str) -> int:
         return 0
 
 
-def trim(project: Path, window: int = WINDOW) -> dict[str, int]:
+def trim(where: Records | Path, window: int = WINDOW) -> dict[str, int]:
     """Move all but the newest `window` entries of each list to its history, once a list holds
     twice as many; how many entries moved, by list."""
+    records = records_of(where)
+    project = records.root
     moved: dict[str, int] = {}
     for name in sorted(set(FILES.values())):
         path = project / name
@@ -111,7 +112,7 @@ def trim(project: Path, window: int = WINDOW) -> dict[str, int]:
             fresh = [e for e in old if isinstance(e, dict) and int(e.get(IDS[key], 0)) > done]
             _append(history_path(project, key), fresh)
             if key == "reviews":  # each review counted once, however often a kill repeats this
-                counted_to, counts = _index(project)
+                counted_to, counts = _index(records)
                 new = [r for r in old if isinstance(r, dict) and int(r.get("review_id", 0)) > counted_to]
                 for review in new:
                     counts[_count_key(review)] = counts.get(_count_key(review), 0) + 1

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from session_scheduler.core.config import SessionType
@@ -32,6 +31,7 @@ from session_scheduler.store.progress import (
     remember,
     validated,
 )
+from session_scheduler.store.records import Records
 
 SERVER = "handoff"
 PREFIX = f"mcp__{SERVER}__"
@@ -131,18 +131,21 @@ def permission_rules(role: SessionType) -> list[str]:
 
 
 class HandoffTools:
-    """The hand-off tools of one session: its role, number, work item and open review."""
+    """The hand-off tools of one session: its role, number, work item and open review. They
+    read and write the project's `Records` (never the work tree the agent works in)."""
 
     def __init__(
         self,
-        project: Path,
+        records: Records,
         role: SessionType,
         number: int,
         work: WorkItem | None,
         open_review: int | None,
         brief: str,
     ) -> None:
-        self.project, self.role, self.number, self.work = project, role, number, work
+        if not isinstance(records, Records):
+            raise TypeError(f"the hand-off tools write the project's Records, not a folder: {records!r}")
+        self.records, self.role, self.number, self.work = records, role, number, work
         self.open_review, self.brief = open_review, brief
         self.rights = policy(role)
         self.names = tool_names(role)
@@ -249,7 +252,10 @@ class HandoffTools:
                     "passes": True,
                 }  # a new entry: the others are shared with the last version
                 passing = Handoff(
-                    validated(self.project / "feature_list.json", "feature_list.json"), None, None
+                    validated(self.records.path("feature_list.json"), "feature_list.json", self.records),
+                    None,
+                    None,
+                    self.records.passing,
                 ).passing()
                 self._save("feature_list.json", data, passing=passing | {feature})
                 return f"{feature} is marked passing"
@@ -259,11 +265,11 @@ class HandoffTools:
     def _load(self, name: str) -> dict[str, Any]:
         """The file as last validated (read again only when it changed), as a copy whose lists
         can grow; their entries are shared with the validated version and never changed."""
-        path = self.project / name
+        path = self.records.path(name)
         if not path.exists():
             return {"reviews": [], "fixes": []} if name == "reviews.json" else {}
         try:
-            data = validated(path, name)
+            data = validated(path, name, self.records)
         except StateError as exc:
             raise Refused(
                 f"{exc}; fix the file (or leave it: the scheduler restores it after the session)"
@@ -271,16 +277,16 @@ class HandoffTools:
         return {key: list(value) if isinstance(value, list) else value for key, value in data.items()}
 
     def _save(self, name: str, data: dict[str, Any], *, passing: frozenset[str] | None = None) -> None:
-        path = self.project / name
-        error = incremental_schema_error(data, name, last_validated(path))
+        path = self.records.path(name)
+        error = incremental_schema_error(data, name, last_validated(self.records, path))
         if error is not None:
             raise Refused(f"refused: {name} would not match its schema {error}")
         atomic_write_json(path, data)
-        remember(path, data, passing=passing)
+        remember(self.records, path, data, passing=passing)
 
     def _archived_max(self, key: str) -> int:
         """The largest id already moved to the history file (0: none), so ids keep increasing."""
-        return largest_archived_id(self.project, key)
+        return largest_archived_id(self.records.root, key)
 
 
 def sdk_tools(tools: HandoffTools) -> list[Any]:

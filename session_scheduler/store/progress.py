@@ -10,7 +10,7 @@ import os
 import shutil
 import stat
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from session_scheduler.core.layout import (
 from session_scheduler.core.schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, LIST_ITEMS, SHELLS, schema_error
 from session_scheduler.store import crashpoints, filestat
 from session_scheduler.store.filestat import Signature
+from session_scheduler.store.records import Records, records_of
 
 
 def atomic_write_json(path: Path, data: Any, *, durable: bool = True) -> None:
@@ -146,18 +147,20 @@ class Handoff:
     feature_list: dict[str, Any] | None
     progress: dict[str, Any] | None
     reviews: dict[str, Any] | None
+    memo: list[tuple[Any, frozenset[str]]] = field(default_factory=list, compare=False, repr=False)
+    """Where the passing features of the feature list's last versions are kept (its Records')."""
 
     def features(self) -> list[dict[str, Any]]:
         return list((self.feature_list or {}).get("features", []))
 
     def passing(self) -> frozenset[str]:
         listed = self.feature_list
-        for known, passing in _PASSING:  # one version of the list is asked many times a session
+        for known, passing in self.memo:  # one version of the list is asked many times a session
             if known is listed:
                 return passing
         passing = _passing(self.features())
         if listed is not None:
-            _know_passing(listed, passing)
+            _know_passing(self.memo, listed, passing)
         return passing
 
     def review_list(self) -> list[dict[str, Any]]:
@@ -173,24 +176,24 @@ def _passing(features: list[dict[str, Any]]) -> frozenset[str]:
     return frozenset(itertools.compress(map(operator.itemgetter("id"), features), flags))
 
 
-_PASSING: list[tuple[Any, frozenset[str]]] = []
-"""The passing features of the last few feature-list versions (a version is never changed)."""
+def _know_passing(memo: list[tuple[Any, frozenset[str]]], version: Any, passing: frozenset[str]) -> None:
+    """Keep the passing features of the last few feature-list versions (a version is never changed)."""
+    memo.insert(0, (version, passing))
+    del memo[8:]
 
 
-def _know_passing(version: Any, passing: frozenset[str]) -> None:
-    _PASSING.insert(0, (version, passing))
-    del _PASSING[8:]
-
-
-def load_handoff(project: Path) -> Handoff:
+def load_handoff(where: Records | Path) -> Handoff:
     """Load and validate the hand-off files; a missing file is None, a broken one an error.
 
     The parsed files are shared, not copied: callers read them and never change them."""
+    records = records_of(where)
     loaded: dict[str, Any] = {}
     for name in HANDOFF_FILES:
-        path = project / name
-        loaded[name] = validated(path, name) if path.exists() else None
-    return Handoff(loaded["feature_list.json"], loaded["progress.json"], loaded["reviews.json"])
+        path = records.path(name)
+        loaded[name] = validated(path, name, records) if path.exists() else None
+    return Handoff(
+        loaded["feature_list.json"], loaded["progress.json"], loaded["reviews.json"], records.passing
+    )
 
 
 @dataclass(frozen=True)
@@ -199,39 +202,37 @@ class _Loaded:
     data: Any
 
 
-_LOADED: dict[str, _Loaded] = {}
-"""The last validated content of each hand-off file, by path, with the stat it was read at."""
-
-
-def validated(path: Path, name: str) -> Any:
-    """A hand-off file, parsed and validated once per version: an unchanged file (same inode,
-    size and modification time) is not read again, and of a changed one only the list entries
-    that differ from the last validated version are checked against their schema. Callers
-    share the parsed version: they never change it."""
+def validated(path: Path, name: str, records: Records | None = None) -> Any:
+    """A hand-off file, parsed and validated once per version of the `records` it is one of: an
+    unchanged file (same inode, size and modification time) is not read again, and of a changed
+    one only the list entries that differ from the last validated version are checked against
+    their schema (without `records`, read and checked whole). Callers share the parsed version:
+    they never change it."""
     key = filestat.of(path.stat())
-    known = _LOADED.get(str(path))
+    memo: dict[str, Any] = records.loaded if records is not None else {}
+    known = memo.get(str(path))
     if known is not None and known.key == key:
         return known.data
     data = read_json(path)
     error = incremental_schema_error(data, name, known.data if known else None)
     if error is not None:
         raise StateError(f"{path} does not match its schema {error}")
-    _LOADED[str(path)] = _Loaded(key, data)
+    memo[str(path)] = _Loaded(key, data)
     return data
 
 
-def remember(path: Path, data: Any, *, passing: frozenset[str] | None = None) -> None:
+def remember(records: Records, path: Path, data: Any, *, passing: frozenset[str] | None = None) -> None:
     """`data`, just validated and written to `path` in this process, is that file's current
     version (a hand-off tool's write: the scheduler does not parse it again); `passing`, when
     the writer knows it, is that feature list's passing features (not derived again)."""
-    _LOADED[str(path)] = _Loaded(filestat.of(path.stat()), data)
+    records.loaded[str(path)] = _Loaded(filestat.of(path.stat()), data)
     if passing is not None:
-        _know_passing(data, passing)
+        _know_passing(records.passing, data, passing)
 
 
-def last_validated(path: Path) -> Any:
+def last_validated(records: Records, path: Path) -> Any:
     """The last validated content of a hand-off file (None: not read yet); not to be changed."""
-    known = _LOADED.get(str(path))
+    known = records.loaded.get(str(path))
     return known.data if known else None
 
 
@@ -258,8 +259,9 @@ def incremental_schema_error(data: Any, name: str, before: Any) -> str | None:
     return None
 
 
-def ensure_handoff_files(project: Path, project_name: str) -> None:
+def ensure_handoff_files(where: Records | Path, project_name: str) -> None:
     """Create the empty progress and reviews files the agents append to."""
+    project = records_of(where).root
     if not (project / "reviews.json").exists():
         atomic_write_json(project / "reviews.json", {"reviews": [], "fixes": []})
     if not (project / "progress.json").exists():
@@ -277,22 +279,23 @@ def ensure_handoff_files(project: Path, project_name: str) -> None:
 
 
 def write_status(
-    project: Path, *, phase: str, feature: str | None, branch: str | None, features_completed: int
+    where: Records | Path, *, phase: str, feature: str | None, branch: str | None, features_completed: int
 ) -> None:
     """Write the status fields of progress.json for the session about to run."""
-    path = project / "progress.json"
+    records = records_of(where)
+    path = records.path("progress.json")
     status = {
         "current_phase": phase,
         "current_feature": feature,
         "current_branch": branch,
         "features_completed": features_completed,
     }
-    known = validated(path, "progress.json")
+    known = validated(path, "progress.json", records)
     if all(known.get(key) == value for key, value in status.items()):
         return
     data = {**known, **status}  # a shallow copy: the entries are not changed
     atomic_write_json(path, data, durable=False)
-    remember(path, data)
+    remember(records, path, data)
 
 
 KEPT_PER_SESSION: tuple[str, ...] = ("progress.json", "reviews.json")
@@ -301,15 +304,16 @@ feature_list.json, which grows with the project, is kept only in the restore poi
 session's changes to it in its `changes.json`."""
 
 
-def restore_point(project: Path, which: str) -> Path:
+def restore_point(where: Records | Path, which: str) -> Path:
     """The one folder of full copies of the hand-off files: `pre` (before the session in flight)
     or `post` (after the last verified session)."""
-    return project / LOG_DIR / "restore" / which
+    return records_of(where).root / LOG_DIR / "restore" / which
 
 
-def newest_copy(project: Path, name: str) -> Path | None:
+def newest_copy(where: Records | Path, name: str) -> Path | None:
     """The newest copy of a hand-off file the scheduler kept after a session (verified, or
     restored after a failed session), or None."""
+    project = records_of(where).root
     rolling = restore_point(project, "post") / name
     if rolling.is_file():
         return rolling
@@ -321,10 +325,11 @@ def newest_copy(project: Path, name: str) -> Path | None:
     return folders[-1] / "post" / name if folders else None
 
 
-def correct_passes(project: Path, passing: frozenset[str]) -> list[str]:
+def correct_passes(where: Records | Path, passing: frozenset[str]) -> list[str]:
     """Set `passes` back to what the scheduler verified; the feature ids it corrected."""
-    path = project / "feature_list.json"
-    if load_handoff(project).passing() == passing:  # the common case, from the validated copy
+    records = records_of(where)
+    path = records.path("feature_list.json")
+    if load_handoff(records).passing() == passing:  # the common case, from the validated copy
         return []
     data = read_json(path)
     features = data.get("features") if isinstance(data, dict) else None
@@ -338,7 +343,7 @@ def correct_passes(project: Path, passing: frozenset[str]) -> list[str]:
     return [str(entry.get("id")) for entry in wrong]
 
 
-def snapshot(project: Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) -> None:
+def snapshot(where: Records | Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) -> None:
     """Copy each existing hand-off file of `names` into `dest` (each copy written whole, then
     renamed into place); a file that does not exist is removed from `dest`.
 
@@ -346,34 +351,37 @@ def snapshot(project: Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) 
     copied again: `dest` keeps that copy, or gets a hard link to it. Copies are never written
     in place, so a link shares a version that no one changes. The copy of `feature_list.json`
     is a base: it is not made again while only `passes` changed (`restore` takes them from
-    the scheduler's state), so a REVIEW does not copy a list that grows with the project."""
+    the scheduler's state), so a REVIEW does not copy a list that grows with the project.
+    The copies made last are remembered by the `Records` (a bare folder: copied anew)."""
+    records = records_of(where)
+    copies = records.copies
     dest.mkdir(parents=True, exist_ok=True)
     for name in names:
-        source, target = project / name, dest / name
+        source, target = records.path(name), dest / name
         sig = filestat.signature(source)
         if sig is None:
             target.unlink(missing_ok=True)
-            _COPIES.pop(str(target), None)
+            copies.pop(str(target), None)
             continue
-        known = _COPIES.get(str(target))
+        known = copies.get(str(target))
         if (
             known is not None
             and known.own == _copy_id(target)
-            and (known.source == sig or _same_base(known, source, name))
+            and (known.source == sig or _same_base(records, known, source, name))
         ):
             continue
         tmp = dest / f".{name}.copy.tmp"
         tmp.unlink(missing_ok=True)
         try:
-            os.link(_earlier_copy(sig, name), tmp)
+            os.link(_earlier_copy(copies, sig, name), tmp)
         except (OSError, LookupError):
             shutil.copy2(source, tmp)
         os.replace(tmp, target)
         tmp.unlink(missing_ok=True)  # rename(2) does nothing when both names are links to one file
-        _COPIES.pop(str(target), None)
-        _COPIES[str(target)] = _Copy(sig, _copy_id(target), _version(source, name, sig))
-        while len(_COPIES) > _COPIES_KEPT:
-            del _COPIES[next(iter(_COPIES))]
+        copies.pop(str(target), None)
+        copies[str(target)] = _Copy(sig, _copy_id(target), _version(records, source, name, sig))
+        while len(copies) > _COPIES_KEPT:
+            del copies[next(iter(copies))]
 
 
 @dataclass(frozen=True)
@@ -386,30 +394,29 @@ class _Copy:
     """The validated version it copied, where it is a base (feature_list.json)."""
 
 
-_COPIES: dict[str, _Copy] = {}
-"""The copies `snapshot` made last, oldest first."""
 _COPIES_KEPT = 32
+"""The copies `snapshot` keeps in mind (`Records.copies`), oldest forgotten first."""
 BASE = "feature_list.json"
 """The hand-off file whose copies are bases: only `passes` changes after the INITIALIZER."""
 
 
-def _version(source: Path, name: str, sig: Signature) -> Any:
+def _version(records: Records, source: Path, name: str, sig: Signature) -> Any:
     """The validated version of `source` as copied (None: not a base, or not valid)."""
     if name != BASE:
         return None
     try:
-        data = validated(source, name)
+        data = validated(source, name, records)
     except StateError:
         return None
     return data if filestat.signature(source) == sig else None
 
 
-def _same_base(known: _Copy, source: Path, name: str) -> bool:
+def _same_base(records: Records, known: _Copy, source: Path, name: str) -> bool:
     """The copy still serves as the base of `source`: the same features but for `passes`."""
     if known.version is None:
         return False
     try:
-        now = validated(source, name)
+        now = validated(source, name, records)
     except StateError:
         return False
     rest = {k: v for k, v in now.items() if k != "features"}
@@ -441,17 +448,18 @@ def _copy_id(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _earlier_copy(sig: Signature, name: str) -> Path:
+def _earlier_copy(copies: dict[str, _Copy], sig: Signature, name: str) -> Path:
     """A copy, still as it was made, of the version of `name` with signature `sig`."""
-    for path, copy in reversed(_COPIES.items()):
+    for path, copy in reversed(copies.items()):
         if copy.source == sig and Path(path).name == name and _copy_id(Path(path)) == copy.own:
             return Path(path)
     raise LookupError(name)
 
 
-def restore(project: Path, src: Path, passing: frozenset[str]) -> None:
+def restore(where: Records | Path, src: Path, passing: frozenset[str]) -> None:
     """Put the hand-off files back as they were in `src` (remove those it lacks), with the
     `passes` the scheduler verified (`passing`): the copy of feature_list.json is a base."""
+    project = records_of(where).root
     for name in HANDOFF_FILES:
         if (src / name).exists():
             restore_file(project, name, src / name, passing)
@@ -459,8 +467,9 @@ def restore(project: Path, src: Path, passing: frozenset[str]) -> None:
             (project / name).unlink(missing_ok=True)
 
 
-def restore_file(project: Path, name: str, copy: Path, passing: frozenset[str]) -> None:
+def restore_file(where: Records | Path, name: str, copy: Path, passing: frozenset[str]) -> None:
     """One hand-off file back from its copy (feature_list.json with `passing` as its passes)."""
+    project = records_of(where).root
     text = copy.read_text(encoding="utf-8")
     if name == BASE:
         text = _with_passes(text, passing)

@@ -18,6 +18,7 @@ from session_scheduler.core.machine import Backlog, Lane, SessionState, WorkItem
 from session_scheduler.core.schemas import AGENT_STATE, AGENT_STATE_SAVED
 from session_scheduler.core.session import InFlight
 from session_scheduler.store.progress import Encoded, atomic_write_json, read_json, validate
+from session_scheduler.store.records import Records, records_of
 
 RESTORE_HINT = (
     f"Restore it from the newest copy, {LOG_DIR}/session_*/state.json (each session leaves one), "
@@ -34,9 +35,9 @@ class Saved:
     """Where the session in flight started (set while a session runs or after it was cut off)."""
 
 
-def load(project: Path) -> Saved | None:
+def load(where: Records | Path) -> Saved | None:
     """The saved record, or None for a project that has none yet."""
-    path = project / STATE_FILE
+    path = records_of(where).path(STATE_FILE)
     if not path.exists():
         return None
     try:
@@ -49,17 +50,24 @@ def load(project: Path) -> Saved | None:
     return Saved(from_json(data), InFlight.from_json(data.get("in_progress")))
 
 
-def save(project: Path, state: SessionState, in_progress: InFlight | None) -> None:
+def save(where: Records | Path, state: SessionState, in_progress: InFlight | None) -> None:
     """The schedule state and the session in flight (the totals are the event log's: events.py).
 
-    The backlog, which lists every feature, is encoded once per version (a session saves twice
-    and most sessions do not change it)."""
-    data = {**to_json(state), "in_progress": in_progress and in_progress.to_json()}
+    The backlog, which lists every feature, is encoded once per version of the `Records` (a
+    session saves twice and most sessions do not change it)."""
+    records = records_of(where)
+    data = {**to_json(state, records), "in_progress": in_progress and in_progress.to_json()}
     validate(data, AGENT_STATE_SAVED, STATE_FILE)
-    atomic_write_json(project / STATE_FILE, {**data, "backlog": _encoded_backlog(state.backlog)[1]})
+    atomic_write_json(
+        records.path(STATE_FILE), {**data, "backlog": _encoded_backlog(state.backlog, records.encoded)[1]}
+    )
 
 
-def _encoded_backlog(backlog: Backlog) -> tuple[dict[str, Any], Encoded]:
+_Memo = dict[str, tuple[tuple[object, ...], Any, str]]
+"""Per part of the backlog: the objects it was made of at the last save, its saved form, its JSON."""
+
+
+def _encoded_backlog(backlog: Backlog, memo: _Memo) -> tuple[dict[str, Any], Encoded]:
     """The backlog's saved form and its JSON; `passing` and `blocked` in the features' order.
 
     Each of its lists can hold every feature, and most sessions change none of them: each is
@@ -67,14 +75,14 @@ def _encoded_backlog(backlog: Backlog) -> tuple[dict[str, Any], Encoded]:
     the objects it does not change)."""
     features = backlog.features
     parts = {
-        "features": _encoded("features", (features,), lambda: list(features)),
+        "features": _encoded(memo, "features", (features,), lambda: list(features)),
         "passing": _encoded(
-            "passing", (features, backlog.passing), lambda: list(_in_order(features, backlog.passing))
+            memo, "passing", (features, backlog.passing), lambda: list(_in_order(features, backlog.passing))
         ),
         "blocked": _encoded(
-            "blocked", (features, backlog.blocked), lambda: list(_in_order(features, backlog.blocked))
+            memo, "blocked", (features, backlog.blocked), lambda: list(_in_order(features, backlog.blocked))
         ),
-        "rejections": _encoded("rejections", (backlog.rejections,), lambda: dict(backlog.rejections)),
+        "rejections": _encoded(memo, "rejections", (backlog.rejections,), lambda: dict(backlog.rejections)),
     }
     data = {name: part[0] for name, part in parts.items()}
     return data, Encoded(
@@ -82,12 +90,8 @@ def _encoded_backlog(backlog: Backlog) -> tuple[dict[str, Any], Encoded]:
     )
 
 
-_ENCODED: dict[str, tuple[tuple[object, ...], Any, str]] = {}
-"""Per part of the backlog: the objects it was made of at the last save, its saved form, its JSON."""
-
-
-def _encoded(name: str, made_of: tuple[object, ...], make: Callable[[], Any]) -> tuple[Any, str]:
-    known = _ENCODED.get(name)
+def _encoded(memo: _Memo, name: str, made_of: tuple[object, ...], make: Callable[[], Any]) -> tuple[Any, str]:
+    known = memo.get(name)
     if (
         known is not None
         and len(known[0]) == len(made_of)
@@ -96,7 +100,7 @@ def _encoded(name: str, made_of: tuple[object, ...], make: Callable[[], Any]) ->
         return known[1], known[2]
     data = make()
     text = json.dumps(data)
-    _ENCODED[name] = (made_of, data, text)
+    memo[name] = (made_of, data, text)
     return data, text
 
 
@@ -106,11 +110,11 @@ def _in_order(features: tuple[str, ...], ids: frozenset[str]) -> tuple[str, ...]
     return ordered if len(ordered) == len(ids) else (*ordered, *sorted(ids.difference(ordered)))
 
 
-def to_json(state: SessionState) -> dict[str, Any]:
-    """The state's saved form (its backlog shared with the last save's: not to be changed)."""
+def to_json(state: SessionState, records: Records | None = None) -> dict[str, Any]:
+    """The state's saved form (its backlog shared with the `records`' last save's: not to be changed)."""
     lane = state.lane
     return {
-        "backlog": _encoded_backlog(state.backlog)[0],
+        "backlog": _encoded_backlog(state.backlog, records.encoded if records is not None else {})[0],
         "lane": {
             "role": lane.role.value,
             "work": lane.work.to_json() if lane.work else None,

@@ -67,6 +67,7 @@ from session_scheduler.guard.sandbox import Host, private_tmp
 from session_scheduler.repo import git_backup, git_guard, gitops
 from session_scheduler.run.agent import ClaudeSessionRunner, SessionRequest
 from session_scheduler.run.plan import plan_session, write_plan
+from session_scheduler.store.records import Records
 
 T = SessionType
 SECRET = "RED-TEAM-SECRET-7f3c9b"
@@ -1586,6 +1587,7 @@ class RedTeam:
                 self.project,
                 write_plan(plan, self.project),
                 self.root / "logs" / f"{self.sessions:02d}-{role.value}",
+                Records(self.project),
             )
             baseline.update(self._snapshot(role, work, verdict))
             result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request)
