@@ -323,7 +323,7 @@ class TrivialRunner:
         self.profiler = profiler
         """When given: off during each session, on between sessions (the scheduler's work only)."""
 
-    def run(self, request: SessionRequest) -> SessionResult:
+    async def run(self, request: SessionRequest) -> SessionResult:
         if self.profiler is not None:
             self.profiler.disable()
         try:

@@ -6,6 +6,7 @@ import shutil
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 from claude_agent_sdk import ToolUseBlock
 from click.testing import CliRunner
@@ -72,13 +73,13 @@ def test_tool_call_paths_are_relative_to_the_project() -> None:
 def test_not_logged_in_is_recognised_from_the_real_cli(tmp_path: Path) -> None:
     env = sdk_env("http://127.0.0.1:9", tmp_path / "home")  # loopback guard; the CLI stops before any call
     env["ANTHROPIC_API_KEY"] = ""
-    result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request(tmp_path))
+    result = anyio.run(ClaudeSessionRunner(echo=lambda _: None, env=env).run, request(tmp_path))
     assert result.not_logged_in and result.is_error
 
 
 def test_not_logged_in_stops_the_run_with_one_line(spec_file: Path) -> None:
     class LoggedOut:
-        def run(self, req: SessionRequest) -> SessionResult:
+        async def run(self, req: SessionRequest) -> SessionResult:
             return SessionResult(error="Not logged in · Please run /login", not_logged_in=True)
 
     result = CliRunner().invoke(
@@ -100,7 +101,7 @@ def test_an_agent_talking_about_logins_is_not_a_login_failure(tmp_path: Path) ->
 
     with ScriptedModelServer(Talker()) as server:
         env = sdk_env(server.base_url, tmp_path / "home")
-        result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request(tmp_path))
+        result = anyio.run(ClaudeSessionRunner(echo=lambda _: None, env=env).run, request(tmp_path))
     assert not result.is_error and not result.not_logged_in
 
 
@@ -125,7 +126,7 @@ def test_a_session_ends_at_its_result_and_stops_what_it_left_in_the_background(t
     with ScriptedModelServer(Server()) as server:
         env = sdk_env(server.base_url, tmp_path / "home")
         started = time.monotonic()
-        result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(req)
+        result = anyio.run(ClaudeSessionRunner(echo=lambda _: None, env=env).run, req)
         took = time.monotonic() - started
     assert result.subtype == "success" and not result.is_error and result.terminal_reason != "idle_timeout"
     assert took < 15, f"the session took {took:.0f} s: it waited for the background task"
@@ -150,7 +151,7 @@ def test_what_retrying_cannot_fix_stops_the_session_at_the_first_answer(
     with ScriptedModelServer(Refusing()) as server:
         env = sdk_env(server.base_url, tmp_path / "home", max_retries=10)
         started = time.monotonic()
-        result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request(tmp_path))
+        result = anyio.run(ClaudeSessionRunner(echo=lambda _: None, env=env).run, request(tmp_path))
         took = time.monotonic() - started
     assert took < 15, f"{kind} took {took:.0f} s"
     assert result.is_error and result.api_error_status == status
@@ -181,7 +182,7 @@ def test_the_clis_own_retries_stop_when_the_outage_allowance_is_spent(tmp_path: 
     with ScriptedModelServer(Overloaded()) as server:
         env = sdk_env(server.base_url, tmp_path / "home", max_retries=10)
         started = time.monotonic()
-        result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(req)
+        result = anyio.run(ClaudeSessionRunner(echo=lambda _: None, env=env).run, req)
         took = time.monotonic() - started
     assert took < 25, f"the session took {took:.0f} s"
     assert result.api_error_status == 529 and result.terminal_reason == "api_error" and result.retrying_s >= 6

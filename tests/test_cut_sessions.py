@@ -84,8 +84,8 @@ class TimedOutOnce(InProcessRobotRunner):
     """The robot; session 2 is stopped by the idle timeout after its work, so the CLI reported no
     result: its tokens are what the transcript shows (agent.py), its cost unknown."""
 
-    def run(self, request: SessionRequest) -> SessionResult:
-        result = super().run(request)
+    async def run(self, request: SessionRequest) -> SessionResult:
+        result = await super().run(request)
         if request.plan.number != 2:
             return dataclasses.replace(result, cost_usd=0.05, input_tokens=10_000, output_tokens=100)
         return dataclasses.replace(
@@ -138,9 +138,9 @@ class Killed(BaseException):
 class KilledInSession(InProcessRobotRunner):
     """Session 2's CLI answers twice into its transcript, then the scheduler dies."""
 
-    def run(self, request: SessionRequest) -> SessionResult:
+    async def run(self, request: SessionRequest) -> SessionResult:
         if request.plan.number != 2:
-            return super().run(request)
+            return await super().run(request)
         request.log_dir.mkdir(parents=True, exist_ok=True)
         transcript = request.log_dir / "transcript.jsonl"
         message = {"type": "AssistantMessage", "model": "claude-sonnet", "usage": USAGE}

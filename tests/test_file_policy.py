@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from helpers import request_for, state_for
 
@@ -78,7 +79,7 @@ def test_reads_outside_and_credentials_are_refused_through_the_real_cli(
         ssh = Path(env["HOME"]) / ".ssh"
         ssh.mkdir(parents=True)
         (ssh / "id_test").write_text("PRIVATE-KEY-CANARY")
-        result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request)
+        result = anyio.run(ClaudeSessionRunner(echo=lambda _: None, env=env).run, request)
     assert not result.is_error, result
     assert [d["tool_name"] for d in result.permission_denials] == ["Read"]
     sent = "\n".join(attacker.seen)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from click.testing import CliRunner, Result
 from helpers import active_sandbox, cli_seams, logged_in
@@ -198,7 +199,7 @@ def test_a_session_never_starts_unprobed() -> None:
     calls: list[str] = []
 
     class Runner:
-        def run(self, request: SessionRequest) -> SessionResult:
+        async def run(self, request: SessionRequest) -> SessionResult:
             calls.append("session")
             return SessionResult()
 
@@ -215,8 +216,8 @@ def test_a_session_never_starts_unprobed() -> None:
     seams = autonomous_agent_demo.Seams(preflight=probe, credentials=logged_in)
     check = autonomous_agent_demo._SandboxCheck(autonomous_agent_demo.AgentConfig(), seams, lambda _: None)
     with check.guard(factory)(print, None, Path("/nonexistent")) as runner:
-        runner.run(None)  # type: ignore[arg-type]
-        runner.run(None)  # type: ignore[arg-type]
+        anyio.run(runner.run, None)  # type: ignore[arg-type]
+        anyio.run(runner.run, None)  # type: ignore[arg-type]
     assert calls == ["probe", "session", "session"]
 
 

@@ -612,8 +612,8 @@ class Destroying(InProcessRobotRunner):
         super().__init__(scenario)
         self.destroy, self.kill = destroy, kill
 
-    def run(self, request: SessionRequest) -> SessionResult:
-        result = super().run(request)
+    async def run(self, request: SessionRequest) -> SessionResult:
+        result = await super().run(request)
         if request.plan.number in self.destroy:
             self.destroy[request.plan.number](request.cwd / ".git")
             if self.kill:

@@ -140,11 +140,11 @@ def test_interrupted_run_is_resumed_by_a_second_invocation(tmp_path: Path) -> No
     run(reference, LIFECYCLE)
 
     class Crash(InProcessRobotRunner):
-        def run(self, request: SessionRequest) -> SessionResult:
+        async def run(self, request: SessionRequest) -> SessionResult:
             if request.plan.number == 5:  # the REVIEW that merges F001: half done, then killed
                 (request.cwd / "reviews.json").write_text('{"reviews": [ half written')
                 raise KeyboardInterrupt
-            return super().run(request)
+            return await super().run(request)
 
     project = new_project(tmp_path)
     with pytest.raises(KeyboardInterrupt):
@@ -263,7 +263,7 @@ def test_initializer_that_keeps_failing_halts_and_is_retried_on_the_next_run(tmp
     project = new_project(tmp_path)
 
     class Idle:
-        def run(self, request: SessionRequest) -> SessionResult:
+        async def run(self, request: SessionRequest) -> SessionResult:
             return SessionResult(subtype="success", is_error=False)
 
     lines: list[str] = []
@@ -279,8 +279,8 @@ def test_initializer_that_keeps_failing_halts_and_is_retried_on_the_next_run(tmp
 
 def test_the_budget_stops_the_run_and_each_session_gets_what_is_left(tmp_path: Path) -> None:
     class Priced(InProcessRobotRunner):
-        def run(self, request: SessionRequest) -> SessionResult:
-            return dataclasses.replace(super().run(request), cost_usd=1.0)
+        async def run(self, request: SessionRequest) -> SessionResult:
+            return dataclasses.replace(await super().run(request), cost_usd=1.0)
 
     project = new_project(tmp_path)
     runner = Priced(Scenario.from_json(LIFECYCLE))
@@ -296,10 +296,10 @@ def test_a_second_kill_while_resuming_still_resumes(tmp_path: Path) -> None:
     """Killed again after the interrupted session's folder was set aside, before the rerun saved."""
 
     class Crash(InProcessRobotRunner):
-        def run(self, request: SessionRequest) -> SessionResult:
+        async def run(self, request: SessionRequest) -> SessionResult:
             if request.plan.number == 3:
                 raise KeyboardInterrupt
-            return super().run(request)
+            return await super().run(request)
 
     project = new_project(tmp_path)
     with pytest.raises(KeyboardInterrupt):
@@ -316,7 +316,7 @@ def test_a_sandbox_that_fails_to_start_costs_no_attempt_and_stops_resumably(tmp_
         def __init__(self) -> None:
             self.numbers: list[int] = []
 
-        def run(self, request: SessionRequest) -> SessionResult:
+        async def run(self, request: SessionRequest) -> SessionResult:
             self.numbers.append(request.plan.number)
             return SessionResult(subtype="success", is_error=False, sandbox_failed=True)
 

@@ -36,14 +36,14 @@ class Cutting:
         self.robot = InProcessRobotRunner(Scenario.from_json(SCENARIO))
         self.cuts, self.clock, self.numbers = cuts, clock, []
 
-    def run(self, request: SessionRequest) -> SessionResult:
+    async def run(self, request: SessionRequest) -> SessionResult:
         self.numbers.append(request.plan.number)
         pending = self.cuts.get(request.plan.number)
         if pending:
             request.log_dir.mkdir(parents=True, exist_ok=True)
             (request.log_dir / "transcript.jsonl").write_text("cut\n")
             return pending.pop(0)(self.clock.now())
-        return self.robot.run(request)
+        return await self.robot.run(request)
 
 
 def limit(now: float) -> SessionResult:
@@ -216,7 +216,7 @@ def test_a_model_the_endpoint_does_not_know_is_not_kept(
     (tmp_path / "spec.txt").write_text(SPEC.read_text())
 
     class Unknown:
-        def run(self, request: SessionRequest) -> SessionResult:
+        async def run(self, request: SessionRequest) -> SessionResult:
             return SessionResult(
                 api_error_status=404, error="model: claude-nonexistent", base_url="http://127.0.0.1:9"
             )

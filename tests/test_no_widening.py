@@ -12,6 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
+import anyio
 import pytest
 from helpers import request_for, state_for
 
@@ -54,7 +55,7 @@ def test_project_settings_hooks_mcp_and_claude_md_widen_nothing(tmp_path: Path) 
     brain = CallsBrain(calls)
     with ScriptedModelServer(brain) as server:
         env = sdk_env(server.base_url, tmp_path / "cli")
-        result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request)
+        result = anyio.run(ClaudeSessionRunner(echo=lambda _: None, env=env).run, request)
     assert not result.is_error, result
     assert [d["tool_input"]["command"] for d in result.permission_denials] == [
         c.input["command"] for c in calls

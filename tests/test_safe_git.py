@@ -681,8 +681,8 @@ def test_a_session_that_plants_a_hook_and_an_fsmonitor_is_undone_and_the_run_goe
     )
 
     class Planting(InProcessRobotRunner):
-        def run(self, request: SessionRequest) -> SessionResult:
-            result = super().run(request)
+        async def run(self, request: SessionRequest) -> SessionResult:
+            result = await super().run(request)
             if request.plan.number == 2:  # a nested repository with a filter, staged, and a change to stash
                 sh(
                     request.cwd,

@@ -31,11 +31,11 @@ class Overstepping(InProcessRobotRunner):
         super().__init__(Scenario.from_json({"features": 2}))
         self.session, self.act, self.before = session, act, before
 
-    def run(self, request: SessionRequest) -> SessionResult:
+    async def run(self, request: SessionRequest) -> SessionResult:
         if request.plan.number == self.session and self.before:
             self.act(request.cwd)
             return SessionResult(subtype="success", is_error=False)
-        result = super().run(request)
+        result = await super().run(request)
         if request.plan.number == self.session:
             self.act(request.cwd)
         return result
@@ -107,11 +107,11 @@ def test_a_deleted_work_branch_is_restored_by_the_undo(tmp_path: Path) -> None:
     scenario = Scenario.from_json({"features": 2, "reviews": {"F001": ["REQUEST_CHANGES", "PASS"]}})
 
     class DeletesBranch(InProcessRobotRunner):
-        def run(self, request: SessionRequest) -> SessionResult:
+        async def run(self, request: SessionRequest) -> SessionResult:
             if request.plan.number == 4:  # the FIX of F001
                 sh(request.cwd, "git checkout -q main && git branch -D feature/F001")
                 return SessionResult(subtype="success", is_error=False)
-            return super().run(request)
+            return await super().run(request)
 
     project, lines = run(tmp_path, DeletesBranch(scenario))
     assert "branch feature/F001 does not exist" in failed(lines, 4)

@@ -47,12 +47,12 @@ class Priced:
         self.entered = threading.Event()
         self.budgets: list[float | None] = []
 
-    def run(self, request: SessionRequest) -> SessionResult:
+    async def run(self, request: SessionRequest) -> SessionResult:
         self.budgets.append(request.plan.max_budget_usd)
         if self.gate is not None and request.plan.number == self.hold:
             self.entered.set()
             self.gate.wait(30)
-        result = self.robot.run(request)
+        result = await self.robot.run(request)
         import dataclasses
 
         return dataclasses.replace(

@@ -117,9 +117,12 @@ class SessionResult:
 
 
 class SessionRunner(Protocol):
-    """The seam between the scheduler and Claude Code: run one session, return its result."""
+    """The seam between the scheduler and Claude Code: run one session, return its result.
 
-    def run(self, request: SessionRequest) -> SessionResult: ...
+    Asynchronous, so that one process may run several sessions in a task group; the scheduler's
+    synchronous loop runs each with `anyio.run(runner.run, request)`."""
+
+    async def run(self, request: SessionRequest) -> SessionResult: ...
 
 
 def policy_refusal(
@@ -264,10 +267,7 @@ class ClaudeSessionRunner:
         self._env = dict(env or {})
         self._cli_path = cli_path
 
-    def run(self, request: SessionRequest) -> SessionResult:
-        return anyio.run(self._run, request)
-
-    async def _run(self, request: SessionRequest) -> SessionResult:
+    async def run(self, request: SessionRequest) -> SessionResult:
         request.log_dir.mkdir(parents=True, exist_ok=True)
         stderr_lines: list[str] = []
         values: dict[str, Any] = {

@@ -29,7 +29,7 @@ class InProcessRobotRunner:
         self.scenario = scenario or Scenario()
         self.requests: list[SessionRequest] = []
 
-    def run(self, request: SessionRequest) -> SessionResult:
+    async def run(self, request: SessionRequest) -> SessionResult:
         self.requests.append(request)
         started = time.monotonic()
         ctx = Ctx(request.plan.number, self.scenario)

@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from scripted_model.hermetic import DUMMY_API_KEY, sdk_env
 from scripted_model.protocol import Reply, ToolCall, Turn
 from scripted_model.server import ScriptedModelServer
@@ -1590,7 +1592,7 @@ class RedTeam:
                 Records(self.project),
             )
             baseline.update(self._snapshot(role, work, verdict))
-            result = ClaudeSessionRunner(echo=lambda _: None, env=env).run(request)
+            result = anyio.run(ClaudeSessionRunner(echo=lambda _: None, env=env).run, request)
         if result.is_error and result.error:
             raise RuntimeError(
                 f"the {role.value} red-team session failed: {result.error} (logs: {request.log_dir})"

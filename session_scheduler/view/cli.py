@@ -656,9 +656,9 @@ class _Guarded:
     runner: SessionRunner
     check: _SandboxCheck
 
-    def run(self, request: SessionRequest) -> SessionResult:
+    async def run(self, request: SessionRequest) -> SessionResult:
         self.check.once()
-        return self.runner.run(request)
+        return await self.runner.run(request)
 
 
 def load_scenario(path: Path | None) -> Scenario:
