@@ -7,7 +7,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from session_scheduler.core.machine import (
     Rejected,
     Retry,
     SessionState,
+    Step,
     resume,
     transition,
 )
@@ -61,14 +62,38 @@ STATE_COPIES = 3
 
 
 @dataclass(frozen=True)
-class Ran:
-    """One session as the loop sees it: the CLI's report, the verified outcome (None when it was
-    cut short before verification), how it counts, and where it started (for a rerun)."""
+class Session:
+    """One session as it flows through the steps (prepare -> run -> settle -> transition ->
+    record): each step takes it and returns it with what the step established."""
 
-    result: SessionResult
-    outcome: Outcome | None
-    classified: Classified
+    state: SessionState
+    """The state the session starts from."""
+    folder: SessionFolder
+    plan: SessionPlan
+    pre: PreSession
+    """Where it starts: the hand-off files, main, the branches (verification compares with it)."""
     in_progress: InFlight
+    """Its start as the state file keeps it while it is in flight (what a rerun needs)."""
+    result: SessionResult | None = None
+    """run: the CLI's report."""
+    classified: Classified | None = None
+    """settle: how it counts."""
+    outcome: Outcome | None = None
+    """settle: the verified outcome (None when it was cut short before verification)."""
+    step: Step | None = None
+    """transition: the new state and its events (None unless it counts)."""
+    after: SessionState | None = None
+    """record: the state saved after it (None unless it counts)."""
+
+    @property
+    def ran(self) -> SessionResult:
+        assert self.result is not None, "the session has not run"
+        return self.result
+
+    @property
+    def judged(self) -> Classified:
+        assert self.classified is not None, "the session has not been settled"
+        return self.classified
 
 
 def log_dir_for(project: Path, number: int, role: SessionType) -> Path:
@@ -264,15 +289,14 @@ class Scheduler:
                 pre = self._recover(repo, state, interrupted)
             interrupted = None
             session = self._one_session(repo, state, pre)
-            self.count += 1
-            standing, why = session.classified.standing, session.classified.reason
+            standing, why = session.judged.standing, session.judged.reason
             consequence = standing.consequence
             if consequence.then is Then.TRANSITION:
-                assert session.outcome is not None  # a counted session was verified
+                assert session.after is not None  # a counted session was transitioned and saved
                 outages, self._outage_since = 0, None
-                state = self._after(repo, state, session.outcome)
+                state = session.after
             elif consequence.then is Then.RAISE:
-                raise (UnknownModel if session.classified.unknown_model else NotLoggedIn)(why)
+                raise (UnknownModel if session.judged.unknown_model else NotLoggedIn)(why)
             elif consequence.then is Then.STOP:
                 if standing is Standing.BUDGET:
                     self._budget_reached()
@@ -292,7 +316,7 @@ class Scheduler:
                         return self._report("limit", state, delay)
                     wait_until: float | None = self.clock.now() + delay
                 elif consequence.wait is Wait.RESET:
-                    wait_until = (session.classified.resets_at or self.clock.now()) + LIMIT_MARGIN_S
+                    wait_until = (session.judged.resets_at or self.clock.now()) + LIMIT_MARGIN_S
                 else:
                     wait_until = None
                 interrupted = session.in_progress.cut(standing.value, wait_until)
@@ -311,12 +335,12 @@ class Scheduler:
         )
         return self._report("done", state, done)
 
-    def _outage_stop(self, session: Ran, outages: int, why: str) -> float | str:
+    def _outage_stop(self, session: Session, outages: int, why: str) -> float | str:
         """The back-off before the `outages`-th rerun of a session cut by an outage, or why the
         run stops instead: the outage, from its first failed request, would outlast the allowance."""
         delay = backoff_s(outages, self.clock)
         if self._outage_since is None:  # from the first failed request, the CLI's own retries included
-            self._outage_since = self.clock.now() - session.result.retrying_s
+            self._outage_since = self.clock.now() - session.ran.retrying_s
         outage_s = self.clock.now() - self._outage_since
         if outage_s + delay > self.config.max_outage_minutes * 60:
             return (
@@ -528,7 +552,18 @@ class Scheduler:
         else:
             gitops.checkout(repo, gitops.MAIN)
 
-    def _one_session(self, repo: git.Repo, state: SessionState, pre: PreSession | None) -> Ran:
+    def _one_session(self, repo: git.Repo, state: SessionState, pre: PreSession | None) -> Session:
+        """One session through its steps; each takes the Session and returns it, and none returns
+        to the loop before the last: the loop only applies its standing's consequence."""
+        session = self._prepare(repo, state, pre)
+        session = self._run(repo, session)
+        session = self._settle(repo, session)
+        session = self._transition(session)
+        return self._record(repo, session)
+
+    def _prepare(self, repo: git.Repo, state: SessionState, pre: PreSession | None) -> Session:
+        """Check out what the session starts on, check the hand-off files, write its status and
+        brief, plan it, capture where it starts (unless a rerun's start is given), save it as in flight."""
         log_dir = log_dir_for(self.project, state.next_number, state.lane.role)
         self._prepare_git(repo, state)
         crashpoints.reached("git_prepared")
@@ -556,6 +591,13 @@ class Scheduler:
         progress.snapshot(self.records, log_dir / SessionFolder.PRE, progress.KEPT_PER_SESSION)
         self.save(state, self._in_progress(plan.number, log_dir, pre))
         crashpoints.reached("in_progress_saved")
+        return Session(state, SessionFolder(log_dir), plan, pre, self._in_progress(plan.number, log_dir, pre))
+
+    def _run(self, repo: git.Repo, session: Session) -> Session:
+        """The seam: the plan written, one fresh CLI process (or the robot); then what it left
+        running is stopped, the repository repaired and its settings restored; its result and
+        denials written to the session folder."""
+        state, plan, log_dir = session.state, session.plan, session.folder.path
         request = SessionRequest(plan, self.project, write_plan(plan, self.project), log_dir, self.records)
         crashpoints.reached("plan_written")
         work = plan.work
@@ -589,22 +631,52 @@ class Scheduler:
         (log_dir / SessionFolder.RESULT).write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
         self._audit(plan, log_dir, result)
         crashpoints.reached("result_written")
-        in_progress = self._in_progress(plan.number, log_dir, pre)
+        return replace(session, result=result)
+
+    def _settle(self, repo: git.Repo, session: Session) -> Session:
+        """How the session counts: cut short (not the agent's doing: not verified, run again from
+        the same start), else verified -> its outcome, and judged."""
+        state, plan, pre, result = session.state, session.plan, session.pre, session.ran
         cut = cut_short(result, plan.model, capped_by_session=plan.capped_by_session, role=plan.role.value)
-        if cut is not None:  # not the agent's doing: not verified; rerun from the same start
-            self.save(state, in_progress.cut(cut.standing.value))
-            self._ended(plan, result, cut, None)
-            return Ran(result, None, cut, in_progress)
+        if cut is not None:
+            return replace(session, classified=cut)
         outcome = verify_session(self.records, repo, state, pre, self.config, self.echo)
         crashpoints.reached("verified")
+        return replace(session, outcome=outcome, classified=judged(result, outcome))
+
+    def _transition(self, session: Session) -> Session:
+        """A counted session's outcome through `machine.transition` (pure)."""
+        if session.outcome is None or not session.judged.standing.counted:
+            return session
+        return replace(session, step=transition(session.state, session.outcome, self.config))
+
+    def _record(self, repo: git.Repo, session: Session) -> Session:
+        """What the session established, recorded: a cut session is saved as in flight; a verified
+        one's post copies and changes go to its folder, its events to the log, and a counted one's
+        transition is acted on, saved and copied to its folder."""
+        state, plan, pre, result, classified = (
+            session.state,
+            session.plan,
+            session.pre,
+            session.ran,
+            session.judged,
+        )
+        log_dir, outcome = session.folder.path, session.outcome
+        if outcome is None:
+            self.save(state, session.in_progress.cut(classified.standing.value))
+            self._ended(plan, result, classified, None)
+            self.count += 1
+            return session
         progress.snapshot(self.records, progress.restore_point(self.records, "post"))
         progress.snapshot(self.records, log_dir / SessionFolder.POST, progress.KEPT_PER_SESSION)
         self._write_changes(log_dir, pre)
         crashpoints.reached("post_copied")
-        judgement = judged(result, outcome)
-        self._record(repo, plan, outcome)
-        self._ended(plan, result, judgement, outcome.verdict)
-        return Ran(result, outcome, judgement, in_progress)
+        self._verified_events(repo, plan, outcome)
+        self._ended(plan, result, classified, outcome.verdict)
+        self.count += 1
+        if session.step is None:
+            return session
+        return replace(session, after=self._after(repo, state, session.step))
 
     def _restore_git_settings(self, repo: git.Repo, number: int) -> None:
         """Rebuild what a session damaged in the repository from the scheduler's copy (first: git
@@ -632,7 +704,7 @@ class Scheduler:
         data = {"passes": {f: f in after.passing() for f in changed}, "feature_list_written": listed}
         (log_dir / SessionFolder.CHANGES).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
-    def _record(self, repo: git.Repo, plan: SessionPlan, outcome: Outcome) -> None:
+    def _verified_events(self, repo: git.Repo, plan: SessionPlan, outcome: Outcome) -> None:
         """The events of what verification established: a feature list, a verdict, a merge, an undo."""
         feature = plan.work.feature_id if plan.work else None
         if not outcome.ok or outcome.undone:
@@ -729,9 +801,8 @@ class Scheduler:
             cut={"by": "kill" if killed else "interrupt", "run": run, "last_activity": round(last, 3)},
         )
 
-    def _after(self, repo: git.Repo, state: SessionState, outcome: Outcome) -> SessionState:
-        """Apply the verified outcome, act on the events it implies, save a restore point."""
-        step = transition(state, outcome, self.config)
+    def _after(self, repo: git.Repo, state: SessionState, step: Step) -> SessionState:
+        """Act on the events of a counted session's transition, save its state, keep a restore point."""
         for event in step.events:
             self._act(repo, event, step.state)
         crashpoints.reached("transitioned")
@@ -811,7 +882,7 @@ class Scheduler:
     def _aside(self, folder: Path, why: str) -> Path:
         """The name a session's log folder is set aside under: `<name>.interrupted-<why>-<clock ns>`."""
         stamp = int(self.clock.now() * 1e9)
-        while (aside := folder.with_name(f"{folder.name}.interrupted-{why}-{stamp}")).exists():
+        while (aside := SessionFolder(folder).aside(why, stamp)).exists():
             stamp += 1  # a clock that stands still (a test's) sets two aside at one instant
         return aside
 
