@@ -50,19 +50,23 @@ def request_for(project: Path, state: SessionState, config: AgentConfig | None =
     return SessionRequest(plan, project, write_plan(plan, project), project / "log", Records(project))
 
 
-def factory_of(make: Callable[[Scenario | None], SessionRunner]) -> RunnerFactory:
-    """A runner factory as the CLI takes it, building the given runner."""
+def factory_of(
+    make: Callable[[Scenario | None], SessionRunner],
+) -> Callable[[Scenario | None], RunnerFactory]:
+    """Runner factories as the CLI builds them (the offline scenario, or None, bound in), each
+    building the given runner."""
 
-    def factory(
-        echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path
-    ) -> AbstractContextManager[SessionRunner]:
-        @contextmanager
-        def opened() -> Iterator[SessionRunner]:
-            yield make(scenario)
+    def runners(scenario: Scenario | None) -> RunnerFactory:
+        def factory(echo: Callable[[str], None], log_dir: Path) -> AbstractContextManager[SessionRunner]:
+            @contextmanager
+            def opened() -> Iterator[SessionRunner]:
+                yield make(scenario)
 
-        return opened()
+            return opened()
 
-    return factory
+        return factory
+
+    return runners
 
 
 def logged_in() -> str | None:
@@ -73,4 +77,4 @@ def logged_in() -> str | None:
 def cli_seams(make: Callable[[Scenario | None], SessionRunner]) -> dict[str, object]:
     """What tests hand the CLI (click's obj): the given runner, a sandbox preflight stand-in and
     a credentials check that finds some."""
-    return {"runner_factory": factory_of(make), "preflight": active_sandbox, "credentials": logged_in}
+    return {"runners": factory_of(make), "preflight": active_sandbox, "credentials": logged_in}

@@ -144,20 +144,20 @@ def test_a_newcomer_without_credentials_gets_one_line_and_no_folder(tmp_path: Pa
 
 
 def recording_factory(seen: list[bool]) -> Callable[..., Any]:
-    def factory(echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path) -> Any:
+    def runners(scenario: Scenario | None) -> Any:
         @contextmanager
-        def opened() -> Iterator[SessionRunner]:
+        def opened(echo: Callable[[str], None], log_dir: Path) -> Iterator[SessionRunner]:
             seen.append(scenario is not None)
             yield InProcessRobotRunner(Scenario.from_json({"features": 1}))
 
-        return opened()
+        return opened
 
-    return factory
+    return runners
 
 
 def test_a_plain_rerun_of_the_demo_resumes_the_demo_and_no_offline_demo_leaves_it() -> None:
     offline: list[bool] = []
-    seams = {"runner_factory": recording_factory(offline), "credentials": lambda: NO_CREDENTIALS}
+    seams = {"runners": recording_factory(offline), "credentials": lambda: NO_CREDENTIALS}
     first = invoke("--project-dir", "demo", "--offline-demo", "--max-iterations", "1", **seams)
     assert first.exit_code == 3, first.output
     assert json.loads((resolve_project("demo") / ".agent_config.json").read_text())["offline_demo"] is True
@@ -204,9 +204,7 @@ def test_a_session_never_starts_unprobed() -> None:
             return SessionResult()
 
     @contextmanager
-    def factory(
-        echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path
-    ) -> Iterator[SessionRunner]:
+    def factory(echo: Callable[[str], None], log_dir: Path) -> Iterator[SessionRunner]:
         yield Runner()
 
     def probe() -> Preflight:
@@ -215,7 +213,7 @@ def test_a_session_never_starts_unprobed() -> None:
 
     seams = autonomous_agent_demo.Seams(preflight=probe, credentials=logged_in)
     check = autonomous_agent_demo._SandboxCheck(autonomous_agent_demo.AgentConfig(), seams, lambda _: None)
-    with check.guard(factory)(print, None, Path("/nonexistent")) as runner:
+    with check.guard(factory)(print, Path("/nonexistent")) as runner:
         anyio.run(runner.run, None)  # type: ignore[arg-type]
         anyio.run(runner.run, None)  # type: ignore[arg-type]
     assert calls == ["probe", "session", "session"]

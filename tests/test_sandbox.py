@@ -194,7 +194,7 @@ def invoke(*args: str, check: Preflight = ACTIVE) -> Any:
         main,
         list(args),
         obj={
-            "runner_factory": factory_of(lambda _: robot),
+            "runners": factory_of(lambda _: robot),
             "preflight": lambda: check,
             "credentials": logged_in,
         },

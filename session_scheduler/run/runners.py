@@ -1,24 +1,36 @@
 """The one place a run's session runner is built: the real Claude Code CLI, either against the
-user's own endpoint or against the scripted model on loopback (`--offline-demo`)."""
+user's own endpoint or against the scripted model on loopback (`--offline-demo`).
+
+A `RunnerFactory` knows nothing of the scripted model: `runner_factory(scenario)` binds the
+offline demo's scenario (or None) into the factory the command line opens for the run."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from scripted_model.scenario import Scenario
 from session_scheduler.run.agent import ClaudeSessionRunner, SessionRunner
 
+if TYPE_CHECKING:
+    from scripted_model.scenario import Scenario
+
 Echo = Callable[[str], None]
-RunnerFactory = Callable[[Echo, "Scenario | None", Path], AbstractContextManager[SessionRunner]]
-"""(echo, offline scenario or None, the project's log folder) -> a runner for the whole run."""
+RunnerFactory = Callable[[Echo, Path], AbstractContextManager[SessionRunner]]
+"""(echo, the project's log folder) -> a runner for the whole run."""
 
 REQUEST_LOG = "scripted_model_requests.jsonl"
 
 
+def runner_factory(scenario: Scenario | None) -> RunnerFactory:
+    """The run's factory: the real CLI, or, given a scenario, the same CLI against the scripted model."""
+    return partial(open_runner, scenario=scenario)
+
+
 @contextmanager
-def open_runner(echo: Echo, scenario: Scenario | None, log_dir: Path) -> Iterator[SessionRunner]:
+def open_runner(echo: Echo, log_dir: Path, scenario: Scenario | None = None) -> Iterator[SessionRunner]:
     """The real CLI with the inherited environment, or, given a scenario, the same CLI pointed
     at the scripted model (started here, stopped when the run ends; its requests logged)."""
     if scenario is None:

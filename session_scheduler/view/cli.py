@@ -19,7 +19,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -151,10 +151,10 @@ def make_project_dir(project: Path) -> None:
         raise ConfigError(f"project dir {project} is not writable; fix its permissions or choose another")
 
 
-def _open_runner(*args: Any) -> Any:
-    from session_scheduler.run.runners import open_runner
+def _runners(scenario: Scenario | None) -> RunnerFactory:
+    from session_scheduler.run.runners import runner_factory
 
-    return open_runner(*args)
+    return runner_factory(scenario)
 
 
 def _credentials_missing() -> str | None:
@@ -168,7 +168,8 @@ class Seams:
     """What the command line runs that tests replace: the session runner, the sandbox preflight,
     the credentials check, the clock the scheduler waits on and the project's authority."""
 
-    runner_factory: RunnerFactory = _open_runner
+    runners: Callable[[Scenario | None], RunnerFactory] = _runners
+    """The run's runner factory, the offline demo's scenario bound in (None: the real endpoint)."""
     preflight: Callable[[], Preflight] = preflight
     clock: Clock = field(default_factory=SystemClock)
     credentials: Callable[[], str | None] = _credentials_missing
@@ -527,9 +528,10 @@ def run_cli(
                 project,
                 config,
                 saved,
-                replace(seams, runner_factory=probe.guard(seams.runner_factory)),
+                seams,
                 view,
-                scenario_data,
+                probe.guard(seams.runners(scenario_data)),
+                scenario_data is not None,
                 max_iterations,
             )
     finally:
@@ -552,7 +554,8 @@ def _run(
     saved: dict[str, Any] | None,
     seams: Seams,
     view: LiveConsole,
-    scenario: Scenario | None,
+    runners: RunnerFactory,
+    offline: bool,
     max_iterations: int | None,
 ) -> Any:
     """One run of the scheduler with its event log, console and notifier wired up."""
@@ -563,7 +566,7 @@ def _run(
     log.subscribe(view.on_event)
     if config.notify:
         log.subscribe(Notifier(config.notify, project, view.echo))
-    with seams.runner_factory(view.echo, scenario, project / LOG_DIR) as runner:
+    with runners(view.echo, project / LOG_DIR) as runner:
         view.echo(f"Project: {project}")
         scheduler = Scheduler(
             project,
@@ -572,7 +575,7 @@ def _run(
             echo=view.echo,
             clock=seams.clock,
             events=log,
-            cost_basis=cost_basis(scenario is not None),
+            cost_basis=cost_basis(offline),
         )
         try:
             return scheduler.run(max_iterations)
@@ -640,10 +643,8 @@ class _SandboxCheck:
 
     def guard(self, factory: RunnerFactory) -> RunnerFactory:
         @contextmanager
-        def opened(
-            echo: Callable[[str], None], scenario: Scenario | None, log_dir: Path
-        ) -> Iterator[SessionRunner]:
-            with factory(echo, scenario, log_dir) as runner:
+        def opened(echo: Callable[[str], None], log_dir: Path) -> Iterator[SessionRunner]:
+            with factory(echo, log_dir) as runner:
                 yield _Guarded(runner, self)
 
         return opened
