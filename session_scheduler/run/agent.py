@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -405,6 +406,10 @@ class _StopAtOnce(Exception):
 
 CLI_EXIT_GRACE_S = 1.0
 """How long the CLI gets to exit by itself once its result is in, before what it left is stopped."""
+CLOSE_WAIT_S = 20.0
+"""How long closing the SDK's stream may take: its transport waits at most about 15 s for the CLI to
+exit (stdin closed, then SIGTERM, then SIGKILL), and must not be cut short, or the CLI is reaped
+after the event loop has closed."""
 
 
 async def _close(stream: Any, folder: Path, since: float) -> list[int]:
@@ -413,8 +418,10 @@ async def _close(stream: Any, folder: Path, since: float) -> list[int]:
     exit), and a CLI that exited may leave such tasks behind. The pids stopped (none when the CLI
     ended cleanly)."""
     stopped = await anyio.to_thread.run_sync(processes.stop_left_in, folder, since)
-    with anyio.move_on_after(10):
+    with anyio.move_on_after(CLOSE_WAIT_S):
         await stream.aclose()
+    gc.collect()  # the SDK's process transports, now unreachable, are finalized while this loop still runs:
+    await anyio.sleep(0)  # finalized after it closes, each printed "Event loop is closed" on stderr
     return stopped
 
 
