@@ -628,6 +628,15 @@ def test_the_sandboxs_empty_placeholders_are_not_changes_but_content_is(tmp_path
     for name in ("config.worktree", "info/.claude-sandbox-noreplace"):
         (project / ".git" / name).write_text("")
     assert git_guard.check_and_restore(project, guard) == []
+    (project / ".git" / "info" / ".claude-sandbox-noreplace").unlink()
+    (project / ".git" / "info" / ".claude-sandbox-noreplace").mkdir()  # as the bundled CLI leaves it
+    assert git_guard.check_and_restore(project, guard) == []
+    assert git_guard.baseline(project).since_last_run == (), "nor a change since the last run"
+    (project / ".git" / "info" / ".claude-sandbox-noreplace" / "x").write_text("")
+    assert git_guard.check_and_restore(project, guard) == [
+        ".git/info/.claude-sandbox-noreplace added",
+        ".git/info/.claude-sandbox-noreplace/x added",
+    ]
     (project / ".git" / "config.worktree").write_text("[core]\n\tfsmonitor = touch /tmp/x\n")
     assert git_guard.check_and_restore(project, guard) == [".git/config.worktree added"]
     (project / ".git" / "info" / "other").write_text("")

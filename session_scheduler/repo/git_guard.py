@@ -67,6 +67,8 @@ def fingerprints(git_dir: Path) -> dict[str, str]:
         if stat.S_ISLNK(info.st_mode):
             found[rel] = f"link {os.readlink(path)}"
         elif stat.S_ISDIR(info.st_mode):
+            if rel in SANDBOX_PLACEHOLDERS and next(path.iterdir(), None) is None:
+                continue  # the sandbox leaves `.claude-sandbox-noreplace` as an empty folder too
             found[rel] = "folder"
             pending += [f"{rel}/{child.name}" for child in path.iterdir()]
         elif stat.S_ISREG(info.st_mode):
