@@ -241,6 +241,7 @@ def test_a_session_cut_by_a_kill_is_told_counted_and_drawn_honestly(tmp_path: Pa
         (2, "kill", killed_run, True)
     ]
     assert f"killed with its run (run {killed_run})" in "\n".join(render(after))
+    assert "; run again in a later run" in "\n".join(render(after)), "resumed: not 'run again'"
     data = gather(project)
     row2 = next(r for r in data.session_rows if r.number == 2 and r.standing == "interrupted")
     assert row2.end == pytest.approx(last, abs=0.01) and row2.duration_s == pytest.approx(7, abs=0.01)
@@ -300,7 +301,7 @@ def reviewed_project(tmp_path: Path) -> tuple[Path, str]:
                 "feature_id": "F001",
                 "kind": "feature",
                 "verdict": "REQUEST_CHANGES",
-                "issues": {"critical": [], "major": ["no test for `add --due`"], "minor": ["typo"]},
+                "issues": {"critical": [], "major": ["no test for\n  `add --due`"], "minor": ["typo"]},
             },
             {
                 "review_id": 3,
@@ -351,7 +352,7 @@ def test_status_and_the_report_list_review_findings_and_set_aside_work(tmp_path:
     status = status_of(project)
     text = "\n".join(render(status))
     assert (
-        "    F001    #2 REQUEST_CHANGES (1 major, 1 minor, fixed by fix #1); then #3 PASS: no test for `add --due`"
+        "    F001    #2 REQUEST_CHANGES (1 major, 1 minor, fixed by fix #1): no test for `add --due`; then #3 PASS"
         in text
     )
     assert "    F002    #4 REJECT (1 critical): wrong | approach <b>" in text

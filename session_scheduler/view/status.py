@@ -259,7 +259,7 @@ def render(status: dict[str, Any]) -> list[str]:
     for c in status.get("cut", []):
         where = f" · {c['feature']}" if c["feature"] else ""
         after = (
-            "; run again"
+            "; run again in a later run"
             if c["resumed"] and c["standing"] not in events.COUNTED
             else f"; counted as {c['standing']}"
             if c["standing"] in events.COUNTED
@@ -309,9 +309,9 @@ def _findings_lines(found: dict[str, list[dict[str, Any]]]) -> list[str]:
         tally = ", ".join(f"{n} {sev}" for sev, n in counts.items())
         fixed = f", fixed by fix #{', #'.join(map(str, review['fixed_by']))}" if review["fixed_by"] else ""
         since = f"; then #{last['review_id']} {last['verdict']}" if last is not review else ""
-        text = review["issues"][0]["text"]
+        text = " ".join(review["issues"][0]["text"].split())  # one line, whatever the agent wrote
         text = text if len(text) <= TEXT_WIDTH else text[: TEXT_WIDTH - 1] + "…"
         lines.append(
-            f"    {subject:<7} #{review['review_id']} {review['verdict']} ({tally}{fixed}){since}: {text}"
+            f"    {subject:<7} #{review['review_id']} {review['verdict']} ({tally}{fixed}): {text}{since}"
         )
     return lines
