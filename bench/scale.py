@@ -1,7 +1,7 @@
 """Scale: is the scheduler correct and cheap at any size? (10 to 10,000 features)
 
-    PYTHONPATH=. .venv/bin/python bench/scale.py [--sizes 10,100,1000,10000] [--sessions 20]
-    PYTHONPATH=. .venv/bin/python bench/scale.py --sizes 1000 --sessions 6 --profile 25
+    .venv/bin/python bench/scale.py [--sizes 10,100,1000,10000] [--sessions 20]
+    .venv/bin/python bench/scale.py --sizes 1000 --sessions 6 --profile 25
 
 For each size N it builds a project directly (no sessions run): N features, 10N past
 session entries in progress.json with their reviews and fixes, `main` holding only the
