@@ -78,10 +78,17 @@ def stop_left_in(folder: Path, since: float, grace_s: float = 2.0) -> list[int]:
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
         time.sleep(0.1)
-    for pid in pids:
-        if _alive(pid):
-            _signal(pid, signal.SIGKILL)
+    killed = [pid for pid in pids if _alive(pid)]
+    for pid in killed:
+        _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + KILL_WAIT_S  # SIGKILL is not instant on a loaded machine
+    while time.monotonic() < deadline and any(_alive(pid) for pid in killed):
+        time.sleep(0.05)
     return pids
+
+
+KILL_WAIT_S = 2.0
+"""How long stop_left_in waits for what it killed to be gone (a zombie is gone: it runs nothing)."""
 
 
 def _signal(pid: int, signum: int) -> None:
