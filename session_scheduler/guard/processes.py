@@ -75,16 +75,18 @@ def stop_left_in(folder: Path, since: float, grace_s: float = 2.0) -> list[int]:
     pids = left_in(folder, since)
     for pid in pids:
         _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
-        time.sleep(0.1)
+    _wait_gone(pids, grace_s)
     killed = [pid for pid in pids if _alive(pid)]
     for pid in killed:
         _signal(pid, signal.SIGKILL)
-    deadline = time.monotonic() + KILL_WAIT_S  # SIGKILL is not instant on a loaded machine
-    while time.monotonic() < deadline and any(_alive(pid) for pid in killed):
-        time.sleep(0.05)
+    _wait_gone(killed, KILL_WAIT_S)  # SIGKILL is not instant on a loaded machine
     return pids
+
+
+def _wait_gone(pids: list[int], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.05)
 
 
 KILL_WAIT_S = 2.0
