@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -468,3 +470,253 @@ def test_the_scripted_model_names_the_hand_off_tools_as_the_scheduler_serves_the
     from scripted_model.protocol import HANDOFF_TOOLS
 
     assert HANDOFF_TOOLS == PREFIX
+
+
+# -- what each tool writes, refuses and numbers ------------------------------------------------------
+
+
+def test_a_tool_outside_the_role_is_refused_with_the_tools_it_has_and_a_folder_is_not_records(
+    tmp_path: Path,
+) -> None:
+    t = tools(project_with(tmp_path), T.IMPLEMENT)
+    assert t.call(f"{PREFIX}mark_passing", {}) == (
+        "IMPLEMENT has no hand-off tool 'mark_passing' (it has: brief, show_feature, append_session)",
+        True,
+    )
+    with pytest.raises(TypeError, match="the hand-off tools write the project's Records, not a folder"):
+        HandoffTools(tmp_path, T.IMPLEMENT, 1, None, None, "the brief")  # type: ignore[arg-type]
+
+
+def test_a_session_entry_without_an_outcome_or_a_progress_file(tmp_path: Path) -> None:
+    project = project_with(tmp_path)
+    assert not tools(project, T.IMPLEMENT, number=4).call("append_session", {})[1]
+    entry = json.loads((project / "progress.json").read_text())["sessions"][-1]
+    assert entry["outcome"] == "" and entry["session_id"] == 4
+    (project / "progress.json").unlink()  # no status fields to append to: refused, never written
+    assert tools(project, T.IMPLEMENT, number=5).call("append_session", {"outcome": "x"}) == (
+        "refused: progress.json would not match its schema at (top level): "
+        "'project_name' is a required property",
+        True,
+    )
+    assert not (project / "progress.json").exists()
+
+
+def test_show_feature_names_what_it_did_not_find(tmp_path: Path) -> None:
+    project = project_with(tmp_path)
+    t = tools(project, T.IMPLEMENT)
+    assert t.call("show_feature", {}) == ("no feature '' in feature_list.json", True)
+    (project / "feature_list.json").unlink()
+    assert t.call("show_feature", {"feature_id": "F00001"}) == (
+        "no feature 'F00001' in feature_list.json",
+        True,
+    )
+
+
+def test_a_review_without_a_work_item_writes_a_fresh_reviews_file_and_marks_nothing(tmp_path: Path) -> None:
+    project = project_with(tmp_path)
+    (project / "reviews.json").unlink()
+    t = tools(project, T.REVIEW, number=9)
+    answer, failed = t.call(
+        "record_review", {"verdict": "PASS", "issues": {"major": ["x"]}, "summary": "looks right"}
+    )
+    assert not failed and json.loads(answer) == {"review_id": 1, "verdict": "PASS"}
+    assert json.loads((project / "reviews.json").read_text()) == {
+        "reviews": [
+            {
+                "review_id": 1,
+                "feature_id": None,
+                "kind": "feature",
+                "verdict": "PASS",
+                "issues": {"critical": [], "major": ["x"], "minor": []},
+                "session_id": 9,
+                "summary": "looks right",
+            }
+        ],
+        "fixes": [],
+    }
+    assert t.call("mark_passing", {}) == (
+        "this review has no feature to mark passing (an architecture branch is merged, not marked)",
+        True,
+    )
+    assert tools(project, T.REVIEW, number=10).call("record_review", {"issues": {}}) == (
+        "refused: reviews.json would not match its schema at reviews/1/verdict: "
+        "'' is not one of ['PASS', 'REQUEST_CHANGES', 'REJECT']",
+        True,
+    )
+
+
+def test_an_architecture_review_names_no_branch_even_with_a_work_item(tmp_path: Path) -> None:
+    project = project_with(tmp_path)
+    t = tools(project, T.ARCHITECTURE, number=3, work=architecture_fixes(2))
+    assert not t.call("record_review", {"verdict": "PASS", "issues": {}, "summary": ""})[1]
+    added = json.loads((project / "reviews.json").read_text())["reviews"][-1]
+    assert added == {
+        "review_id": 1,
+        "feature_id": None,
+        "kind": "architecture",
+        "verdict": "PASS",
+        "issues": {"critical": [], "major": [], "minor": []},
+        "session_id": 3,
+    }
+
+
+def test_ids_continue_after_the_history_when_the_file_holds_none(tmp_path: Path) -> None:
+    project = project_with(tmp_path)
+    handoff_history.history_path(project, "reviews").write_text(json.dumps(review(30, "F00001")) + "\n")
+    handoff_history.history_path(project, "fixes").write_text(
+        json.dumps({"fix_id": 12, "review_id": 30, "issues_fixed": []}) + "\n"
+    )
+    answer, _ = tools(project, T.REVIEW, work=feature("F00001")).call(
+        "record_review", {"verdict": "REJECT", "issues": {}}
+    )
+    assert json.loads(answer) == {"review_id": 31, "verdict": "REJECT"}
+    answer, _ = tools(project, T.FIX, 6, feature("F00001"), open_review=31).call(
+        "record_fix", {"issues_fixed": ["x"]}
+    )
+    assert json.loads(answer) == {"fix_id": 13, "review_id": 31}
+
+
+def test_a_fix_entry_keeps_what_the_session_fixed_and_fixes_are_numbered_in_turn(tmp_path: Path) -> None:
+    project = project_with(tmp_path)
+    (project / "reviews.json").unlink()
+    first = tools(project, T.FIX, 7, feature("F00001"), open_review=3)
+    assert first.call("record_fix", {"issues_fixed": ["the crash", "the typo"], "notes": "both"}) == (
+        json.dumps({"fix_id": 1, "review_id": 3}),
+        False,
+    )
+    second = tools(project, T.FIX, 8, feature("F00001"), open_review=3)
+    assert json.loads(second.call("record_fix", {"issues_fixed": ["the rest"], "notes": ""})[0]) == {
+        "fix_id": 2,
+        "review_id": 3,
+    }
+    assert json.loads((project / "reviews.json").read_text()) == {
+        "reviews": [],
+        "fixes": [
+            {
+                "fix_id": 1,
+                "review_id": 3,
+                "issues_fixed": ["the crash", "the typo"],
+                "session_id": 7,
+                "notes": "both",
+            },
+            {"fix_id": 2, "review_id": 3, "issues_fixed": ["the rest"], "session_id": 8},
+        ],
+    }
+
+
+def test_marking_passing_keeps_the_features_already_passing_and_needs_the_feature(tmp_path: Path) -> None:
+    project = project_with(tmp_path, n=3)
+    data = features(3)
+    data["features"][0]["passes"] = True
+    (project / "feature_list.json").write_text(json.dumps(data))
+    records = Records(project)
+    t = tools(records, T.REVIEW, work=feature("F00002"))
+    assert not t.call("record_review", {"verdict": "PASS", "issues": {}})[1]
+    assert t.call("mark_passing", {}) == ("F00002 is marked passing", False)
+    assert progress.load_handoff(records).passing() == {"F00001", "F00002"}
+    assert progress.load_handoff(project).passing() == {"F00001", "F00002"}
+    (project / "feature_list.json").unlink()
+    gone = tools(project, T.REVIEW, number=6, work=feature("F00003"))
+    assert not gone.call("record_review", {"verdict": "PASS", "issues": {}})[1]
+    assert gone.call("mark_passing", {}) == ("no feature F00003 in feature_list.json", True)
+
+
+def test_the_sdk_server_lists_the_role_s_tools_and_calls_them(tmp_path: Path) -> None:
+    import anyio
+    from mcp import Client
+
+    from session_scheduler.store.handoff_tools import mcp_server
+
+    server = mcp_server(tools(project_with(tmp_path), T.FIX))["instance"]
+
+    async def session() -> tuple[list[str], Any]:
+        async with Client(server) as client:
+            listed = await client.list_tools()
+            return [t.name for t in listed.tools], await client.call_tool("brief", {})
+
+    names, answer = anyio.run(session)
+    assert names == list(tool_names(T.FIX))
+    assert [c.text for c in answer.content] == ["the brief"] and not answer.is_error
+
+
+# -- what the history keeps ------------------------------------------------------------------------------
+
+
+def test_history_lines_are_compact_json_readable_by_all(tmp_path: Path) -> None:
+    project = project_with(tmp_path, sessions=4)
+    old = os.umask(0o022)
+    try:
+        assert handoff_history.trim(project, window=2) == {"sessions": 2}
+    finally:
+        os.umask(old)
+    path = handoff_history.history_path(project, "sessions")
+    first = {
+        "session_id": 1,
+        "agent_type": "IMPLEMENT",
+        "features_touched": [],
+        "outcome": "READY_FOR_REVIEW",
+        "notes": "note 1",
+    }
+    assert path.read_text().splitlines()[0] == json.dumps(first, separators=(",", ":"))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_the_newest_archived_id_of_an_empty_history_is_none(tmp_path: Path) -> None:
+    handoff_history.history_path(tmp_path, "reviews").write_text("\n  \n")
+    assert handoff_history.largest_archived_id(tmp_path, "reviews") == 0
+
+
+def test_a_torn_line_inside_the_history_loses_only_itself(tmp_path: Path) -> None:
+    path = handoff_history.history_path(tmp_path, "fixes")
+    path.write_text('{"fix_id":1}\n{"fix_id":2,"rev{"fix_id":2}\n{"fix_id":3}\n')
+    assert [e["fix_id"] for e in handoff_history.read_history(tmp_path, "fixes")] == [1, 3]
+
+
+def test_each_list_is_trimmed_on_its_own_and_an_untrimmed_file_is_left_as_it_is(tmp_path: Path) -> None:
+    project = project_with(tmp_path, sessions=3, reviews=[review(1, "F00001")])
+    (project / "progress.json").unlink()  # no progress file: the reviews file is trimmed all the same
+    data = json.loads((project / "reviews.json").read_text())
+    data["fixes"] = [{"fix_id": k, "review_id": 1, "issues_fixed": []} for k in range(1, 7)]
+    (project / "reviews.json").write_text(json.dumps(data))
+    assert handoff_history.trim(project, window=3) == {"fixes": 3}
+    kept = json.loads((project / "reviews.json").read_text())
+    assert [f["fix_id"] for f in kept["fixes"]] == [4, 5, 6] and kept["reviews"] == data["reviews"]
+    assert [f["fix_id"] for f in handoff_history.read_history(project, "fixes")] == [1, 2, 3]
+    text = (project / "reviews.json").read_text()
+    project_with(tmp_path, sessions=2)
+    before = (project / "progress.json").read_text()
+    assert handoff_history.trim(project, window=3) == {}
+    assert (project / "progress.json").read_text() == before and (
+        project / "reviews.json"
+    ).read_text() != text
+
+
+def test_entries_without_an_id_do_not_stop_a_move(tmp_path: Path) -> None:
+    project = project_with(tmp_path, sessions=6, reviews=[review(k, "F00001") for k in range(1, 7)])
+    data = json.loads((project / "progress.json").read_text())
+    del data["sessions"][0]["session_id"]
+    (project / "progress.json").write_text(json.dumps(data))
+    data = json.loads((project / "reviews.json").read_text())
+    del data["reviews"][0]["review_id"]
+    (project / "reviews.json").write_text(json.dumps(data))
+    assert handoff_history.trim(project, window=3) == {"sessions": 3, "reviews": 3}
+    assert [e.get("session_id") for e in handoff_history.read_history(project, "sessions")][-2:] == [2, 3]
+    assert [e.get("review_id") for e in handoff_history.read_history(project, "reviews")][-2:] == [2, 3]
+    assert handoff_history.archived_review_counts(project)["F00001"] >= 2
+
+
+def test_the_review_counts_kept_in_mind_follow_each_move(tmp_path: Path) -> None:
+    records = Records(project_with(tmp_path, reviews=[review(k, "F00001") for k in range(1, 7)]))
+    assert handoff_history.trim(records, window=3) == {"reviews": 3}
+    assert handoff_history.archived_review_counts(records) == {"F00001": 3}
+    assert handoff_history.archived_review_counts(records) == {"F00001": 3}  # unchanged: as kept
+    data = json.loads(records.path("reviews.json").read_text())
+    data["reviews"] += [review(7, None)]  # neither a feature nor a branch
+    data["reviews"] += [review(k, "F00002") for k in range(8, 11)]
+    records.path("reviews.json").write_text(json.dumps(data))
+    assert handoff_history.trim(records, window=3) == {"reviews": 4}
+    assert handoff_history.archived_review_counts(records) == {"F00001": 6, "": 1}
+    assert handoff_history.trim(records, window=1) == {"reviews": 2}  # counted after what was kept
+    assert handoff_history.archived_review_counts(records) == {"F00001": 6, "": 1, "F00002": 2}
+    archived = handoff_history.read_history(records.root, "reviews")
+    assert [r["review_id"] for r in archived] == list(range(1, 10))
