@@ -126,6 +126,82 @@ EQUIVALENT: dict[str, str] = {
         "`unchanged` only skips comparing a feature list with itself (the same validated object): "
         "without the shortcut the same checks run and find the same nothing",
     ),
+    **dict.fromkeys(
+        (
+            "session_scheduler.store.handoff_history.x__append__mutmut_15",
+            "session_scheduler.store.handoff_history.x__index__mutmut_22",
+        ),
+        "the codec of a history or index file spelled `UTF-8` in capitals: the same codec",
+    ),
+    **dict.fromkeys(
+        (
+            "session_scheduler.store.handoff_history.x__index__mutmut_6",
+            "session_scheduler.store.handoff_history.x__index__mutmut_7",
+            "session_scheduler.store.handoff_history.x__index__mutmut_8",
+            "session_scheduler.store.handoff_history.x__index__mutmut_11",
+            "session_scheduler.store.handoff_history.x__index__mutmut_32",
+            "session_scheduler.store.handoff_history.x__index__mutmut_33",
+        ),
+        "the review-count index kept in mind is never found (or never kept): it is read again from "
+        "the file at each call, which gives the same counts",
+    ),
+    "session_scheduler.store.handoff_history.x__last_line__mutmut_19": "`read(None)` for `read(block)`: from that offset the block is "
+    "everything to the end, so the same bytes are read",
+    **dict.fromkeys(
+        (
+            "session_scheduler.store.handoff_history.x__last_line__mutmut_20",
+            "session_scheduler.store.handoff_history.x__last_line__mutmut_25",
+        ),
+        'the answer for a history with no line: its only caller parses it as JSON, and neither `b""` '
+        'nor `b"XXXX"` parses, so the newest archived id is 0 either way',
+    ),
+    "session_scheduler.store.handoff_history.x_trim__mutmut_15": "`changed = None` for `changed = False`: both are false",
+    "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ__init____mutmut_9": "`_passed_review = None` for `False`: it is only tested for truth",
+    "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_load__mutmut_5": "a missing progress.json or feature_list.json read as the reviews file's empty "
+    "lists: append_session is refused for the same missing status field, and neither holds `features`",
+    **dict.fromkeys(
+        (
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_record_review__mutmut_7",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_record_review__mutmut_9",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_record_fix__mutmut_11",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_record_fix__mutmut_13",
+        ),
+        "the default of `setdefault` on reviews.json's lists, never used: a validated reviews.json has "
+        "both lists (its schema requires them) and a missing one is read as both lists, empty",
+    ),
+    **dict.fromkeys(
+        (
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_mark_passing__mutmut_37",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_mark_passing__mutmut_38",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_mark_passing__mutmut_39",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_mark_passing__mutmut_42",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_mark_passing__mutmut_45",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_mark_passing__mutmut_53",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_mark_passing__mutmut_56",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_save__mutmut_23",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_save__mutmut_27",
+        ),
+        "what is remembered of the feature list's passing features (a fresh memo, the file parsed "
+        "afresh, or nothing handed on): the set is derived again from the same features when asked",
+    ),
+    **dict.fromkeys(
+        (
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_mark_passing__mutmut_41",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_mark_passing__mutmut_49",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_mark_passing__mutmut_50",
+        ),
+        "the file name handed to `validated`: `_load` validated the unchanged file earlier in the same "
+        "call, so the remembered version is returned and the name is not used",
+    ),
+    **dict.fromkeys(
+        (
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_save__mutmut_6",
+            "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_save__mutmut_11",
+        ),
+        "the schema check of a write against no earlier version checks every entry, not only the "
+        "changed ones; the unchanged ones were valid in the last validated version, so the verdict is "
+        "the same",
+    ),
 }
 """mutant name -> why it cannot change behaviour (filled from the survivors after review)."""
 
