@@ -145,16 +145,6 @@ EQUIVALENT: dict[str, str] = {
         "the review-count index kept in mind is never found (or never kept): it is read again from "
         "the file at each call, which gives the same counts",
     ),
-    "session_scheduler.store.handoff_history.x__last_line__mutmut_19": "`read(None)` for `read(block)`: from that offset the block is "
-    "everything to the end, so the same bytes are read",
-    **dict.fromkeys(
-        (
-            "session_scheduler.store.handoff_history.x__last_line__mutmut_20",
-            "session_scheduler.store.handoff_history.x__last_line__mutmut_25",
-        ),
-        'the answer for a history with no line: its only caller parses it as JSON, and neither `b""` '
-        'nor `b"XXXX"` parses, so the newest archived id is 0 either way',
-    ),
     "session_scheduler.store.handoff_history.x_trim__mutmut_15": "`changed = None` for `changed = False`: both are false",
     "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ__init____mutmut_9": "`_passed_review = None` for `False`: it is only tested for truth",
     "session_scheduler.store.handoff_tools.xǁHandoffToolsǁ_load__mutmut_5": "a missing progress.json or feature_list.json read as the reviews file's empty "

@@ -466,6 +466,35 @@ def test_the_newest_archived_id_is_read_from_the_end_of_a_large_history(tmp_path
     assert handoff_history.largest_archived_id(tmp_path, "fixes") == 0
 
 
+@pytest.mark.parametrize("size", [10, 70_000, 200_000])
+def test_the_newest_archived_id_is_read_whole_however_long_its_entry(tmp_path: Path, size: int) -> None:
+    """An entry longer than the block read from the end (long notes, a review with many issues)
+    is read whole, its line split across blocks."""
+    path = handoff_history.history_path(tmp_path, "reviews")
+    path.write_text(
+        json.dumps({"review_id": 6, "notes": "a" * 100})
+        + "\n"
+        + json.dumps({"review_id": 7, "notes": "b" * size})
+        + "\n"
+    )
+    assert handoff_history.largest_archived_id(tmp_path, "reviews") == 7
+
+
+def test_a_torn_last_line_is_passed_over_and_the_next_move_starts_a_line_of_its_own(tmp_path: Path) -> None:
+    """A kill in the middle of an append leaves a torn last line: the newest whole entry still
+    names the id moved last (so nothing is moved twice), and the entries moved next are not
+    glued onto the torn line (so none is lost)."""
+    project = project_with(tmp_path, sessions=6)
+    path = handoff_history.history_path(project, "sessions")
+    path.write_text('{"session_id":1}\n{"session_id":2,"agent')
+    assert handoff_history.largest_archived_id(project, "sessions") == 1
+    handoff_history.trim(project, window=3)
+    archived = [e["session_id"] for e in handoff_history.read_history(project, "sessions")]
+    kept = [e["session_id"] for e in json.loads((project / "progress.json").read_text())["sessions"]]
+    assert archived == [1, 2, 3] and kept == [4, 5, 6]
+    assert handoff_history.largest_archived_id(project, "sessions") == 3
+
+
 def test_the_scripted_model_names_the_hand_off_tools_as_the_scheduler_serves_them() -> None:
     from scripted_model.protocol import HANDOFF_TOOLS
 

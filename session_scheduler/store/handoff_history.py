@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +32,28 @@ def history_path(project: Path, key: str) -> Path:
     return project / HISTORY[key]
 
 
-def _last_line(path: Path) -> bytes:
-    """The last whole line of a file, read from its end (cheap at any size)."""
+BLOCK = 65_536
+"""How much of a history file is read at a time from its end."""
+
+
+def _lines_from_end(path: Path) -> Iterator[bytes]:
+    """The file's non-empty lines, newest first, read backwards a block at a time (cheap at any
+    size: a caller that stops at the first line it can use reads one block or two)."""
     try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            block = min(size, 65_536)
-            handle.seek(size - block)
-            lines = [line for line in handle.read(block).splitlines() if line.strip()]
+        handle = path.open("rb")
     except FileNotFoundError:
-        return b""
-    return lines[-1] if lines else b""
+        return
+    with handle:
+        end = handle.seek(0, os.SEEK_END)
+        rest = b""  # the start of a line whose beginning is in an earlier block
+        while end > 0:
+            start = max(0, end - BLOCK)
+            handle.seek(start)
+            lines = (handle.read(end - start) + rest).split(b"\n")
+            end, rest = start, lines[0] if start > 0 else b""
+            for line in reversed(lines[1:] if start > 0 else lines):
+                if line.strip():
+                    yield line
 
 
 COUNTS = HISTORY_FILES[3]
@@ -82,12 +93,14 @@ def _count_key(review: dict[str, Any]) -> str:
 
 
 def largest_archived_id(project: Path, key: str) -> int:
-    """The id of the newest entry moved to the history (0: none)."""
-    try:
-        entry = json.loads(_last_line(history_path(project, key)))
-        return int(entry[IDS[key]])
-    except (ValueError, KeyError, TypeError):
-        return 0
+    """The id of the newest whole entry moved to the history (0: none); a torn line a kill left
+    at the end is passed over, and an entry longer than a block is read whole."""
+    for line in _lines_from_end(history_path(project, key)):
+        try:
+            return int(json.loads(line)[IDS[key]])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return 0
 
 
 def trim(where: Records | Path, window: int = WINDOW) -> dict[str, int]:
@@ -131,8 +144,11 @@ def _append(path: Path, entries: list[dict[str, Any]]) -> None:
     if not entries:
         return
     data = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries).encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":  # a torn line a kill left: it stays alone
+            data = b"\n" + data
         os.write(fd, data)
         os.fsync(fd)
     finally:
