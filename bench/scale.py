@@ -214,7 +214,11 @@ def write_json(path: Path, data: Any) -> None:
 def save_state(project: Path, state: machine.SessionState) -> None:
     """statefile.save, whichever of its running totals (`stats`, `in_progress`) it still takes."""
     params = inspect.signature(statefile.save).parameters
-    extra = {name: value for name, value in (("stats", {}), ("in_progress", None)) if name in params}
+    extra = {
+        name: value
+        for name, value in (("stats", {}), ("in_progress", None), ("in_flight", {}))
+        if name in params
+    }
     statefile.save(project, state, **extra)
 
 

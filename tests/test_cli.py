@@ -212,7 +212,7 @@ def test_a_deleted_handoff_file_without_any_copy_is_an_error_not_a_fresh_start(s
     (project / "reviews.json").unlink()
     for copy in [
         *project.glob(".agent_logs/session_*/post/reviews.json"),
-        *project.glob(".agent_logs/restore/*/reviews.json"),
+        *project.glob(".agent_logs/restore/**/reviews.json"),
     ]:
         copy.unlink()
     result = invoke("--project-dir", "app")
@@ -224,7 +224,7 @@ def test_dry_run_names_an_interrupted_session(spec_file: Path) -> None:
     invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1")
     state_path = resolve_project("app") / ".agent_state.json"
     state = json.loads(state_path.read_text())
-    state["in_progress"] = {"number": 2, "log_dir": "x", "main": "abc", "branch_tip": None, "heads": {}}
+    state["in_flight"] = {"0": {"number": 2, "log_dir": "x", "main": "abc", "branch_tip": None, "heads": {}}}
     state_path.write_text(json.dumps(state))
     result = invoke("--project-dir", "app", "--dry-run")
     assert "Next session: IMPLEMENT (a rerun of session 2, which was cut short)" in result.output

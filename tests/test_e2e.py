@@ -285,7 +285,7 @@ def test_session_sequence_of_the_scenario(baseline: Run) -> None:
     assert state["backlog"]["rejections"] == {"F003": 1}
     assert state["architecture_checked_at"] == 2
     assert state["session_count"] == len(MAIN_SEQUENCE)
-    assert state["in_progress"] is None
+    assert state["in_flight"] == {}
     totals = totals_of(baseline.project)
     assert totals.failed == 0 and totals.not_counted == {}
     assert totals.sessions_by_role == {
@@ -414,7 +414,7 @@ def test_handoff_files_validate_after_every_session(which: str, request: pytest.
             progress._with_passes(copy.read_text(), passing) if name == progress.BASE else copy.read_text()
         )
         if name == "progress.json":  # the scheduler writes the DONE status after the last copy
-            status = ("current_phase", "current_feature", "current_branch", "features_completed")
+            status = progress.STATUS_FIELDS
             final = {k: v for k, v in final.items() if k not in status}
             last_post = {k: v for k, v in last_post.items() if k not in status}
         assert final == last_post, name
@@ -569,7 +569,7 @@ def test_kill_and_resume_matches_an_uninterrupted_run(
     out.close()
     wait_until(lambda: not group_alive(first.pid), "every process of the killed scheduler to end", 10)
     assert not (folder / "result.json").exists(), f"session {number} had already finished: the kill came late"
-    assert state_of(project)["in_progress"]["number"] == number
+    assert state_of(project)["in_flight"]["0"]["number"] == number
 
     # The same command again runs to completion.
     resumed = run(cmd, env)
@@ -768,7 +768,7 @@ def test_one_invocation_waits_out_a_usage_limit_and_backs_off_a_529_burst(
     assert "usage limit reached: waiting until" in result.output
     assert result.output.count("kept failing (529)") >= 2
     state = state_of(project)
-    assert state["backlog"]["passing"] == ["F001"] and state["in_progress"] is None
+    assert state["backlog"]["passing"] == ["F001"] and state["in_flight"] == {}
     assert totals_of(project).not_counted == {"usage_limit": 1, "outage": 2}
     assert totals_of(project).failed == 0 and state["lane"]["attempts"] == 0
     assert sequence(project) == [INIT, IMPL, REVIEW]
@@ -792,10 +792,10 @@ def test_no_wait_stops_at_a_usage_limit_and_the_next_run_reruns_the_session(tmp_
     assert first.returncode == 3, explain(first)
     assert "usage limit reached; it resets at" in first.stderr + first.stdout
     state = state_of(project)
-    assert state["in_progress"]["number"] == 2 and state["in_progress"]["why"] == "usage_limit"
+    assert state["in_flight"]["0"]["number"] == 2 and state["in_flight"]["0"]["why"] == "usage_limit"
     assert state["lane"]["role"] == IMPL
     assert not (log_root(project) / "session_0002_IMPLEMENT" / "post").exists()
-    state["in_progress"]["wait_until"] = time.time() - 1  # the user comes back after the reset
+    state["in_flight"]["0"]["wait_until"] = time.time() - 1  # the user comes back after the reset
     (project / layout.STATE_FILE).write_text(json.dumps(state))
     after_reset = write_scenario(tmp_path / "after.json", {"features": 1})
     second = run(offline_command(project, after_reset), env)
@@ -981,7 +981,7 @@ def build_at_size(project: Path, features: int, sessions_per_feature: int = 10) 
         architecture_checked_at=len(passing),
         session_count=len(entries),
     )
-    save(project, state, None)
+    save(project, state, {})
     return nxt
 
 
@@ -1115,7 +1115,7 @@ def test_an_api_outage_beyond_the_allowance_stops_resumably_without_using_an_att
     assert "--max-outage-minutes 0" in first.stdout + first.stderr
     state = state_of(project)
     assert state["lane"]["role"] == IMPL and state["lane"]["attempts"] == 0
-    assert state["in_progress"]["why"] == "outage" and totals_of(project).failed == 0
+    assert state["in_flight"]["0"]["why"] == "outage" and totals_of(project).failed == 0
     second = run(offline_command(project, write_scenario(tmp_path / "ok.json", {"features": 1})), env)
     assert second.returncode == 0, explain(second)
     assert state_of(project)["backlog"]["passing"] == ["F001"]

@@ -134,6 +134,7 @@ def test_the_fold_counts_a_session_once_as_it_last_ended_and_adds_up_every_spend
                 "branch": "feature/F1",
                 "attempt": 1,
                 "log_dir": "l",
+                "lane": 0,
             },
         ),
         make_event("session_ended", "r1", 4.0, ended(2, "IMPLEMENT", "failed")),
@@ -165,7 +166,7 @@ def test_the_fold_counts_a_session_once_as_it_last_ended_and_adds_up_every_spend
     assert set(totals.passing) == {"F1"} and set(totals.blocked) == {"F2"}
     assert totals.evidence["F1"] == {"commit": "abc", "tests": "passed"}
     assert totals.denials_by_role == {"REVIEW": 1}
-    assert totals.in_flight is None  # session 2 ended
+    assert totals.in_flight == {}  # session 2 ended
     assert [e["session"] for e in totals.recent(2)] == [3, 3]
 
 
@@ -194,12 +195,13 @@ def test_a_session_in_flight_and_a_wait_until_the_next_session_starts() -> None:
         "branch": "feature/F3",
         "attempt": 1,
         "log_dir": "l",
+        "lane": 0,
     }
     totals.apply(make_event("session_started", "r", 1.0, start))
-    assert totals.in_flight is not None and totals.in_flight["session"] == 5
+    assert totals.flight is not None and totals.flight["session"] == 5 and list(totals.in_flight) == [0]
     totals.apply(make_event("session_ended", "r", 2.0, ended(5, "REVIEW", "usage_limit")))
     totals.apply(make_event("limit_wait", "r", 3.0, {"session": 5, "why": "usage_limit", "until": 99.0}))
-    assert totals.in_flight is None and totals.waiting is not None
+    assert totals.in_flight == {} and totals.waiting is not None
     totals.apply(make_event("session_started", "r", 4.0, start))
     assert totals.waiting is None
 
@@ -261,6 +263,7 @@ def test_every_fact_of_the_fold() -> None:
         "branch": "b",
         "attempt": 1,
         "log_dir": "l",
+        "lane": 0,
     }
     log = [
         make_event(
@@ -350,3 +353,23 @@ def test_the_scheduler_syncs_the_log_before_each_save_of_its_state(
     for n, step in enumerate(order):
         if step == "save":
             assert order[n - 1] == "sync", order[max(n - 4, 0) : n + 1]
+
+
+def test_each_lane_has_its_own_session_in_flight() -> None:
+    """Sessions in flight are kept by lane: one ending leaves the other lane's; `flight` is the
+    one that started last; an event written before lanes is lane 0's."""
+    totals = Totals()
+
+    def start(number: int, lane: int) -> dict[str, object]:
+        base = {"session": number, "role": "IMPLEMENT", "model": "m", "feature": f"F{number}"}
+        return {**base, "branch": f"feature/F{number}", "attempt": 1, "log_dir": "l", "lane": lane}
+
+    before_lanes = make_event("session_started", "r", 1.0, start(5, 0))
+    del before_lanes["lane"]
+    totals.apply(before_lanes)
+    totals.apply(make_event("session_started", "r", 2.0, start(6, 1)))
+    assert sorted(totals.in_flight) == [0, 1] and totals.flight is not None and totals.flight["session"] == 6
+    totals.apply(make_event("session_ended", "r", 3.0, ended(6, "IMPLEMENT", "verified")))
+    assert list(totals.in_flight) == [0] and totals.flight is not None and totals.flight["session"] == 5
+    totals.apply(make_event("session_started", "r", 4.0, start(7, 0)))
+    assert list(totals.in_flight) == [0] and totals.in_flight[0]["session"] == 7

@@ -150,7 +150,7 @@ def test_interrupted_run_is_resumed_by_a_second_invocation(tmp_path: Path) -> No
     with pytest.raises(KeyboardInterrupt):
         Scheduler(project, CFG, Crash(Scenario.from_json(LIFECYCLE)), echo=lambda _: None).run()
     state = json.loads((project / ".agent_state.json").read_text())
-    assert state["in_progress"]["number"] == 5
+    assert state["in_flight"]["0"]["number"] == 5
     report, _, lines = run(project, LIFECYCLE)
     assert any("was interrupted" in line for line in lines)
     assert report.status == "done" and report.totals.not_counted == {"interrupted": 1}

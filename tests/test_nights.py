@@ -80,7 +80,7 @@ def test_a_usage_limit_is_waited_out_and_the_session_run_again(tmp_path: Path) -
         "usage limit reached: waiting until" in line and "then session 2 runs again" in line for line in lines
     )
     saved = load(project)
-    assert saved is not None and saved.in_progress is None
+    assert saved is not None and saved.flight() is None
     totals = Totals.of(events.read(events.log_path(project)))
     assert totals.not_counted == {"usage_limit": 1} and totals.failed == 0
     assert totals.cost_usd >= 0.25  # what the cut session spent still counts
@@ -116,11 +116,8 @@ def test_a_kill_during_the_wait_waits_again_on_the_next_run(tmp_path: Path) -> N
     with pytest.raises(KeyboardInterrupt):
         run(project, runner)
     saved = load(project)
-    assert saved is not None and saved.in_progress is not None
-    assert (
-        saved.in_progress.why == "usage_limit"
-        and saved.in_progress.wait_until == START + 1800 + LIMIT_MARGIN_S
-    )
+    assert saved is not None and saved.flight() is not None
+    assert saved.flight().why == "usage_limit" and saved.flight().wait_until == START + 1800 + LIMIT_MARGIN_S
     runner.clock = VirtualClock(START + 100)
     report, _ = run(project, runner)
     assert report.status == "done" and runner.clock.sleeps == [1800 + LIMIT_MARGIN_S - 100]  # type: ignore[attr-defined]
@@ -154,7 +151,7 @@ def test_an_outage_longer_than_the_allowance_stops_the_run_resumably(tmp_path: P
     )  # type: ignore[attr-defined]
     assert len(clock.sleeps) == 2  # 30 s and 60 s fit in 2 minutes, 120 s more does not
     saved = load(project)
-    assert saved is not None and saved.in_progress is not None and saved.in_progress.number == 2
+    assert saved is not None and saved.flight() is not None and saved.flight().number == 2
 
 
 def test_the_outage_allowance_counts_the_clis_own_retries(tmp_path: Path) -> None:
@@ -201,7 +198,7 @@ def test_authentication_and_unknown_models_stop_at_once(
         run(project, runner)
     assert clock.sleeps == []
     saved = load(project)
-    assert saved is not None and saved.in_progress is not None and saved.in_progress.why == "auth"
+    assert saved is not None and saved.flight() is not None and saved.flight().why == "auth"
     report, _ = run(project, runner)  # fixed: the same command resumes with that session
     assert report.status == "done"  # type: ignore[attr-defined]
     assert SPEC.exists()

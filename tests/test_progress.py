@@ -21,6 +21,8 @@ from session_scheduler.store.progress import (
     load_handoff,
     read_json,
     read_regular,
+    restore_point,
+    write_status,
 )
 from session_scheduler.store.records import Records
 
@@ -382,3 +384,33 @@ def test_only_passes_differ_agrees_with_comparing_everything() -> None:
         )
 
     check()
+
+
+def test_the_status_fields_are_kept_per_lane(tmp_path: Path) -> None:
+    """Each lane's status is its own entry of `lanes`; `current_*` are the lane that wrote last;
+    the sessions the agents appended are kept."""
+    ensure_handoff_files(tmp_path, "app")
+    write_status(tmp_path, phase="IMPLEMENT", feature="F001", branch="feature/F001", features_completed=0)
+    write_status(
+        tmp_path, phase="REVIEW", feature="F002", branch="feature/F002", features_completed=1, lane=2
+    )
+    data = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))
+    assert data["lanes"] == {
+        "0": {"phase": "IMPLEMENT", "feature": "F001", "branch": "feature/F001"},
+        "2": {"phase": "REVIEW", "feature": "F002", "branch": "feature/F002"},
+    }
+    assert (data["current_phase"], data["current_feature"], data["features_completed"]) == (
+        "REVIEW",
+        "F002",
+        1,
+    )
+    write_status(tmp_path, phase="DONE", feature=None, branch=None, features_completed=2)
+    data = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))
+    assert list(data["lanes"]) == ["0", "2"] and data["lanes"]["0"]["phase"] == "DONE"
+
+
+def test_each_lane_has_its_own_restore_point_and_the_records_one_after(tmp_path: Path) -> None:
+    pre = {lane: restore_point(tmp_path, "pre", lane) for lane in (0, 1)}
+    assert pre[0] != pre[1] and pre[0] == restore_point(tmp_path, "pre")
+    assert restore_point(tmp_path, "post", 1) == restore_point(tmp_path, "post")
+    assert pre[1].relative_to(tmp_path).parts == (".agent_logs", "restore", "lane-1", "pre")

@@ -77,6 +77,7 @@ def _session(
         branch=f"feature/{feature}" if feature else None,
         attempt=1,
         log_dir=f".agent_logs/session_{n:04d}_{role}",
+        lane=0,
     )
     clock.now += 60
     for kind, fields in after:
@@ -442,6 +443,7 @@ def _states(root: Path) -> dict[str, Path]:
                 branch=None,
                 attempt=1,
                 log_dir=".agent_logs/session_0001_INITIALIZER",
+                lane=0,
             )
         made[name] = project
     (root / "finished").mkdir()

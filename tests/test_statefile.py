@@ -28,10 +28,10 @@ STATES = [
 
 @pytest.mark.parametrize("state", STATES)
 def test_a_saved_state_loads_as_it_was(tmp_path: Path, state: SessionState) -> None:
-    statefile.save(tmp_path, state, InFlight(number=3, log_dir="l", main="m", branch_tip=None))
+    statefile.save(tmp_path, state, {0: InFlight(number=3, log_dir="l", main="m", branch_tip=None)})
     saved = statefile.load(tmp_path)
     assert saved is not None and saved.state == state
-    assert saved.in_progress is not None
+    assert saved.flight() is not None
 
 
 def test_no_state_file_is_a_new_project(tmp_path: Path) -> None:
@@ -132,15 +132,42 @@ IN_FLIGHT_FORMS = [
 def test_the_session_in_flight_is_saved_as_every_earlier_version_saved_it(
     tmp_path: Path, form: dict[str, object]
 ) -> None:
-    """The state file's `in_progress` is read into an InFlight and written back byte for byte."""
+    """An earlier version's one `in_progress` is read as lane 0's InFlight, and written back byte
+    for byte as lane 0's value of `in_flight`."""
     data = {**statefile.to_json(STATES[0]), "in_progress": form}
     (tmp_path / ".agent_state.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
     saved = statefile.load(tmp_path)
-    assert saved is not None and saved.in_progress is not None
-    assert json.dumps(saved.in_progress.to_json()) == json.dumps(form)
-    assert saved.in_progress.number == form["number"] and saved.in_progress.lane == 0
-    statefile.save(tmp_path, saved.state, saved.in_progress)
-    assert json.loads((tmp_path / ".agent_state.json").read_text(encoding="utf-8"))["in_progress"] == form
+    flight = saved.flight() if saved else None
+    assert saved is not None and flight is not None
+    assert json.dumps(flight.to_json()) == json.dumps(form)
+    assert flight.number == form["number"] and flight.lane == 0
+    statefile.save(tmp_path, saved.state, saved.in_flight)
+    written = json.loads((tmp_path / ".agent_state.json").read_text(encoding="utf-8"))
+    assert written["in_flight"] == {"0": form} and "in_progress" not in written
+
+
+def test_each_lane_keeps_its_own_session_in_flight(tmp_path: Path) -> None:
+    """The in-flight record is keyed by lane: two lanes' sessions are saved and read back apart,
+    in lane order, and a lane with none has no entry."""
+    flights = {
+        3: InFlight(number=7, log_dir="b", main="m", branch_tip="t", lane=3),
+        0: InFlight(number=6, log_dir="a", main="m", branch_tip=None, why="outage", wait_until=2.0),
+    }
+    statefile.save(tmp_path, STATES[0], flights)
+    written = json.loads((tmp_path / ".agent_state.json").read_text(encoding="utf-8"))
+    assert list(written["in_flight"]) == ["0", "3"]
+    saved = statefile.load(tmp_path)
+    assert saved is not None and saved.in_flight == flights
+    assert saved.flight(3) == flights[3] and saved.flight(1) is None
+
+
+@pytest.mark.parametrize("key", ["-1", "01", "lane0", "10000"])
+def test_an_in_flight_record_keyed_by_no_lane_id_is_refused(tmp_path: Path, key: str) -> None:
+    form = {"number": 2, "log_dir": "x", "main": "abc", "branch_tip": None, "heads": {}}
+    data = {**statefile.to_json(STATES[0]), "in_flight": {key: form}}
+    (tmp_path / ".agent_state.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(StateError, match=r"does not match|in_flight"):
+        statefile.load(tmp_path)
 
 
 def test_a_cut_session_in_flight_keeps_its_start() -> None:

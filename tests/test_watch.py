@@ -104,6 +104,7 @@ def started(n: int = 3, role: str = "REVIEW", feature: str | None = "F002") -> d
             "branch": "feature/F002",
             "attempt": 2,
             "log_dir": "l",
+            "lane": 0,
         },
     )
 
@@ -240,6 +241,7 @@ def test_status_while_a_session_runs_and_after_the_run(tmp_path: Path) -> None:
         now = status.status_of(project)
         assert now["running"] is True and now["phase"] == "REVIEW"
         assert now["in_flight"]["session"] == 3 and now["in_flight"]["role"] == "REVIEW"
+        assert now["lanes"] == {"0": now["in_flight"]}  # the one lane's session, keyed by its id
         assert now["current_feature"] == "F001" and now["current_branch"] == "feature/F001"
         assert now["features"] == {"total": 2, "passing": 0, "blocked": 0}
         assert now["sessions"]["total"] == 2 and now["sessions"]["by_role"] == {
@@ -258,7 +260,7 @@ def test_status_while_a_session_runs_and_after_the_run(tmp_path: Path) -> None:
     assert after["features"] == {"total": 2, "passing": 2, "blocked": 0}
     assert after["sessions"]["total"] == totals.sessions == 5
     assert after["cost_usd"] == pytest.approx(totals.cost_usd) == pytest.approx(2.0)
-    assert len(after["recent"]) == 5 and after["in_flight"] is None
+    assert len(after["recent"]) == 5 and after["in_flight"] is None and after["lanes"] == {}
 
 
 def test_status_json_through_the_cli_and_a_project_that_does_not_exist(tmp_path: Path) -> None:

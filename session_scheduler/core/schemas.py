@@ -11,6 +11,8 @@ from session_scheduler.core.config import ROLES, TERMINAL
 ROLE_NAMES = [role.value for role in ROLES]
 FEATURE_ID = {"type": "string", "pattern": "^F[0-9]+$"}
 NULLABLE_STR = {"type": ["string", "null"]}
+LANE_ID = "^(0|[1-9][0-9]{0,3})$"
+"""A lane's id as a key of a JSON object: 0 to 9999, written as `str(int)` writes it."""
 ISSUE_LIST = {"type": "array", "items": {"type": "string"}}
 
 FEATURE_LIST: dict[str, Any] = {
@@ -51,6 +53,19 @@ PROGRESS: dict[str, Any] = {
         "current_feature": {"anyOf": [FEATURE_ID, {"type": "null"}]},
         "current_branch": NULLABLE_STR,
         "features_completed": {"type": "integer", "minimum": 0},
+        "lanes": {
+            "type": "object",
+            "propertyNames": {"pattern": LANE_ID},
+            "additionalProperties": {
+                "type": "object",
+                "required": ["phase", "feature", "branch"],
+                "properties": {
+                    "phase": {"type": "string"},
+                    "feature": {"anyOf": [FEATURE_ID, {"type": "null"}]},
+                    "branch": NULLABLE_STR,
+                },
+            },
+        },
         "sessions": {
             "type": "array",
             "items": {
@@ -132,6 +147,23 @@ HANDOFF_SCHEMAS: dict[str, dict[str, Any]] = {
 _COUNT = {"type": "integer", "minimum": 0}
 _POSITIVE = {"type": "integer", "minimum": 1}
 FEATURE_IDS = {"type": "array", "items": FEATURE_ID}
+_IN_FLIGHT: dict[str, Any] = {
+    "type": "object",
+    "required": ["number", "log_dir", "main", "branch_tip", "heads"],
+    "properties": {
+        "number": _POSITIVE,
+        "log_dir": {"type": "string", "minLength": 1},
+        "main": {"type": "string", "minLength": 1},
+        "branch_tip": NULLABLE_STR,
+        "heads": {"type": "object", "additionalProperties": {"type": "string"}},
+        "heads_gone": {"type": "array", "items": {"type": "string"}},
+        "why": {"enum": ["interrupted", "usage_limit", "outage", "budget", "auth"]},
+        "wait_until": {"type": "number"},
+        "copies": {"type": "string", "minLength": 1},
+    },
+}
+"""Where one lane's session in flight started (core/session.py's `InFlight`): the state file's
+`in_flight` values, and the one lane's `in_progress` of earlier versions."""
 AGENT_STATE: dict[str, Any] = {
     "type": "object",
     "required": ["backlog", "lane", "session_count"],
@@ -170,26 +202,12 @@ AGENT_STATE: dict[str, Any] = {
         "architecture_checked_at": _COUNT,
         "session_count": _COUNT,
         "halt_reason": {"type": "string"},
-        "in_progress": {
-            "anyOf": [
-                {"type": "null"},
-                {
-                    "type": "object",
-                    "required": ["number", "log_dir", "main", "branch_tip", "heads"],
-                    "properties": {
-                        "number": _POSITIVE,
-                        "log_dir": {"type": "string", "minLength": 1},
-                        "main": {"type": "string", "minLength": 1},
-                        "branch_tip": NULLABLE_STR,
-                        "heads": {"type": "object", "additionalProperties": {"type": "string"}},
-                        "heads_gone": {"type": "array", "items": {"type": "string"}},
-                        "why": {"enum": ["interrupted", "usage_limit", "outage", "budget", "auth"]},
-                        "wait_until": {"type": "number"},
-                        "copies": {"type": "string", "minLength": 1},
-                    },
-                },
-            ]
+        "in_flight": {
+            "type": "object",
+            "propertyNames": {"pattern": LANE_ID},
+            "additionalProperties": _IN_FLIGHT,
         },
+        "in_progress": {"anyOf": [{"type": "null"}, _IN_FLIGHT]},
         "stats": {
             "type": "object",
             "additionalProperties": False,

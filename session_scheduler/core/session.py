@@ -1,6 +1,6 @@
-"""One session's records as values (pure): `InFlight`, where the session in flight started (what a
-rerun needs; the state file's `in_progress`), and `SessionFolder`, every name in a session's
-folder under `.agent_logs/`, written once.
+"""One session's records as values (pure): `InFlight`, where a lane's session in flight started
+(what a rerun needs; the state file's `in_flight`, keyed by lane), and `SessionFolder`, every name
+in a session's folder under `.agent_logs/`, written once.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ class InFlight:
     """Where the session in flight started: set while it runs, and after it was cut short until
     its rerun is verified (`why`: its standing; `wait_until`: when it may run again).
 
-    Its saved form (`to_json`) is the state file's `in_progress` object, key for key and in the
-    same order as every earlier version wrote it; `from_json` reads every earlier form."""
+    Its saved form (`to_json`) is one value of the state file's `in_flight` object (keyed by its
+    lane), key for key and in the order every earlier version wrote its `in_progress` object;
+    `from_json` reads every earlier form."""
 
     number: int
     log_dir: str
@@ -40,8 +41,8 @@ class InFlight:
     lane: int = LANE
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> InFlight | None:
-        """The saved form read back (the state file's schema checked it)."""
+    def from_json(cls, data: Mapping[str, Any] | None, lane: int = LANE) -> InFlight | None:
+        """The saved form of `lane`'s session read back (the state file's schema checked it)."""
         if data is None:
             return None
         gone = data.get("heads_gone")
@@ -55,6 +56,7 @@ class InFlight:
             copies=data.get("copies"),
             why=data.get("why"),
             wait_until=data.get("wait_until"),
+            lane=lane,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -88,6 +90,21 @@ class InFlight:
         return replace(self, why=why, wait_until=wait_until)
 
 
+Flights = Mapping[int, InFlight]
+"""The sessions in flight, by lane (a lane with none has no entry)."""
+
+
+def flights_from_json(data: Mapping[str, Any]) -> dict[int, InFlight]:
+    """The state file's `in_flight` object (lane id as text -> saved form) read back."""
+    flights = {int(lane): InFlight.from_json(form, int(lane)) for lane, form in data.items()}
+    return {lane: flight for lane, flight in sorted(flights.items()) if flight is not None}
+
+
+def flights_to_json(flights: Flights) -> dict[str, Any]:
+    """The state file's `in_flight` object: each lane's session by its lane id, lanes in order."""
+    return {str(lane): flights[lane].to_json() for lane in sorted(flights)}
+
+
 @dataclass(frozen=True)
 class SessionFolder:
     """A session's folder, `.agent_logs/session_NNNN_ROLE/`, and every file in it."""
@@ -97,6 +114,7 @@ class SessionFolder:
     PREFIX = "session_"
     RESULT = "result.json"
     TRANSCRIPT = "transcript.jsonl"
+    CLI_STDERR = "cli_stderr.log"
     DENIALS = "denials.jsonl"
     CHANGES = "changes.json"
     STATE = "state.json"
@@ -135,6 +153,10 @@ class SessionFolder:
     @property
     def transcript(self) -> Path:
         return self.path / self.TRANSCRIPT
+
+    @property
+    def cli_stderr(self) -> Path:
+        return self.path / self.CLI_STDERR
 
     @property
     def denials(self) -> Path:

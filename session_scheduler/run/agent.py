@@ -31,6 +31,7 @@ from claude_agent_sdk import (
 )
 
 from session_scheduler.core.humane import plural
+from session_scheduler.core.session import SessionFolder
 from session_scheduler.guard import processes
 from session_scheduler.guard.bash_policy import BashContext, bash_refusal
 from session_scheduler.guard.security import (
@@ -279,7 +280,7 @@ class ClaudeSessionRunner:
         started, since = time.monotonic(), time.time()
         last = [started]
         idle = anyio.CancelScope()
-        with (request.log_dir / "transcript.jsonl").open("w", encoding="utf-8") as transcript:
+        with (SessionFolder(request.log_dir).transcript).open("w", encoding="utf-8") as transcript:
             with anyio.move_on_after(request.plan.timeout_s) as deadline:
                 async with anyio.create_task_group() as watch:
                     watch.start_soon(_watchdog, idle, last, request.plan.idle_timeout_s)
@@ -343,9 +344,9 @@ class ClaudeSessionRunner:
                 if stopped:
                     values.update(error=why, terminal_reason=reason, is_error=True)
                     self._echo(f"  [{plan.role.value}] stopped: {line}")
-        (request.log_dir / "cli_stderr.log").write_text("\n".join(stderr_lines), encoding="utf-8")
+        (SessionFolder(request.log_dir).cli_stderr).write_text("\n".join(stderr_lines), encoding="utf-8")
         if "subtype" not in values:  # no result: what the model calls used, as the transcript shows it
-            values.update(tokens_in_transcript(request.log_dir / "transcript.jsonl"), cut_off=True)
+            values.update(tokens_in_transcript(SessionFolder(request.log_dir).transcript), cut_off=True)
         result_text = str(values.pop("result_text", None) or "")
         if values.get("is_error", True):  # an agent's own words never count as a login failure
             text = " ".join([str(values.get("error") or ""), result_text, _tail(stderr_lines)]).lower()

@@ -34,7 +34,7 @@ from session_scheduler.core.machine import (
     transition,
 )
 from session_scheduler.core.policy import policy
-from session_scheduler.core.session import InFlight, SessionFolder
+from session_scheduler.core.session import LANE, InFlight, SessionFolder
 from session_scheduler.core.standing import Standing, Then, Wait
 from session_scheduler.guard import processes, safe_git
 from session_scheduler.guard.sandbox import Host, private_tmp
@@ -72,7 +72,7 @@ class Session:
     plan: SessionPlan
     pre: PreSession
     """Where it starts: the hand-off files, main, the branches (verification compares with it)."""
-    in_progress: InFlight
+    in_flight: InFlight
     """Its start as the state file keeps it while it is in flight (what a rerun needs)."""
     result: SessionResult | None = None
     """run: the CLI's report."""
@@ -147,6 +147,8 @@ class Scheduler:
         """`.git/config`, `.git/hooks`, `.git/info` as this run found them (taken when it opens the repository)."""
         self._backup: git_backup.Backup | None = None
         """The repository's objects and refs as the session in flight began (git_backup.py)."""
+        self.lane = LANE
+        """The lane this scheduler runs sessions in (its in-flight record and restore point are keyed by it)."""
         self.adopted = adoption.NONE
         """The person's CLAUDE.md and branch as the first run found them (read when the run opens the project)."""
 
@@ -163,11 +165,12 @@ class Scheduler:
         state = saved.state
         if state.lane.role is SessionType.HALTED:
             self.echo(f"The last run halted ({state.halt_reason}); trying the INITIALIZER again")
-        return resume(state), saved.in_progress
+        return resume(state), saved.flight(self.lane)
 
-    def save(self, state: SessionState, in_progress: InFlight | None = None) -> None:
+    def save(self, state: SessionState, in_flight: InFlight | None = None) -> None:
+        """The state, and the lane's session in flight (None: it has none)."""
         self.events.sync()  # first: the saved state is never ahead of the event log on disk
-        statefile.save(self.records, state, in_progress)
+        statefile.save(self.records, state, {} if in_flight is None else {in_flight.lane: in_flight})
 
     def _write_status(self, state: SessionState) -> None:
         """The status fields of progress.json: what the next session works on."""
@@ -178,6 +181,7 @@ class Scheduler:
             feature=work.feature_id if work else None,
             branch=work.branch if work else None,
             features_completed=state.backlog.completed,
+            lane=self.lane,
         )
 
     # -- the loop ----------------------------------------------------------------
@@ -233,7 +237,7 @@ class Scheduler:
 
     def _open(self) -> git.Repo:
         """The project's repository, after the checks that refuse a project before anything runs."""
-        progress.remove_half_written(self.project)
+        progress.remove_half_written(self.records)
         backup = git_backup.load(self.project)
         damage = git_backup.repair(backup, at_open=True) if backup else None
         if damage:  # a run killed during a session that damaged it
@@ -319,7 +323,7 @@ class Scheduler:
                     wait_until = (session.judged.resets_at or self.clock.now()) + LIMIT_MARGIN_S
                 else:
                     wait_until = None
-                interrupted = session.in_progress.cut(standing.value, wait_until)
+                interrupted = session.in_flight.cut(standing.value, wait_until)
                 self.save(state, interrupted)
                 if consequence.wait is Wait.BACKOFF:
                     self.echo(f"  {why}; running the session again in {delay:.0f} s (outage {outages})")
@@ -425,7 +429,7 @@ class Scheduler:
         branch = work.branch if work else None
         if branch and tip and gitops.head(repo, branch) is None:  # deleted just before the kill
             gitops.create_branch(repo, branch, tip)
-        flight = self.totals.in_flight
+        flight = self.totals.in_flight.get(interrupted.lane)
         if flight is not None and flight.get("session") == interrupted.number:  # killed: it never ended
             self._ended_partly(state.lane.role.value, flight, aside / SessionFolder.TRANSCRIPT, killed=True)
         self.events.emit("resumed", session=interrupted.number, role=state.lane.role.value, cause=why)
@@ -584,14 +588,17 @@ class Scheduler:
             adopted=self.adopted,
         )
         if pre is None:  # the restore point: full copies, replaced each session (not kept per session)
-            pre = capture(self.records, repo, state, progress.restore_point(self.records, "pre"))
+            pre = capture(
+                self.records, repo, state, progress.restore_point(self.records, SessionFolder.PRE, self.lane)
+            )
         self._backup = git_backup.sync(self.project, Path(repo.common_dir))
         if self._backup.error:
             self.echo(f"  WARNING: {self._backup.error}")
         progress.snapshot(self.records, log_dir / SessionFolder.PRE, progress.KEPT_PER_SESSION)
-        self.save(state, self._in_progress(plan.number, log_dir, pre))
+        flight = self._in_flight(plan.number, log_dir, pre)
+        self.save(state, flight)
         crashpoints.reached("in_progress_saved")
-        return Session(state, SessionFolder(log_dir), plan, pre, self._in_progress(plan.number, log_dir, pre))
+        return Session(state, SessionFolder(log_dir), plan, pre, flight)
 
     def _run(self, repo: git.Repo, session: Session) -> Session:
         """The seam: the plan written, one fresh CLI process (or the robot); then what it left
@@ -610,6 +617,7 @@ class Scheduler:
             branch=work.branch if work else None,
             attempt=state.lane.attempts + 1,
             log_dir=str(log_dir.relative_to(self.project)),
+            lane=self.lane,
         )
         if not plan.sandboxed:
             self.echo(
@@ -663,11 +671,11 @@ class Scheduler:
         )
         log_dir, outcome = session.folder.path, session.outcome
         if outcome is None:
-            self.save(state, session.in_progress.cut(classified.standing.value))
+            self.save(state, session.in_flight.cut(classified.standing.value))
             self._ended(plan, result, classified, None)
             self.count += 1
             return session
-        progress.snapshot(self.records, progress.restore_point(self.records, "post"))
+        progress.snapshot(self.records, progress.restore_point(self.records, SessionFolder.POST))
         progress.snapshot(self.records, log_dir / SessionFolder.POST, progress.KEPT_PER_SESSION)
         self._write_changes(log_dir, pre)
         crashpoints.reached("post_copied")
@@ -886,11 +894,11 @@ class Scheduler:
             stamp += 1  # a clock that stands still (a test's) sets two aside at one instant
         return aside
 
-    @staticmethod
-    def _in_progress(number: int, log_dir: Path, pre: PreSession) -> InFlight:
-        """What a rerun of an interrupted session needs: where it started."""
+    def _in_flight(self, number: int, log_dir: Path, pre: PreSession) -> InFlight:
+        """What a rerun of an interrupted session needs: where it started, in which lane."""
         record = pre.heads_record
         return InFlight(
+            lane=self.lane,
             number=number,
             log_dir=str(log_dir),
             main=pre.main,

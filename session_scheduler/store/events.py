@@ -30,7 +30,7 @@ VERSION = 1
 FIELDS: dict[str, tuple[str, ...]] = {
     "run_started": ("pid", "project", "version", "cost_basis"),
     "run_ended": ("status", "message", "sessions"),
-    "session_started": ("session", "role", "model", "feature", "branch", "attempt", "log_dir"),
+    "session_started": ("session", "role", "model", "feature", "branch", "attempt", "log_dir", "lane"),
     "session_ended": ("session", "role", "feature", "standing", "reason", "receipt"),
     "resumed": ("session", "role", "cause"),
     "features_listed": ("session", "features"),
@@ -188,6 +188,11 @@ def _tokens() -> dict[str, int]:
     return dict.fromkeys(RECEIPT_TOKENS, 0)
 
 
+def lane_of(event: Event) -> int:
+    """The lane a session's event belongs to (0 for events of a version before lanes)."""
+    return int(event.get("lane") or 0)
+
+
 @dataclass
 class Spend:
     """Sessions, cost and tokens of one group (a role, a feature, the project)."""
@@ -231,9 +236,10 @@ class Totals:
     """Feature -> its merge commit, review and test result."""
     ended: list[Event] = field(default_factory=list)
     """Every session_ended event, oldest first."""
-    in_flight: Event | None = None
-    """The session_started event of a session that has not ended: running, or killed with its
-    run (then the next run records its end when it runs it again)."""
+    in_flight: dict[int, Event] = field(default_factory=dict)
+    """By lane, the session_started event of its session that has not ended: running, or killed
+    with its run (then the next run records its end when it runs it again). An event of a version
+    before lanes is lane 0's."""
     waiting: Event | None = None
     """The last limit_wait, until a session starts again."""
     set_aside: list[Event] = field(default_factory=list)
@@ -275,7 +281,7 @@ class Totals:
         self.run_ended, self.waiting = event, None
 
     def _on_session_started(self, event: Event) -> None:
-        self.in_flight, self.waiting = event, None
+        self.in_flight[lane_of(event)], self.waiting = event, None
         self.started_runs[int(event["session"])] = str(event.get("run"))
 
     def _on_session_ended(self, event: Event) -> None:
@@ -299,8 +305,14 @@ class Totals:
         self.ended.append(event)
         if isinstance(event.get("cut"), dict):
             self.cut.append(event)
-        if self.in_flight is not None and self.in_flight.get("session") == number:
-            self.in_flight = None
+        lane = next((n for n, started in self.in_flight.items() if started.get("session") == number), None)
+        if lane is not None:
+            del self.in_flight[lane]
+
+    @property
+    def flight(self) -> Event | None:
+        """The session in flight that started last (of any lane), or None."""
+        return max(self.in_flight.values(), key=lambda e: float(e.get("ts", 0.0)), default=None)
 
     def _on_features_listed(self, event: Event) -> None:
         self.features = tuple(event["features"])

@@ -23,6 +23,7 @@ from session_scheduler.core.layout import (
     STATE_FILE,
 )
 from session_scheduler.core.schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, LIST_ITEMS, SHELLS, schema_error
+from session_scheduler.core.session import LANE, SessionFolder
 from session_scheduler.store import crashpoints, filestat
 from session_scheduler.store.filestat import Signature
 from session_scheduler.store.records import Records, records_of
@@ -55,8 +56,9 @@ class Encoded(str):
     """A value `to_text` writes as it is: JSON its caller encoded (and keeps) already."""
 
 
-def remove_half_written(folder: Path) -> list[str]:
-    """Delete the temp files of atomic writes a killed process never renamed into place."""
+def remove_half_written(where: Records | Path) -> list[str]:
+    """Delete the temp files of atomic writes a killed process never renamed into place in the records."""
+    folder = records_of(where).root
     names = [*HANDOFF_FILES, STATE_FILE, CONFIG_FILE, SETTINGS_FILE, "app_spec.txt"]
     stale = [p for name in names for p in folder.glob(f".{name}.*.tmp")]
     for path in stale:
@@ -278,19 +280,28 @@ def ensure_handoff_files(where: Records | Path, project_name: str) -> None:
         )
 
 
+STATUS_FIELDS = ("current_phase", "current_feature", "current_branch", "features_completed", "lanes")
+"""The fields of progress.json the scheduler writes before each session (agents never change them)."""
+
+
 def write_status(
-    where: Records | Path, *, phase: str, feature: str | None, branch: str | None, features_completed: int
+    where: Records | Path,
+    *,
+    phase: str,
+    feature: str | None,
+    branch: str | None,
+    features_completed: int,
+    lane: int = LANE,
 ) -> None:
-    """Write the status fields of progress.json for the session about to run."""
+    """Write the status fields of progress.json for lane `lane`'s session about to run: its own
+    entry of `lanes`, and the `current_*` fields (the lane whose session runs next)."""
     records = records_of(where)
     path = records.path("progress.json")
-    status = {
-        "current_phase": phase,
-        "current_feature": feature,
-        "current_branch": branch,
-        "features_completed": features_completed,
-    }
     known = validated(path, "progress.json", records)
+    lanes = dict(known.get("lanes") or {})
+    lanes[str(lane)] = {"phase": phase, "feature": feature, "branch": branch}
+    ordered = dict(sorted(lanes.items(), key=lambda item: int(item[0])))
+    status = dict(zip(STATUS_FIELDS, (phase, feature, branch, features_completed, ordered), strict=True))
     if all(known.get(key) == value for key, value in status.items()):
         return
     data = {**known, **status}  # a shallow copy: the entries are not changed
@@ -304,25 +315,26 @@ feature_list.json, which grows with the project, is kept only in the restore poi
 session's changes to it in its `changes.json`."""
 
 
-def restore_point(where: Records | Path, which: str) -> Path:
-    """The one folder of full copies of the hand-off files: `pre` (before the session in flight)
-    or `post` (after the last verified session)."""
-    return records_of(where).root / LOG_DIR / "restore" / which
+def restore_point(where: Records | Path, which: str, lane: int = LANE) -> Path:
+    """A folder of full copies of the hand-off files: `pre`, lane `lane`'s (before its session in
+    flight: each lane has its own), or `post` (the records' after the last verified session)."""
+    root = records_of(where).root / LOG_DIR / "restore"
+    return root / f"lane-{lane}" / which if which == SessionFolder.PRE else root / which
 
 
 def newest_copy(where: Records | Path, name: str) -> Path | None:
     """The newest copy of a hand-off file the scheduler kept after a session (verified, or
     restored after a failed session), or None."""
-    project = records_of(where).root
-    rolling = restore_point(project, "post") / name
+    records = records_of(where)
+    rolling = restore_point(records, SessionFolder.POST) / name
     if rolling.is_file():
         return rolling
-    folders = sorted(
-        p
-        for p in (project / LOG_DIR).glob("session_*")
-        if "." not in p.name and (p / "post" / name).is_file()
+    copies = sorted(
+        folder.post / name
+        for folder in map(SessionFolder, (records.root / LOG_DIR).glob(SessionFolder.glob_of()))
+        if not SessionFolder.is_set_aside(folder.path) and (folder.post / name).is_file()
     )
-    return folders[-1] / "post" / name if folders else None
+    return copies[-1] if copies else None
 
 
 def correct_passes(where: Records | Path, passing: frozenset[str]) -> list[str]:

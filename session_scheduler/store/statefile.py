@@ -1,5 +1,5 @@
-"""The scheduler's saved record, `.agent_state.json`: the schedule state and the session in
-flight, validated at the boundary and written atomically. (What sessions cost and how they
+"""The scheduler's saved record, `.agent_state.json`: the schedule state and each lane's session
+in flight (`in_flight`, keyed by lane id), validated at the boundary and written atomically. (What sessions cost and how they
 ended is in the event log, events.py; a `stats` object of older versions is ignored.)
 """
 
@@ -16,7 +16,7 @@ from session_scheduler.core.errors import StateError
 from session_scheduler.core.layout import LOG_DIR, STATE_FILE
 from session_scheduler.core.machine import Backlog, Lane, SessionState, WorkItem
 from session_scheduler.core.schemas import AGENT_STATE, AGENT_STATE_SAVED
-from session_scheduler.core.session import InFlight
+from session_scheduler.core.session import LANE, Flights, InFlight, flights_from_json, flights_to_json
 from session_scheduler.store.progress import Encoded, atomic_write_json, read_json, validate
 from session_scheduler.store.records import Records, records_of
 
@@ -31,8 +31,12 @@ class Saved:
     """What `.agent_state.json` holds."""
 
     state: SessionState
-    in_progress: InFlight | None
-    """Where the session in flight started (set while a session runs or after it was cut off)."""
+    in_flight: Flights
+    """Where each lane's session in flight started (set while it runs or after it was cut off)."""
+
+    def flight(self, lane: int = LANE) -> InFlight | None:
+        """Lane `lane`'s session in flight, if it has one."""
+        return self.in_flight.get(lane)
 
 
 def load(where: Records | Path) -> Saved | None:
@@ -47,16 +51,24 @@ def load(where: Records | Path) -> Saved | None:
         validate(data, AGENT_STATE, str(path))
     except (StateError, ValueError, TypeError, AttributeError) as exc:
         raise StateError(f"{exc}. {RESTORE_HINT}") from None
-    return Saved(from_json(data), InFlight.from_json(data.get("in_progress")))
+    return Saved(from_json(data), flights_from_json(_flights(data)))
 
 
-def save(where: Records | Path, state: SessionState, in_progress: InFlight | None) -> None:
-    """The schedule state and the session in flight (the totals are the event log's: events.py).
+def _flights(data: dict[str, Any]) -> dict[str, Any]:
+    """The saved `in_flight` object; an earlier version's one `in_progress` is lane 0's."""
+    if "in_flight" in data:
+        return dict(data["in_flight"])
+    earlier = data.get("in_progress")
+    return {} if earlier is None else {str(LANE): earlier}
+
+
+def save(where: Records | Path, state: SessionState, in_flight: Flights) -> None:
+    """The schedule state and each lane's session in flight (the totals are the event log's: events.py).
 
     The backlog, which lists every feature, is encoded once per version of the `Records` (a
     session saves twice and most sessions do not change it)."""
     records = records_of(where)
-    data = {**to_json(state, records), "in_progress": in_progress and in_progress.to_json()}
+    data = {**to_json(state, records), "in_flight": flights_to_json(in_flight)}
     validate(data, AGENT_STATE_SAVED, STATE_FILE)
     atomic_write_json(
         records.path(STATE_FILE), {**data, "backlog": _encoded_backlog(state.backlog, records.encoded)[1]}

@@ -8,12 +8,14 @@ The real CLI path is covered by the scripted model server and the end-to-end tes
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
+
+import anyio
 
 from scripted_model.protocol import ToolCall
 from scripted_model.robot import Ctx, next_step
 from scripted_model.scenario import Scenario
+from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.guard.security import bash_decision
 from session_scheduler.run.agent import SessionRequest, SessionResult, policy_refusal, tools_of
 from session_scheduler.store.handoff_tools import PREFIX
@@ -25,13 +27,19 @@ POLICY = "scheduler policy: "
 class InProcessRobotRunner:
     """Runs the robot's script for the request's role directly on the project."""
 
-    def __init__(self, scenario: Scenario | None = None) -> None:
+    def __init__(self, scenario: Scenario | None = None, clock: Clock | None = None) -> None:
         self.scenario = scenario or Scenario()
+        self.clock = clock or SystemClock()
         self.requests: list[SessionRequest] = []
 
     async def run(self, request: SessionRequest) -> SessionResult:
+        """The robot's session, in a worker thread: its file and git work never blocks the event
+        loop, so sessions of several lanes can run side by side in one process."""
+        return await anyio.to_thread.run_sync(self._run, request)
+
+    def _run(self, request: SessionRequest) -> SessionResult:
         self.requests.append(request)
-        started = time.monotonic()
+        started = self.clock.monotonic()
         ctx = Ctx(request.plan.number, self.scenario)
         tools = tools_of(request)
         results: list[str] = []
@@ -65,7 +73,7 @@ class InProcessRobotRunner:
             permission_denials=tuple(denials),
             policy_refusals=refusals,
             terminal_reason="completed",
-            duration_s=time.monotonic() - started,
+            duration_s=self.clock.monotonic() - started,
         )
 
     @staticmethod

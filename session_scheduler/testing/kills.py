@@ -136,7 +136,7 @@ def check_project(project: Path, expected: Final) -> list[str]:
         saved = load(project)
     except Exception as exc:  # any failure to read back is what this suite looks for
         return [*problems, f"a file does not read back: {exc}"]
-    if saved is None or saved.in_progress is not None:
+    if saved is None or saved.in_flight:
         problems.append("the state file is missing or still has a session in flight")
     ids = [entry["session_id"] for entry in (handoff.progress or {}).get("sessions", [])]
     if len(ids) != len(set(ids)) or ids != sorted(ids):

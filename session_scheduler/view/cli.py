@@ -205,7 +205,7 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     state = resume(saved.state) if saved else SessionState()
     role = state.lane.role
     totals = events.Totals.of(events.read(events.log_path(project)))
-    flight = totals.in_flight
+    flight = totals.flight
     if status.is_running(totals):
         now = (
             f"session {flight['session']} ({flight['role']}) is running now"
@@ -217,7 +217,7 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
             markup=False,
         )
         console.print("The session below is what it would run next if it stopped now.")
-    rerun = saved.in_progress if saved else None
+    rerun = saved.flight() if saved else None
     note = f" (a rerun of session {rerun.number}, which was cut short)" if rerun else ""
     if role is SessionType.DONE:
         console.print(
@@ -514,7 +514,7 @@ def run_cli(
         if missing:
             raise NotLoggedIn(missing)
     make_project_dir(project)
-    view = LiveConsole(console, verbosity=verbosity)
+    view = LiveConsole(console, verbosity=verbosity, clock=seams.clock.now)
     echo = view.echo
     probe = _SandboxCheck(config, seams, echo)
     try:
@@ -609,7 +609,7 @@ def session_would_start(project: Path, config: AgentConfig) -> bool:
     saved = statefile.load(project) if project.exists() else None
     if saved is None:
         return True
-    if resume(saved.state).lane.role in TERMINAL and saved.in_progress is None:
+    if resume(saved.state).lane.role in TERMINAL and not saved.in_flight:
         return False
     budget, cap = config.max_budget_usd, config.max_session_budget_usd
     if budget is None:
@@ -697,11 +697,13 @@ def _one_line_errors(action: Callable[[], None]) -> None:
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON object; its keys are documented in docs/events.md."
 )
-def status_command(project_dir: str, as_json: bool) -> None:
+@click.pass_context
+def status_command(ctx: click.Context, project_dir: str, as_json: bool) -> None:
     """How a project is doing, also while a run goes on (read-only; takes no lock)."""
+    clock = Seams(**(ctx.obj or {})).clock
 
     def show() -> None:
-        data = status.status_of(existing_project(project_dir))
+        data = status.status_of(existing_project(project_dir), now=clock.now())
         if as_json:
             click.echo(json.dumps(data, indent=2))
         else:
@@ -726,13 +728,16 @@ def status_command(project_dir: str, as_json: bool) -> None:
     show_default=True,
     help="A self-contained HTML page, or Markdown to paste into an issue or a chat.",
 )
-def report_command(project_dir: str, output: Path | None, fmt: str) -> None:
+@click.pass_context
+def report_command(ctx: click.Context, project_dir: str, output: Path | None, fmt: str) -> None:
     """The project as one page: features with their evidence, sessions, cost per role, burndown."""
     from session_scheduler.view.project_report import gather, render_html, render_markdown
 
+    clock = Seams(**(ctx.obj or {})).clock
+
     def write() -> None:
         project = existing_project(project_dir)
-        data = gather(project)
+        data = gather(project, now=clock.now())
         text = render_html(data) if fmt == "html" else render_markdown(data)
         target = output or (project / LOG_DIR / "report.html" if fmt == "html" else None)
         if target is None:

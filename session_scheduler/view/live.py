@@ -185,7 +185,7 @@ class LiveConsole:
         while not self._stop.wait(1.0):
             now = self._clock()
             with self._lock:
-                running = self.totals.in_flight is not None
+                running = bool(self.totals.in_flight)
                 quiet_for = now - self._last_activity
                 due = now - max(self._last_activity, self._last_beat) >= self._heartbeat_s
             if running and due:

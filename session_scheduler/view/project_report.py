@@ -242,7 +242,7 @@ def _session_row(event: Event, started: float | None) -> SessionRow:
 
 
 def _run_status(totals: Totals) -> dict[str, str]:
-    ended, flight = totals.run_ended, totals.in_flight
+    ended, flight = totals.run_ended, totals.flight
     if ended is not None:
         return {
             "status": "done" if ended["status"] == "done" else "stopped",

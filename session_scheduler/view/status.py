@@ -38,10 +38,11 @@ def lock_holder(project: Path) -> int | None:
     return FileAuthority(project).holder()
 
 
-def cut_sessions(log: list[Event], totals: Totals, running: bool) -> list[dict[str, Any]]:
+def cut_sessions(log: list[Event], totals: Totals, running: bool, project: Path) -> list[dict[str, Any]]:
     """Every session cut off before Claude Code reported, oldest first: by what, the run it
-    belonged to, its last recorded activity, and whether it ran again; a killed run's session
-    whose end no run has recorded yet comes last."""
+    belonged to, its last recorded activity, and whether it ran again; the sessions of a killed
+    run whose end no run has recorded yet come last (their transcript says when they last did
+    something)."""
     later_start: dict[int, float] = {}
     for event in log:
         if event["kind"] == "session_started":
@@ -62,8 +63,7 @@ def cut_sessions(log: list[Event], totals: Totals, running: bool) -> list[dict[s
                 or event["standing"] in events.COUNTED,
             }
         )
-    flight = totals.in_flight
-    if flight is not None and not running:
+    for flight in [] if running else totals.in_flight.values():  # killed with their run
         found.append(
             {
                 "session": flight["session"],
@@ -71,12 +71,34 @@ def cut_sessions(log: list[Event], totals: Totals, running: bool) -> list[dict[s
                 "feature": flight.get("feature"),
                 "by": "kill",
                 "run": flight.get("run"),
-                "last_activity": None,
+                "last_activity": _last_activity(flight, project),
                 "standing": None,
                 "resumed": False,
             }
         )
     return found
+
+
+def _last_activity(flight: Event, project: Path) -> str | None:
+    """When a killed run's session last did something: its transcript's last write, else its start."""
+    transcript = project / str(flight.get("log_dir", "")) / SessionFolder.TRANSCRIPT
+    return _iso(
+        max(float(flight.get("ts", 0.0)), transcript.stat().st_mtime if transcript.is_file() else 0.0)
+    )
+
+
+def _flight(flight: Event, now: float) -> dict[str, Any]:
+    """A session in flight as `status --json` shows it."""
+    return {
+        "session": flight["session"],
+        "role": flight["role"],
+        "model": flight["model"],
+        "feature": flight.get("feature"),
+        "branch": flight.get("branch"),
+        "attempt": flight.get("attempt"),
+        "started_at": _iso(float(flight["ts"])),
+        "running_for_s": round(now - float(flight["ts"]), 1),
+    }
 
 
 def _iso(ts: float | None) -> str | None:
@@ -111,7 +133,8 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
     passing = set(totals.passing) | set(backlog.passing if backlog else ())
     blocked = set(totals.blocked) | set(backlog.blocked if backlog else ())
     lane = saved.state.lane if saved else None
-    flight = totals.in_flight if running else None
+    flights = totals.in_flight if running else {}
+    flight = totals.flight if running else None
     last_activity = totals.last_ts
     if flight is not None:
         transcript = project / str(flight.get("log_dir", "")) / SessionFolder.TRANSCRIPT
@@ -119,15 +142,7 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
             last_activity = max(last_activity or 0.0, transcript.stat().st_mtime)
     waiting = totals.waiting
     started = totals.run_started
-    cut = cut_sessions(log, totals, running)
-    if (
-        cut and cut[-1]["last_activity"] is None
-    ):  # a killed run's session: its transcript says when it last did something
-        killed = totals.in_flight or {}
-        transcript = project / str(killed.get("log_dir", "")) / SessionFolder.TRANSCRIPT
-        cut[-1]["last_activity"] = _iso(
-            max(float(killed.get("ts", 0.0)), transcript.stat().st_mtime if transcript.is_file() else 0.0)
-        )
+    cut = cut_sessions(log, totals, running, project)
     reviews = findings.by_subject(findings.reviews(project, history=False))
     return {
         "version": VERSION,
@@ -153,18 +168,8 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
         "current_branch": flight.get("branch")
         if flight
         else (lane.work.branch if lane and lane.work else None),
-        "in_flight": None
-        if flight is None
-        else {
-            "session": flight["session"],
-            "role": flight["role"],
-            "model": flight["model"],
-            "feature": flight.get("feature"),
-            "branch": flight.get("branch"),
-            "attempt": flight.get("attempt"),
-            "started_at": _iso(float(flight["ts"])),
-            "running_for_s": round(now - float(flight["ts"]), 1),
-        },
+        "in_flight": None if flight is None else _flight(flight, now),
+        "lanes": {str(lane): _flight(flights[lane], now) for lane in sorted(flights)},
         "features": {
             "total": len(listed),
             "passing": len(passing & set(listed)),
