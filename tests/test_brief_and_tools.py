@@ -690,6 +690,18 @@ def test_history_lines_are_compact_json_readable_by_all(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
+def test_moves_after_whole_lines_add_no_blank_line(tmp_path: Path) -> None:
+    """A move after a history that ends its last line well appends right after it."""
+    project = project_with(tmp_path, sessions=4)
+    handoff_history.trim(project, window=2)
+    data = json.loads((project / "progress.json").read_text())
+    data["sessions"] += [{**data["sessions"][-1], "session_id": k} for k in (5, 6)]
+    (project / "progress.json").write_text(json.dumps(data))
+    handoff_history.trim(project, window=2)
+    text = handoff_history.history_path(project, "sessions").read_text()
+    assert [json.loads(line)["session_id"] for line in text.split("\n")[:-1]] == [1, 2, 3, 4]
+
+
 def test_the_newest_archived_id_of_an_empty_history_is_none(tmp_path: Path) -> None:
     handoff_history.history_path(tmp_path, "reviews").write_text("\n  \n")
     assert handoff_history.largest_archived_id(tmp_path, "reviews") == 0

@@ -23,6 +23,11 @@ STATES = [
     ),
     SessionState(Backlog(("F001",)), Lane(SessionType.REVIEW, architecture_fixes(3)), session_count=4),
     SessionState(lane=Lane(SessionType.HALTED), halt_reason="INITIALIZER failed 3 times: x"),
+    SessionState(
+        Backlog(("F001", "F002", "F003"), depends=(("F002", ("F001",)), ("F003", ("F001", "F002")))),
+        Lane(SessionType.IMPLEMENT, feature("F001")),
+        session_count=1,
+    ),
 ]
 
 

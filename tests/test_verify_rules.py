@@ -152,6 +152,28 @@ def test_initializer_verified(tmp_path: Path) -> None:
     assert outcome == Outcome(T.INITIALIZER, True, feature_ids=("F001", "F002"))
 
 
+def test_initializer_dependencies_reach_the_outcome(tmp_path: Path) -> None:
+    world = start(tmp_path, T.INITIALIZER)
+    initialize(world)
+    listed = features()
+    listed["features"][1]["depends_on"] = ["F001"]
+    world.write("feature_list.json", listed)
+    outcome = world.verify()
+    assert outcome == Outcome(
+        T.INITIALIZER, True, feature_ids=("F001", "F002"), depends=(("F002", ("F001",)),)
+    )
+
+
+def test_initializer_listing_dependencies_in_a_circle(tmp_path: Path) -> None:
+    world = start(tmp_path, T.INITIALIZER)
+    initialize(world)
+    listed = features()
+    listed["features"][0]["depends_on"] = ["F002"]
+    listed["features"][1]["depends_on"] = ["F001"]
+    world.write("feature_list.json", listed)
+    refused(world, "feature_list.json: features depend on each other in a circle (F001 -> F002 -> F001)")
+
+
 def test_initializer_without_a_feature_list(tmp_path: Path) -> None:
     world = start(tmp_path, T.INITIALIZER)
     world.sh("printf 'exit 0\\n' > init.sh && git add init.sh && git commit -qm skeleton")

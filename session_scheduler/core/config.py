@@ -24,6 +24,10 @@ class SessionType(enum.StrEnum):
     """Every feature passes or is blocked: the run is over."""
     HALTED = "HALTED"
     """The run cannot go on without a person (the initializer kept failing)."""
+    WAIT = "WAIT"
+    """Lanes: this lane may take nothing now (what is left is held by other lanes or waits for
+    the features it depends on, or an architecture review waits for a quiet `main`). One lane
+    never waits."""
 
 
 ROLES: tuple[SessionType, ...] = (

@@ -81,6 +81,8 @@ class Backlog:
     passing: frozenset[str] = frozenset()
     blocked: frozenset[str] = frozenset()
     rejections: tuple[tuple[str, int], ...] = ()
+    depends: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Feature -> the features it depends on (the feature list's `depends_on`; only those that have any)."""
 
     @property
     def completed(self) -> int:
@@ -91,18 +93,38 @@ class Backlog:
         """Every feature passes or is blocked (and a feature list exists)."""
         return bool(self.features) and (self.passing | self.blocked).issuperset(self.features)
 
-    def next_open(self) -> str | None:
-        """The first feature in list order that neither passes nor is blocked."""
-        return next(itertools.filterfalse((self.passing | self.blocked).__contains__, self.features), None)
+    def next_open(self, held: frozenset[str] = frozenset()) -> str | None:
+        """The first feature in list order that neither passes nor is blocked nor is `held` (by
+        another lane), and whose dependencies all pass (are merged)."""
+        taken = self.passing | self.blocked | held
+        if not self.depends:
+            return next(itertools.filterfalse(taken.__contains__, self.features), None)
+        depends = dict(self.depends)
+        return next(
+            (f for f in self.features if f not in taken and self.passing.issuperset(depends.get(f, ()))),
+            None,
+        )
+
+    def dependents(self, feature_id: str) -> tuple[str, ...]:
+        """The features that depend on `feature_id`, directly or through others, in list order."""
+        found: set[str] = set()
+        frontier = {feature_id}
+        while frontier:
+            frontier = {f for f, needs in self.depends if f not in found and frontier.intersection(needs)}
+            found |= frontier
+        return tuple(f for f in self.features if f in found)
 
     def rejection_count(self, feature_id: str) -> int:
         return dict(self.rejections).get(feature_id, 0)
 
     def reject(self, feature_id: str, max_rejections: int) -> Backlog:
-        """Count a rejection; the max_rejections-th one blocks the feature."""
+        """Count a rejection; the max_rejections-th one blocks the feature, and with it every
+        feature that depends on it (none of them could ever be merged)."""
         counts = dict(self.rejections)
         counts[feature_id] = counts.get(feature_id, 0) + 1
-        blocked = self.blocked | {feature_id} if counts[feature_id] >= max_rejections else self.blocked
+        blocked = self.blocked
+        if counts[feature_id] >= max_rejections:
+            blocked = blocked | {feature_id} | (set(self.dependents(feature_id)) - self.passing)
         return replace(self, rejections=tuple(sorted(counts.items())), blocked=blocked)
 
 
@@ -121,6 +143,16 @@ class Lane:
 
 
 @dataclass(frozen=True)
+class Others:
+    """What the other lanes hold, as one lane's transition sees it (one lane: nothing)."""
+
+    held: frozenset[str] = frozenset()
+    """The features other lanes work on: not to be taken."""
+    busy: bool = False
+    """Another lane holds work: an architecture review waits for a quiet `main`."""
+
+
+@dataclass(frozen=True)
 class SessionState:
     """Everything the scheduler knows between sessions (saved as `.agent_state.json`)."""
 
@@ -130,6 +162,8 @@ class SessionState:
     """backlog.completed when the last ARCHITECTURE review ran (0: none yet)."""
     session_count: int = 0
     halt_reason: str = ""
+    others: Others = Others()
+    """The other lanes (schedule.py sets it for a lane's transition; never saved)."""
 
     @property
     def next_number(self) -> int:
@@ -150,6 +184,8 @@ class Outcome:
     """REVIEW / ARCHITECTURE: the verified verdict (a PASS whose merge failed its checks is not PASS)."""
     feature_ids: tuple[str, ...] = ()
     """INITIALIZER: the IDs of the verified feature list, in order."""
+    depends: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """INITIALIZER: the verified list's dependencies (feature -> the features it depends on)."""
     passing: frozenset[str] = frozenset()
     """Features whose `passes` is true after the session (verified)."""
     review_id: int | None = None
@@ -192,9 +228,11 @@ class Rejected:
 
 @dataclass(frozen=True)
 class Blocked:
-    """A feature was rejected too often; the run goes on without it."""
+    """A feature was rejected too often (or depends on one that was); the run goes on without it."""
 
     feature_id: str
+    because: str | None = None
+    """The blocked feature it depends on (None: it was rejected too often itself)."""
 
 
 @dataclass(frozen=True)
@@ -236,9 +274,8 @@ def transition(state: SessionState, outcome: Outcome, config: AgentConfig) -> St
         return _failed(state, outcome, config)
     state = replace(state, backlog=replace(state.backlog, passing=outcome.passing))
     if lane.role is T.INITIALIZER:
-        return _choose_work(
-            replace(state, backlog=replace(state.backlog, features=outcome.feature_ids)), config
-        )
+        listed = replace(state.backlog, features=outcome.feature_ids, depends=outcome.depends)
+        return choose_work(replace(state, backlog=listed), config)
     if lane.role is T.IMPLEMENT or lane.role is T.FIX:
         return _continue(state, T.REVIEW)
     if lane.role is T.ARCHITECTURE:
@@ -260,7 +297,7 @@ def _failed(state: SessionState, outcome: Outcome, config: AgentConfig) -> Step:
         return _continue(state, T.REVIEW, gave_up)
     if lane.role is T.ARCHITECTURE:  # given up for this multiple of the interval
         checked = replace(state, architecture_checked_at=state.backlog.completed)
-        return _choose_work(checked, config, gave_up)
+        return choose_work(checked, config, gave_up)
     return _reject(state, config, gave_up)  # IMPLEMENT, REVIEW
 
 
@@ -268,7 +305,7 @@ def _reviewed(state: SessionState, outcome: Outcome, config: AgentConfig) -> Ste
     lane = state.lane
     assert lane.work is not None
     if outcome.verdict == "PASS":
-        return _choose_work(state, config, Merged(lane.work))
+        return choose_work(state, config, Merged(lane.work))
     if outcome.verdict == "REQUEST_CHANGES" and lane.fix_rounds < config.max_fix_rounds:
         return _continue(state, T.FIX, open_review=outcome.review_id)
     return _reject(state, config)  # REJECT, or REQUEST_CHANGES with no fix rounds left
@@ -282,7 +319,7 @@ def _architecture_reviewed(state: SessionState, outcome: Outcome, config: AgentC
             T.FIX, architecture_fixes(outcome.review_id), fix_rounds=1, open_review=outcome.review_id
         )
         return Step(replace(state, lane=fixes))
-    return _choose_work(state, config)
+    return choose_work(state, config)
 
 
 def _reject(state: SessionState, config: AgentConfig, *events: Event) -> Step:
@@ -291,10 +328,16 @@ def _reject(state: SessionState, config: AgentConfig, *events: Event) -> Step:
     backlog = state.backlog
     found: tuple[Event, ...] = (*events, Rejected(work))
     if work.feature_id is not None:
+        before = backlog.blocked
         backlog = backlog.reject(work.feature_id, config.max_rejections)
         if work.feature_id in backlog.blocked:
             found += (Blocked(work.feature_id),)
-    return _choose_work(replace(state, backlog=backlog), config, *found)
+            found += tuple(
+                Blocked(f, because=work.feature_id)
+                for f in backlog.dependents(work.feature_id)
+                if f in backlog.blocked and f not in before
+            )
+    return choose_work(replace(state, backlog=backlog), config, *found)
 
 
 def _continue(state: SessionState, role: SessionType, *events: Event, open_review: int | None = None) -> Step:
@@ -307,16 +350,20 @@ def _continue(state: SessionState, role: SessionType, *events: Event, open_revie
     return Step(replace(state, lane=lane), events)
 
 
-def _choose_work(state: SessionState, config: AgentConfig, *events: Event) -> Step:
-    """No review cycle is open: DONE, a due ARCHITECTURE review, or the next feature."""
+def choose_work(state: SessionState, config: AgentConfig, *events: Event) -> Step:
+    """No review cycle is open: DONE, a due ARCHITECTURE review (on a quiet `main`: a lane waits
+    while another holds work), the next feature it may take, or (lanes) WAIT."""
     backlog = state.backlog
     if backlog.settled():
         return Step(replace(state, lane=Lane(T.DONE)), (*events, Done()))
     if architecture_due(state, config):
+        if state.others.busy:
+            return Step(replace(state, lane=Lane(T.WAIT)), events)
         due = ArchitectureDue(backlog.completed)
         return Step(replace(state, lane=Lane(T.ARCHITECTURE)), (*events, due))
-    next_feature = backlog.next_open()
-    assert next_feature is not None  # not settled, so one is open
+    next_feature = backlog.next_open(state.others.held)
+    if next_feature is None:  # lanes: what is left is held or waits for its dependencies
+        return Step(replace(state, lane=Lane(T.WAIT)), events)
     return Step(replace(state, lane=Lane(T.IMPLEMENT, feature(next_feature))), events)
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import jsonschema
 
-from session_scheduler.core.config import ROLES, TERMINAL
+from session_scheduler.core.config import ROLES, TERMINAL, SessionType
 
 ROLE_NAMES = [role.value for role in ROLES]
 FEATURE_ID = {"type": "string", "pattern": "^F[0-9]+$"}
@@ -31,6 +31,7 @@ FEATURE_LIST: dict[str, Any] = {
                     "description": {"type": "string", "minLength": 1},
                     "steps": {"type": "array", "items": {"type": "string"}},
                     "passes": {"type": "boolean"},
+                    "depends_on": {"type": "array", "items": FEATURE_ID, "uniqueItems": True},
                 },
             },
         }
@@ -176,13 +177,14 @@ AGENT_STATE: dict[str, Any] = {
                 "passing": FEATURE_IDS,
                 "blocked": FEATURE_IDS,
                 "rejections": {"type": "object", "additionalProperties": _COUNT},
+                "depends": {"type": "object", "additionalProperties": FEATURE_IDS},
             },
         },
         "lane": {
             "type": "object",
             "required": ["role"],
             "properties": {
-                "role": {"enum": [*ROLE_NAMES, *sorted(t.value for t in TERMINAL)]},
+                "role": {"enum": [*ROLE_NAMES, *sorted(t.value for t in TERMINAL), SessionType.WAIT.value]},
                 "work": {
                     "anyOf": [
                         {"type": "null"},

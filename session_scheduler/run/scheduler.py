@@ -282,6 +282,11 @@ class Scheduler:
             self._check_handoff(state, trim=True)
         sandbox_faults = outages = 0
         while state.lane.role not in TERMINAL:
+            if state.lane.role is SessionType.WAIT:  # a lane's pause; one lane has none to wait for
+                raise StateError(
+                    f"{STATE_FILE} says the lane waits for other lanes, but this run has one lane; "
+                    f"restore it from the newest {LOG_DIR}/session_*/state.json and run the same command again"
+                )
             limit = self._limit_before(max_iterations)
             if limit:
                 return self._report("limit", state, limit)
@@ -843,12 +848,15 @@ class Scheduler:
                     f"  branch {branch} deleted (rejected; its tip {tip[:10]} is kept under refs/scheduler/rejected/)"
                 )
         elif isinstance(event, Blocked):
-            self.events.emit(
-                "feature_blocked", feature=event.feature_id, rejections=self.config.max_rejections
+            because = {"because": event.because} if event.because else {}
+            rejections = new.backlog.rejection_count(event.feature_id)
+            self.events.emit("feature_blocked", feature=event.feature_id, rejections=rejections, **because)
+            why = (
+                f"it depends on {event.because}, which is blocked"
+                if event.because
+                else f"rejected {plural(rejections, 'time')}"
             )
-            self.echo(
-                f"  blocked: {event.feature_id} (rejected {plural(self.config.max_rejections, 'time')})"
-            )
+            self.echo(f"  blocked: {event.feature_id} ({why})")
         elif isinstance(event, Retry):
             self.echo(
                 f"  {event.role.value} runs again (attempt {event.attempt} of {self.config.max_attempts})"

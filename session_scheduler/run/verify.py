@@ -21,7 +21,7 @@ from session_scheduler.core.layout import is_scheduler_path
 from session_scheduler.core.machine import Outcome, SessionState, WorkItem
 from session_scheduler.core.policy import policy
 from session_scheduler.repo import gitops, refs
-from session_scheduler.run.invariants import check_invariants
+from session_scheduler.run.invariants import check_invariants, depends_of
 from session_scheduler.store import crashpoints
 from session_scheduler.store.progress import Handoff, atomic_write_json, load_handoff, restore, snapshot
 from session_scheduler.store.records import Records, records_of
@@ -290,7 +290,8 @@ def _initializer(ran: Ran) -> Outcome:
         raise ClaimRefused("nothing was committed on `main`")
     ran.no_scheduler_files_committed(ran.pre.main, main)
     ran.no_repo_code_committed(ran.pre.main, main)
-    return ran.outcome(feature_ids=tuple(f["id"] for f in ran.after.features()))
+    features = ran.after.features()
+    return ran.outcome(feature_ids=tuple(f["id"] for f in features), depends=depends_of(features))
 
 
 def _implement(ran: Ran) -> Outcome:

@@ -96,6 +96,10 @@ def _encoded_backlog(backlog: Backlog, memo: _Memo) -> tuple[dict[str, Any], Enc
         ),
         "rejections": _encoded(memo, "rejections", (backlog.rejections,), lambda: dict(backlog.rejections)),
     }
+    if backlog.depends:  # written only when the feature list has any (earlier versions wrote none)
+        parts["depends"] = _encoded(
+            memo, "depends", (backlog.depends,), lambda: {f: list(needs) for f, needs in backlog.depends}
+        )
     data = {name: part[0] for name, part in parts.items()}
     return data, Encoded(
         "{" + ", ".join(f"{json.dumps(name)}: {part[1]}" for name, part in parts.items()) + "}"
@@ -149,6 +153,7 @@ def from_json(data: dict[str, Any]) -> SessionState:
             frozenset(backlog["passing"]),
             frozenset(backlog["blocked"]),
             tuple(sorted(backlog.get("rejections", {}).items())),
+            tuple((f, tuple(needs)) for f, needs in backlog.get("depends", {}).items()),
         ),
         lane=Lane(
             SessionType(lane["role"]),

@@ -1,0 +1,250 @@
+"""Several lanes over one backlog: claims, dependencies, the quiet `main` an architecture review
+needs, session numbers, and the one-lane schedule being exactly today's state machine."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.core.machine import (
+    ArchitectureDue,
+    Backlog,
+    Blocked,
+    Done,
+    Halted,
+    Lane,
+    Merged,
+    Outcome,
+    Rejected,
+    SessionState,
+    feature,
+    transition,
+)
+from session_scheduler.core.schedule import IDLE, Schedule, transition_lane, wake
+from session_scheduler.run.invariants import dependency_problems, depends_of
+
+T = SessionType
+CFG = AgentConfig(architecture_interval=100, max_fix_rounds=1, max_rejections=2, max_attempts=2)
+FEATURES = ("F001", "F002", "F003", "F004")
+
+
+def listed(lanes: int, depends: dict[str, tuple[str, ...]] | None = None, cfg: AgentConfig = CFG) -> Schedule:
+    """A schedule whose INITIALIZER (lane 0) listed FEATURES; every lane then took its work."""
+    schedule = Schedule.of(SessionState(), lanes)
+    assert [lane.role for lane in schedule.lanes] == [T.INITIALIZER, *[T.WAIT] * (lanes - 1)]
+    done = Outcome(T.INITIALIZER, ok=True, feature_ids=FEATURES, depends=tuple((depends or {}).items()))
+    return transition_lane(schedule, 0, done, cfg)[0]
+
+
+def held(schedule: Schedule) -> list[str | None]:
+    return [lane.work.feature_id if lane.work else lane.role.value for lane in schedule.lanes]
+
+
+def outcome(schedule: Schedule, lane: int, verdict: str | None = None, ok: bool = True) -> Outcome:
+    """What verification would say of lane `lane`'s session: a PASS marks its feature passing."""
+    now = schedule.lanes[lane]
+    passing = schedule.backlog.passing
+    if verdict == "PASS" and now.work and now.work.feature_id:
+        passing = passing | {now.work.feature_id}
+    return Outcome(now.role, ok=ok, verdict=verdict, passing=passing, review_id=1)  # type: ignore[arg-type]
+
+
+def test_a_lane_is_never_handed_a_feature_another_lane_holds() -> None:
+    """The case the one-lane machine got wrong: lane 0's REVIEW PASS on F001 handed it F002,
+    which lane 1 was implementing. Now it takes F003."""
+    schedule = listed(2)
+    assert held(schedule) == ["F001", "F002"]
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)  # IMPLEMENT -> REVIEW
+    schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
+    assert Merged(feature("F001")) in events
+    assert held(schedule) == ["F003", "F002"] and schedule.holder("F002") == 1
+
+
+def test_session_numbers_are_handed_out_once_whichever_lane_asks() -> None:
+    schedule = listed(3)
+    numbers = []
+    for _ in range(5):
+        schedule, number = schedule.issue()
+        numbers.append(number)
+    assert numbers == [1, 2, 3, 4, 5] and schedule.issued == 5
+    assert Schedule.of(SessionState(session_count=7), 2).issue()[1] == 8  # after a one-lane project's 7
+
+
+def test_a_feature_is_taken_only_once_the_features_it_depends_on_are_merged() -> None:
+    schedule = listed(2, {"F002": ("F001",), "F003": ("F001",)})
+    assert held(schedule) == ["F001", "F004"]  # F002 and F003 wait for F001
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), CFG)
+    assert held(schedule) == ["F001", "WAIT"]  # F004 merged; nothing lane 1 may take yet
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
+    assert held(schedule) == ["F002", "F003"]  # F001 merged: lane 0 takes F002, the waiting lane 1 F003
+
+
+def test_a_rejection_releases_the_claim_and_a_blocked_feature_blocks_what_depends_on_it() -> None:
+    schedule = listed(2, {"F003": ("F002",), "F004": ("F003",)})
+    assert held(schedule) == ["F001", "F002"]
+    for _ in range(2):  # F002 rejected twice (max_rejections): blocked, and F003, F004 with it
+        schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)
+        schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "REJECT"), CFG)
+        assert Rejected(feature("F002")) in events
+    assert events[-2:] == (Blocked("F003", because="F002"), Blocked("F004", because="F002"))
+    assert schedule.backlog.blocked == {"F002", "F003", "F004"} and held(schedule) == ["F001", "WAIT"]
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
+    schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
+    assert held(schedule) == ["DONE", "DONE"] and schedule.settled and Done() in events
+
+
+def test_an_architecture_review_waits_for_a_quiet_main() -> None:
+    """Due after the first merge, it waits while the other lane holds work; the lane that ends
+    its work last runs it; the other lane goes on after it."""
+    cfg = replace(CFG, architecture_interval=1)
+    schedule = listed(2, cfg=cfg)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), cfg)
+    schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), cfg)
+    assert held(schedule) == ["WAIT", "F002"] and not any(isinstance(e, ArchitectureDue) for e in events)
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), cfg)
+    schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), cfg)
+    assert [lane.role for lane in schedule.lanes] == [T.WAIT, T.ARCHITECTURE]
+    assert ArchitectureDue(2) in events
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), cfg)
+    assert held(schedule) == ["F004", "F003"]  # lane 1 first, then the woken lane 0
+
+
+def test_a_halt_halts_every_lane() -> None:
+    schedule = Schedule.of(SessionState(), 3)
+    failed = Outcome(T.INITIALIZER, ok=False, reason="no list")
+    for _ in range(CFG.max_attempts):
+        schedule, events = transition_lane(schedule, 0, failed, CFG)
+    assert [lane.role for lane in schedule.lanes] == [T.HALTED] * 3 and schedule.settled
+    assert isinstance(events[-1], Halted)
+
+
+def test_waking_lanes_before_the_feature_list_changes_nothing() -> None:
+    schedule = Schedule.of(SessionState(), 2)
+    assert wake(schedule, CFG) == (schedule, ())
+
+
+def test_a_schedule_needs_a_lane() -> None:
+    with pytest.raises(ValueError, match="at least one lane"):
+        Schedule.of(SessionState(), 0)
+
+
+@pytest.mark.parametrize(
+    ("depends", "problem"),
+    [
+        ({"F002": ["F002"]}, "F002 depends on itself"),
+        ({"F002": ["F009"]}, "F002 depends on F009, which is not in the list"),
+        (
+            {"F001": ["F002"], "F002": ["F003"], "F003": ["F001"]},
+            "features depend on each other in a circle (F001 -> F002 -> F003 -> F001)",
+        ),
+    ],
+)
+def test_dependencies_no_feature_could_ever_meet_are_refused(
+    depends: dict[str, list[str]], problem: str
+) -> None:
+    features = [{"id": f, **({"depends_on": depends[f]} if f in depends else {})} for f in FEATURES]
+    assert dependency_problems(features) == [f"feature_list.json: {problem}"]
+
+
+def test_dependencies_are_read_in_list_order_and_a_tree_is_fine() -> None:
+    features = [{"id": "F001"}, {"id": "F002", "depends_on": ["F001"]}, {"id": "F003", "depends_on": []}]
+    assert depends_of(features) == (("F002", ("F001",)),) and dependency_problems(features) == []
+
+
+def test_one_lane_takes_features_in_dependency_order() -> None:
+    state = SessionState(Backlog(FEATURES, depends=(("F001", ("F003",)),)), Lane(T.REVIEW, feature("F002")))
+    step = transition(state, Outcome(T.REVIEW, ok=True, verdict="PASS", passing=frozenset({"F002"})), CFG)
+    assert step.state.lane == Lane(T.IMPLEMENT, feature("F003"))  # F001 waits for F003
+
+
+# -- properties over any run ------------------------------------------------------------------------
+
+VERDICTS = st.sampled_from(["PASS", "PASS", "REQUEST_CHANGES", "REJECT", "FAIL"])
+
+
+def _step(schedule: Schedule, lane: int, verdict: str, cfg: AgentConfig) -> Schedule:
+    role = schedule.lanes[lane].role
+    if verdict == "FAIL":
+        return transition_lane(schedule, lane, outcome(schedule, lane, ok=False), cfg)[0]
+    if role in (T.IMPLEMENT, T.FIX):
+        return transition_lane(schedule, lane, outcome(schedule, lane), cfg)[0]
+    if role is T.ARCHITECTURE and verdict == "REJECT":
+        verdict = "PASS"
+    return transition_lane(schedule, lane, outcome(schedule, lane, verdict), cfg)[0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lanes=st.integers(1, 4),
+    chain=st.booleans(),
+    interval=st.sampled_from([1, 2, 100]),
+    moves=st.lists(st.tuples(st.integers(0, 3), VERDICTS), max_size=120),
+)
+def test_no_feature_is_ever_held_twice_and_every_run_settles(
+    lanes: int, chain: bool, interval: int, moves: list[tuple[int, str]]
+) -> None:
+    """Whatever the lanes' sessions decide, in any order: no feature is held by two lanes, a held
+    feature's dependencies are merged, an architecture review runs only on a quiet `main`, and
+    passing every session from then on settles the run with every lane DONE."""
+    cfg = replace(CFG, architecture_interval=interval)
+    schedule = listed(lanes, {"F002": ("F001",), "F004": ("F003",)} if chain else None, cfg)
+
+    def check(schedule: Schedule) -> None:
+        claims = [lane.work.feature_id for lane in schedule.lanes if lane.work and lane.work.feature_id]
+        assert len(claims) == len(set(claims))
+        depends = dict(schedule.backlog.depends)
+        for claim in claims:
+            assert claim not in schedule.backlog.blocked
+            assert schedule.backlog.passing.issuperset(depends.get(claim, ()))
+        architects = [n for n, lane in enumerate(schedule.lanes) if lane.role is T.ARCHITECTURE]
+        if architects:
+            others = [lane for n, lane in enumerate(schedule.lanes) if n != architects[0]]
+            assert all(lane.role in IDLE for lane in others)
+
+    for lane, verdict in moves:
+        check(schedule)
+        working = [n for n, now in enumerate(schedule.lanes) if now.role not in IDLE]
+        if not working:
+            break
+        schedule = _step(schedule, working[lane % len(working)], verdict, cfg)
+    for _ in range(200):
+        check(schedule)
+        working = [n for n, now in enumerate(schedule.lanes) if now.role not in IDLE]
+        if not working:
+            break
+        schedule = _step(schedule, working[0], "PASS", cfg)
+    assert schedule.settled and all(lane.role is T.DONE for lane in schedule.lanes)
+
+
+@settings(max_examples=100, deadline=None)
+@given(moves=st.lists(VERDICTS, max_size=60), interval=st.sampled_from([1, 2, 100]))
+def test_one_lane_is_exactly_the_state_machine(moves: list[str], interval: int) -> None:
+    """With one lane the schedule takes exactly the states and events `transition` takes."""
+    cfg = replace(CFG, architecture_interval=interval)
+    schedule = listed(1, cfg=cfg)
+    state = transition(SessionState(), Outcome(T.INITIALIZER, ok=True, feature_ids=FEATURES), cfg).state
+    for verdict in moves:
+        assert schedule.view(0) == state
+        if state.lane.role in IDLE:
+            break
+        before = schedule
+        schedule = _step(schedule, 0, verdict, cfg)
+        changed = transition(state, _outcome_of(before, state, verdict), cfg).state
+        state = changed
+    assert schedule.view(0) == state
+
+
+def _outcome_of(schedule: Schedule, state: SessionState, verdict: str) -> Outcome:
+    """The outcome `_step` gave lane 0, rebuilt for the one-lane machine."""
+    role = state.lane.role
+    if verdict == "FAIL":
+        return outcome(schedule, 0, ok=False)
+    if role in (T.IMPLEMENT, T.FIX):
+        return outcome(schedule, 0)
+    return outcome(schedule, 0, "PASS" if role is T.ARCHITECTURE and verdict == "REJECT" else verdict)
