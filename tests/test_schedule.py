@@ -78,8 +78,9 @@ def test_a_feature_is_taken_only_once_the_features_it_depends_on_are_merged() ->
     schedule = listed(2, {"F002": ("F001",), "F003": ("F001",)})
     assert held(schedule) == ["F001", "F004"]  # F002 and F003 wait for F001
     schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)
-    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), CFG)
+    schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), CFG)
     assert held(schedule) == ["F001", "WAIT"]  # F004 merged; nothing lane 1 may take yet
+    assert events == (Merged(feature("F004")),)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
     assert held(schedule) == ["F002", "F003"]  # F001 merged: lane 0 takes F002, the waiting lane 1 F003
@@ -96,7 +97,8 @@ def test_a_rejection_releases_the_claim_and_a_blocked_feature_blocks_what_depend
     assert schedule.backlog.blocked == {"F002", "F003", "F004"} and held(schedule) == ["F001", "WAIT"]
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
     schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
-    assert held(schedule) == ["DONE", "DONE"] and schedule.settled and Done() in events
+    assert held(schedule) == ["DONE", "DONE"] and schedule.settled
+    assert events == (Merged(feature("F001")), Done(), Done())  # each lane's end, the woken one's too
 
 
 def test_an_architecture_review_waits_for_a_quiet_main() -> None:
@@ -106,7 +108,7 @@ def test_an_architecture_review_waits_for_a_quiet_main() -> None:
     schedule = listed(2, cfg=cfg)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), cfg)
     schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), cfg)
-    assert held(schedule) == ["WAIT", "F002"] and not any(isinstance(e, ArchitectureDue) for e in events)
+    assert held(schedule) == ["WAIT", "F002"] and events == (Merged(feature("F001")),)
     schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), cfg)
     schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), cfg)
     assert [lane.role for lane in schedule.lanes] == [T.WAIT, T.ARCHITECTURE]
@@ -121,7 +123,37 @@ def test_a_halt_halts_every_lane() -> None:
     for _ in range(CFG.max_attempts):
         schedule, events = transition_lane(schedule, 0, failed, CFG)
     assert [lane.role for lane in schedule.lanes] == [T.HALTED] * 3 and schedule.settled
-    assert isinstance(events[-1], Halted)
+    assert isinstance(events[-1], Halted) and schedule.halt_reason == events[-1].reason
+    assert Schedule.of(SessionState(halt_reason="x"), 2).halt_reason == "x"
+
+
+def test_a_feature_blocked_twice_over_is_announced_once() -> None:
+    """F004 depends on F002 and F003: blocked with F002, it is not blocked again with F003; a
+    passing dependent is never blocked; the other lanes' features are not dependents."""
+    backlog = Backlog(FEATURES, depends=(("F004", ("F002", "F003")), ("F003", ("F001",))))
+    assert backlog.dependents("F001") == ("F003", "F004") and backlog.dependents("F004") == ()
+    assert backlog.dependents("F002") == ("F004",)
+    schedule = Schedule(backlog, (Lane(T.REVIEW, feature("F002")), Lane(T.REVIEW, feature("F003"))))
+    rejected = Outcome(T.REVIEW, ok=True, verdict="REJECT", review_id=1)
+    cfg = replace(CFG, max_rejections=1)
+    schedule, events = transition_lane(schedule, 0, rejected, cfg)
+    assert Blocked("F004", because="F002") in events and schedule.backlog.blocked == {"F002", "F004"}
+    schedule, events = transition_lane(schedule, 1, rejected, cfg)
+    assert [e for e in events if isinstance(e, Blocked)] == [Blocked("F003")]
+    assert (
+        schedule.holder("F003") is None and schedule.holder("F001") == 0
+    )  # lane 0 took it after its rejection
+
+
+def test_three_lanes_settle_together() -> None:
+    schedule = Schedule(
+        Backlog(FEATURES, passing=frozenset(FEATURES[:3])),
+        (Lane(T.REVIEW, feature("F004")), Lane(T.WAIT), Lane(T.WAIT)),
+    )
+    done = Outcome(T.REVIEW, ok=True, verdict="PASS", passing=frozenset(FEATURES), review_id=1)
+    schedule, events = transition_lane(schedule, 0, done, CFG)
+    assert events == (Merged(feature("F004")), Done(), Done(), Done())
+    assert [lane.role for lane in schedule.lanes] == [T.DONE] * 3
 
 
 def test_waking_lanes_before_the_feature_list_changes_nothing() -> None:
@@ -130,8 +162,9 @@ def test_waking_lanes_before_the_feature_list_changes_nothing() -> None:
 
 
 def test_a_schedule_needs_a_lane() -> None:
-    with pytest.raises(ValueError, match="at least one lane"):
+    with pytest.raises(ValueError, match=r"^a schedule has at least one lane$"):
         Schedule.of(SessionState(), 0)
+    assert len(Schedule.of(SessionState()).lanes) == 1  # one lane unless asked
 
 
 @pytest.mark.parametrize(

@@ -115,20 +115,18 @@ def transition_lane(
     after = _apply(schedule, lane, step.state)
     if step.state.lane.role is T.HALTED:
         return replace(after, lanes=tuple(Lane(T.HALTED) for _ in after.lanes)), step.events
-    woken, events = wake(after, config, skip=lane)
+    woken, events = wake(after, config)
     return woken, (*step.events, *events)
 
 
-def wake(
-    schedule: Schedule, config: AgentConfig, skip: int | None = None
-) -> tuple[Schedule, tuple[Event, ...]]:
-    """Every waiting lane (but `skip`, which was just transitioned) chooses its work again, in
-    lane order, each seeing what the ones before it took."""
+def wake(schedule: Schedule, config: AgentConfig) -> tuple[Schedule, tuple[Event, ...]]:
+    """Every waiting lane chooses its work again, in lane order, each seeing what the ones
+    before it took (a lane that just chose to wait chooses the same again)."""
     events: tuple[Event, ...] = ()
     if not schedule.backlog.features:  # the INITIALIZER has not listed them yet
         return schedule, events
     for n, lane in enumerate(schedule.lanes):
-        if n == skip or lane.role is not T.WAIT:
+        if lane.role is not T.WAIT:
             continue
         step = choose_work(schedule.view(n), config)
         schedule = _apply(schedule, n, step.state)
