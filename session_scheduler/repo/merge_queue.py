@@ -1,0 +1,171 @@
+"""The merge queue: approved work lands on the authoritative `main`, one branch at a time.
+
+A lane's REVIEW approves a feature (and merges it into its lane's own view of `main`); landing
+it on the project's `main` is the scheduler's. `land` merges the approved tip onto the current
+`main` without a work tree (`git merge-tree --write-tree`, through the scheduler's hardened git:
+no merge driver, hook or filter of the repository runs), runs the test command on the merge (the
+caller's `Tests`: a clean worktree inside the command sandbox, `gitops.run_tests_at`), and moves
+`main` only when they pass, and only from the `main` the merge was made on (a compare-and-swap of
+the ref: a `main` that moved meanwhile is merged onto again). A textual conflict comes back with
+its files, a red test with its output, for the feature to go back to its lane as FIX work; a tip
+that is on `main` already is not merged again.
+
+`Queue` is the order of the approved work waiting to land, kept in the records
+(`.agent_logs/merge_queue.json`, written atomically), so that a killed scheduler's next run lands
+what was approved and nothing twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import git
+
+from session_scheduler.core.errors import GitError, StateError
+from session_scheduler.core.layout import LOG_DIR
+from session_scheduler.repo import gitops
+from session_scheduler.store.progress import atomic_write_json, read_json
+from session_scheduler.store.records import Records
+
+QUEUE_FILE = f"{LOG_DIR}/merge_queue.json"
+RETRIES = 3
+"""How often `land` merges again onto a `main` that moved while it tested (then: an error)."""
+
+
+@dataclass(frozen=True)
+class Landing:
+    """Approved work waiting to land: a feature's branch at the tip its REVIEW approved."""
+
+    feature: str
+    branch: str
+    tip: str
+    lane: int
+    review_id: int
+    queued_at: float
+
+
+@dataclass(frozen=True)
+class Landed:
+    commit: str
+    """`main` after it: the merge, or (again) the `main` the tip was already on."""
+    again: bool = False
+    """The tip was on `main` already: nothing was merged (never twice)."""
+
+
+@dataclass(frozen=True)
+class Conflict:
+    files: tuple[str, ...]
+    detail: str
+    """git's own lines about the conflicts (for the FIX session)."""
+
+
+@dataclass(frozen=True)
+class Red:
+    commit: str
+    """The merge the tests failed on (kept under refs/scheduler/red/, `main` did not move)."""
+    output: str
+
+
+Verdict = Landed | Conflict | Red
+Tests = Callable[[str], tuple[bool, str]]
+"""The test command run on a commit: (passed, the end of its output)."""
+
+
+def land(repo: git.Repo, landing: Landing, tests: Tests | None) -> Verdict:
+    """Land one approved tip on `main` (see the module's text)."""
+    ref = f"refs/heads/{gitops.MAIN}"
+    for _ in range(RETRIES):
+        main = gitops.head(repo, gitops.MAIN)
+        if main is None:
+            raise GitError(
+                f"`{gitops.MAIN}` is missing; restore it (see `git reflog`) and run the same command again"
+            )
+        if gitops.is_ancestor(repo, landing.tip, main):
+            return Landed(main, again=True)
+        merged = _merge_tree(repo, main, landing.tip)
+        if isinstance(merged, Conflict):
+            return merged
+        commit = str(
+            repo.git.commit_tree(
+                merged, "-p", main, "-p", landing.tip, "-m", f"Merge {landing.branch} ({landing.feature})"
+            )
+        ).strip()
+        if tests is not None:
+            passed, output = tests(commit)
+            if not passed:
+                gitops.keep_ref(repo, f"red/{landing.feature}/{commit[:12]}", commit)
+                return Red(commit, output)
+        try:
+            repo.git.update_ref(ref, commit, main)  # only from the `main` it was merged onto
+        except git.GitCommandError:
+            continue  # `main` moved meanwhile: merge onto the new one
+        _follow(repo, main, commit)
+        return Landed(commit)
+    raise GitError(
+        f"`{gitops.MAIN}` kept moving while {landing.branch} was landed ({RETRIES} tries); "
+        "stop what else writes to the repository and run the same command again"
+    )
+
+
+def _follow(repo: git.Repo, old: str, new: str) -> None:
+    """The project's work tree, when it has `main` checked out, follows `main` from `old` to `new`
+    (a two-tree merge of the index and the files: what was changed there is kept, and a change in
+    a file the merge touches makes git refuse, leaving the files for the next checkout to set aside)."""
+    if repo.bare or gitops.current_branch(repo) != gitops.MAIN:
+        return
+    with contextlib.suppress(git.GitCommandError):  # the next checkout stashes what is in the way
+        repo.git.read_tree("-m", "-u", old, new)
+
+
+def _merge_tree(repo: git.Repo, main: str, tip: str) -> str | Conflict:
+    """The merged tree of `main` and `tip`, or the conflict (no work tree, no index touched)."""
+    status, out, err = repo.git.merge_tree(
+        "--write-tree", "--name-only", main, tip, with_extended_output=True, with_exceptions=False
+    )
+    if status == 0:
+        return str(out).splitlines()[0]
+    if status != 1:  # 1: conflicts; anything else is git failing
+        raise GitError(f"git merge-tree failed in {repo.working_dir}: {str(err).strip()[-300:]}")
+    head, _, messages = str(out).partition("\n\n")
+    files = tuple(dict.fromkeys(line for line in head.splitlines()[1:] if line))
+    return Conflict(files, messages.strip()[-2000:])
+
+
+class Queue:
+    """The approved work waiting to land, oldest first, in the records (crash-safe: every change
+    is one atomic write; a landing is removed only after `main` holds it)."""
+
+    def __init__(self, records: Records) -> None:
+        self.path = records.path(QUEUE_FILE)
+
+    def pending(self) -> list[Landing]:
+        if not self.path.exists():
+            return []
+        try:
+            data = read_json(self.path)
+            return [Landing(**entry) for entry in data["waiting"]]
+        except (KeyError, TypeError, StateError) as exc:
+            raise StateError(
+                f"{self.path} is damaged ({exc}); delete it (the lanes' approved branches are kept, "
+                "and their REVIEW runs again) and run the same command again"
+            ) from None
+
+    def add(self, landing: Landing) -> None:
+        """Queue approved work (a tip queued already is not queued twice)."""
+        waiting = self.pending()
+        if any(entry.tip == landing.tip for entry in waiting):
+            return
+        self._write([*waiting, landing])
+
+    def done(self, landing: Landing) -> None:
+        """Take a landing off the queue: it landed, or went back to its lane."""
+        self._write([entry for entry in self.pending() if entry != landing])
+
+    def _write(self, waiting: list[Landing]) -> None:
+        data: dict[str, Any] = {"waiting": [asdict(entry) for entry in waiting]}
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.path, data)

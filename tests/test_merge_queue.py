@@ -1,0 +1,174 @@
+"""The merge queue lands approved work on `main`: merged without a work tree, tested, moved only
+from the `main` it was merged onto; conflicts and red tests come back; nothing lands twice."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from session_scheduler.core.errors import GitError, StateError
+from session_scheduler.guard import safe_git
+from session_scheduler.repo import gitops
+from session_scheduler.repo.merge_queue import RETRIES, Conflict, Landed, Landing, Queue, Red, land
+from session_scheduler.store.records import Records
+
+
+def sh(project: Path, command: str) -> str:
+    return subprocess.run(
+        ["bash", "-c", command], cwd=project, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """main with two files; feature/F001 changes a, feature/F002 changes b, feature/F003 changes
+    the line of a that F001 changes too."""
+    root = tmp_path / "app"
+    root.mkdir()
+    sh(root, "git init -q -b main && git config user.name t && git config user.email t@t")
+    sh(root, "printf 'a1\\na2\\n' > a && printf 'b1\\n' > b && git add a b && git commit -qm base")
+    sh(root, "git checkout -qb feature/F001 && sed -i s/a1/A1/ a && git commit -qam F001")
+    sh(root, "git checkout -q main && git checkout -qb feature/F002 && echo b2 >> b && git commit -qam F002")
+    sh(
+        root,
+        "git checkout -q main && git checkout -qb feature/F003 && sed -i s/a1/X1/ a && git commit -qam F003",
+    )
+    sh(root, "git checkout -q main")
+    return root
+
+
+def landing(project: Path, feature: str, lane: int = 0) -> Landing:
+    tip = sh(project, f"git rev-parse feature/{feature}")
+    return Landing(feature, f"feature/{feature}", tip, lane, review_id=1, queued_at=1.0)
+
+
+def green(calls: list[str]) -> object:
+    def tests(commit: str) -> tuple[bool, str]:
+        calls.append(commit)
+        return True, "ok"
+
+    return tests
+
+
+def test_approved_work_lands_as_one_merge_after_its_tests_pass(project: Path) -> None:
+    repo = safe_git.open(project)
+    before = gitops.head(repo, "main")
+    calls: list[str] = []
+    result = land(repo, landing(project, "F001"), green(calls))  # type: ignore[arg-type]
+    main = gitops.head(repo, "main")
+    assert result == Landed(str(main)) and calls == [main]
+    assert gitops.parents(repo, str(main)) == [before, landing(project, "F001").tip]
+    assert sh(project, "git show main:a") == "A1\na2"
+    assert sh(project, "git log -1 --format=%s main") == "Merge feature/F001 (F001)"
+    result = land(repo, landing(project, "F002"), green(calls))  # type: ignore[arg-type]
+    assert isinstance(result, Landed) and sh(project, "git show main:b") == "b1\nb2"
+    assert sh(project, "git status --porcelain") == ""  # the work tree and index were not used
+
+
+def test_work_already_on_main_is_never_merged_twice(project: Path) -> None:
+    repo = safe_git.open(project)
+    first = land(repo, landing(project, "F001"), None)
+    calls: list[str] = []
+    again = land(repo, landing(project, "F001"), green(calls))  # type: ignore[arg-type]
+    assert isinstance(first, Landed) and again == Landed(first.commit, again=True) and calls == []
+
+
+def test_a_conflict_comes_back_with_its_files_and_main_stays(project: Path) -> None:
+    repo = safe_git.open(project)
+    land(repo, landing(project, "F001"), None)
+    main = gitops.head(repo, "main")
+    calls: list[str] = []
+    result = land(repo, landing(project, "F003"), green(calls))  # type: ignore[arg-type]
+    assert isinstance(result, Conflict) and result.files == ("a",) and "CONFLICT (content)" in result.detail
+    assert gitops.head(repo, "main") == main and calls == []
+
+
+def test_a_red_test_comes_back_with_its_output_and_main_stays(project: Path) -> None:
+    repo = safe_git.open(project)
+    main = gitops.head(repo, "main")
+    result = land(repo, landing(project, "F002"), lambda commit: (False, "1 failed"))
+    assert isinstance(result, Red) and result.output == "1 failed"
+    assert gitops.head(repo, "main") == main
+    assert gitops.ref_sha(repo, f"refs/scheduler/red/F002/{result.commit[:12]}") == result.commit
+
+
+def test_main_moving_while_the_tests_run_is_merged_onto_again(project: Path) -> None:
+    repo = safe_git.open(project)
+    calls: list[str] = []
+
+    def tests(commit: str) -> tuple[bool, str]:
+        calls.append(commit)
+        if len(calls) == 1:  # another landing moved main meanwhile
+            sh(project, "git merge -q --no-ff --no-edit feature/F002")
+        return True, "ok"
+
+    moved_to: list[str | None] = []
+    result = land(repo, landing(project, "F001"), tests)
+    moved_to.append(gitops.head(repo, "main"))
+    assert isinstance(result, Landed) and len(calls) == 2 and moved_to == [result.commit]
+    assert sh(project, "git show main:a") == "A1\na2" and sh(project, "git show main:b") == "b1\nb2"
+
+
+def test_a_main_that_keeps_moving_is_an_error_after_a_few_tries(project: Path) -> None:
+    repo = safe_git.open(project)
+
+    def tests(commit: str) -> tuple[bool, str]:
+        sh(project, "git commit -q --allow-empty -m moved")
+        return True, "ok"
+
+    with pytest.raises(GitError, match=f"kept moving while feature/F001 was landed \\({RETRIES} tries\\)"):
+        land(repo, landing(project, "F001"), tests)
+
+
+def test_a_merge_driver_the_repository_names_never_runs(project: Path, tmp_path: Path) -> None:
+    """A branch's .gitattributes and the repository's config name a merge driver: the scheduler's
+    merge runs no command (the file conflicts instead)."""
+    marker = tmp_path / "pwned"
+    sh(project, f"git config merge.evil.driver 'touch {marker}; false'")
+    sh(project, "git checkout -q feature/F003 && echo 'a merge=evil' > .gitattributes")
+    sh(project, "git add .gitattributes && git commit -qm attrs && git checkout -q main")
+    repo = safe_git.open(project)
+    land(repo, landing(project, "F001"), None)
+    result = land(repo, landing(project, "F003"), None)
+    assert isinstance(result, Conflict) and "a" in result.files and not marker.exists()
+
+
+def test_the_queue_is_kept_in_the_records_in_order_and_once(tmp_path: Path) -> None:
+    records = Records(tmp_path)
+    one, two = (Landing(f"F00{n}", f"feature/F00{n}", f"{n}" * 40, n, n, float(n)) for n in (1, 2))
+    queue = Queue(records)
+    assert queue.pending() == []
+    queue.add(one)
+    queue.add(two)
+    queue.add(one)  # approved again (a rerun): queued once
+    assert Queue(records).pending() == [one, two]  # another scheduler's view: from the file
+    queue.done(one)
+    assert Queue(records).pending() == [two]
+
+
+def test_a_damaged_queue_file_names_what_to_do(tmp_path: Path) -> None:
+    queue = Queue(Records(tmp_path))
+    queue.path.parent.mkdir(parents=True)
+    queue.path.write_text('{"waiting": [{"feature": "F001"}]}')
+    with pytest.raises(StateError, match=r"merge_queue.json is damaged .*; delete it"):
+        queue.pending()
+
+
+def test_the_project_work_tree_follows_main_and_keeps_what_was_changed_there(project: Path) -> None:
+    repo = safe_git.open(project)
+    (project / "b").write_text("b1\nlocal\n")  # a change the landing does not touch: kept
+    land(repo, landing(project, "F001"), None)
+    assert (project / "a").read_text() == "A1\na2\n" and sh(project, "git status --porcelain") == "M b"
+    (project / "b").write_text("b1\nmine\n")  # one the landing touches: git refuses to follow
+    result = land(repo, landing(project, "F002"), None)
+    assert isinstance(result, Landed) and gitops.head(repo, "main") == result.commit
+    assert (project / "b").read_text() == "b1\nmine\n"
+    sh(project, "git checkout -q -- b && git checkout -q -b other main~1")  # another branch: left alone
+    sh(project, "git branch -f main main~1")
+    land(repo, landing(project, "F002"), None)
+    assert (
+        sh(project, "git rev-parse --abbrev-ref HEAD") == "other"
+        and sh(project, "git status --porcelain") == ""
+    )
