@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.machine import (
+    Approved,
     ArchitectureDue,
     Backlog,
     Blocked,
@@ -21,10 +22,11 @@ from session_scheduler.core.machine import (
     Outcome,
     Rejected,
     SessionState,
+    architecture_fixes,
     feature,
     transition,
 )
-from session_scheduler.core.schedule import IDLE, Schedule, transition_lane, wake
+from session_scheduler.core.schedule import IDLE, Schedule, landed, sent_back, transition_lane, wake
 from session_scheduler.run.invariants import dependency_problems, depends_of
 
 T = SessionType
@@ -60,8 +62,12 @@ def test_a_lane_is_never_handed_a_feature_another_lane_holds() -> None:
     assert held(schedule) == ["F001", "F002"]
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)  # IMPLEMENT -> REVIEW
     schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
-    assert Merged(feature("F001")) in events
+    assert events == (Approved(feature("F001")),) and schedule.backlog.landing == (feature("F001"),)
     assert held(schedule) == ["F003", "F002"] and schedule.holder("F002") == 1
+    assert schedule.backlog.passing == set()  # approved is not merged: the queue lands it
+    schedule, events = landed(schedule, feature("F001"), CFG)
+    assert events == (Merged(feature("F001")),) and schedule.backlog.passing == {"F001"}
+    assert schedule.backlog.landing == ()
 
 
 def test_session_numbers_are_handed_out_once_whichever_lane_asks() -> None:
@@ -79,11 +85,13 @@ def test_a_feature_is_taken_only_once_the_features_it_depends_on_are_merged() ->
     assert held(schedule) == ["F001", "F004"]  # F002 and F003 wait for F001
     schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)
     schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), CFG)
-    assert held(schedule) == ["F001", "WAIT"]  # F004 merged; nothing lane 1 may take yet
-    assert events == (Merged(feature("F004")),)
+    assert held(schedule) == ["F001", "WAIT"]  # F004 approved; nothing lane 1 may take yet
+    assert events == (Approved(feature("F004")),)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
-    assert held(schedule) == ["F002", "F003"]  # F001 merged: lane 0 takes F002, the waiting lane 1 F003
+    assert held(schedule) == ["WAIT", "WAIT"]  # F001 approved, not merged: F002, F003 still wait
+    schedule, _ = landed(schedule, feature("F001"), CFG)
+    assert held(schedule) == ["F002", "F003"]  # F001 merged: lane 0 takes F002, lane 1 F003
 
 
 def test_a_rejection_releases_the_claim_and_a_blocked_feature_blocks_what_depends_on_it() -> None:
@@ -97,24 +105,104 @@ def test_a_rejection_releases_the_claim_and_a_blocked_feature_blocks_what_depend
     assert schedule.backlog.blocked == {"F002", "F003", "F004"} and held(schedule) == ["F001", "WAIT"]
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
     schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
+    assert held(schedule) == ["WAIT", "WAIT"] and not schedule.settled  # until the queue lands it
+    schedule, events = landed(schedule, feature("F001"), CFG)
     assert held(schedule) == ["DONE", "DONE"] and schedule.settled
-    assert events == (Merged(feature("F001")), Done(), Done())  # each lane's end, the woken one's too
+    assert events == (Merged(feature("F001")), Done(), Done())  # each lane's end
 
 
 def test_an_architecture_review_waits_for_a_quiet_main() -> None:
-    """Due after the first merge, it waits while the other lane holds work; the lane that ends
-    its work last runs it; the other lane goes on after it."""
+    """Due once a merge landed, it waits while another lane holds work or the queue holds
+    approved work; then the first lane to look runs it, and the others go on after it."""
+    cfg = replace(CFG, architecture_interval=1)
+    schedule = listed(2, cfg=cfg)
+    for lane in (0, 1):  # F001 and F002 approved; lane 0 took F003 meanwhile
+        schedule, _ = transition_lane(schedule, lane, outcome(schedule, lane), cfg)
+        schedule, events = transition_lane(schedule, lane, outcome(schedule, lane, "PASS"), cfg)
+    assert held(schedule) == ["F003", "F004"] and not any(isinstance(e, ArchitectureDue) for e in events)
+    schedule, _ = landed(schedule, feature("F001"), cfg)  # due now; both lanes hold work
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), cfg)
+    schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), cfg)
+    assert held(schedule) == ["F003", "WAIT"] and events == (Approved(feature("F004")),)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), cfg)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), cfg)
+    schedule, _ = landed(schedule, feature("F002"), cfg)
+    schedule, _ = landed(schedule, feature("F003"), cfg)
+    assert held(schedule) == ["WAIT", "WAIT"]  # F004 still in the queue: main is not quiet
+    schedule, events = landed(schedule, feature("F004"), cfg)
+    assert events == (Merged(feature("F004")), Done(), Done())  # every feature passes: no review left
+
+
+def test_an_architecture_review_runs_alone_and_the_lanes_go_on_after_it() -> None:
     cfg = replace(CFG, architecture_interval=1)
     schedule = listed(2, cfg=cfg)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), cfg)
-    schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), cfg)
-    assert held(schedule) == ["WAIT", "F002"] and events == (Merged(feature("F001")),)
-    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), cfg)
-    schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), cfg)
-    assert [lane.role for lane in schedule.lanes] == [T.WAIT, T.ARCHITECTURE]
-    assert ArchitectureDue(2) in events
-    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), cfg)
-    assert held(schedule) == ["F004", "F003"]  # lane 1 first, then the woken lane 0
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), cfg)
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), cfg)  # F002 to its REVIEW
+    schedule, events = landed(schedule, feature("F001"), cfg)
+    assert held(schedule) == ["F003", "F002"] and not any(isinstance(e, ArchitectureDue) for e in events)
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "REJECT"), cfg)  # lane 1 frees up
+    assert [lane.role for lane in schedule.lanes] == [T.IMPLEMENT, T.WAIT]  # due, lane 0 is busy
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), cfg)
+    schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "REJECT"), cfg)
+    assert [lane.role for lane in schedule.lanes] == [T.ARCHITECTURE, T.WAIT] and ArchitectureDue(1) in events
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), cfg)
+    assert held(schedule) == ["F002", "F003"]  # lane 0 first, then the woken lane 1
+
+
+def test_work_the_queue_sends_back_is_fixed_by_the_next_free_lane() -> None:
+    """A conflict or a red test: the return counts as a rejection, and a free lane takes the work
+    as a FIX against the scheduler's review; the last allowed return blocks the feature."""
+    schedule = listed(2, {"F004": ("F001",)})
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
+    assert held(schedule) == ["F003", "F002"]
+    schedule, events = sent_back(schedule, feature("F001"), 9, CFG)
+    assert events == () and schedule.backlog.rejection_count("F001") == 1
+    assert schedule.backlog.returned == ((feature("F001"), 9),) and held(schedule) == ["F003", "F002"]
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)
+    schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "REJECT"), CFG)  # lane 1 frees up
+    assert schedule.lanes[1] == Lane(T.FIX, feature("F001"), fix_rounds=1, open_review=9)
+    assert events == (Rejected(feature("F002")),)
+    assert schedule.backlog.returned == ()
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), CFG)
+    schedule, events = sent_back(schedule, feature("F001"), 10, CFG)  # the second return: blocked
+    assert events[:2] == (Blocked("F001"), Blocked("F004", because="F001"))
+    assert schedule.backlog.returned == () and {"F001", "F004"} <= schedule.backlog.blocked
+    with pytest.raises(ValueError, match="F001 is not in the merge queue"):
+        landed(schedule, feature("F001"), CFG)
+
+
+def test_a_return_announces_only_what_it_newly_blocks_and_nothing_queued_is_settled() -> None:
+    backlog = Backlog(
+        FEATURES,
+        passing=frozenset({"F002", "F003"}),
+        blocked=frozenset({"F004"}),
+        rejections=(("F001", 1),),
+        depends=(("F004", ("F001",)),),
+        landing=(feature("F001"),),
+    )
+    schedule = Schedule(backlog, (Lane(T.WAIT), Lane(T.WAIT)))
+    schedule, events = sent_back(schedule, feature("F001"), 5, CFG)
+    assert events == (Blocked("F001"), Done(), Done())  # F004 was blocked already
+    arch = architecture_fixes(2)
+    done = Backlog(FEATURES, passing=frozenset(FEATURES))
+    assert done.settled()
+    assert not replace(done, landing=(arch,)).settled() and not replace(done, returned=((arch, 3),)).settled()
+
+
+def test_an_architecture_review_s_fixes_land_through_the_queue_too() -> None:
+    arch = architecture_fixes(4)
+    schedule = Schedule(Backlog(FEATURES), (Lane(T.REVIEW, arch, fix_rounds=1, open_review=4), Lane(T.WAIT)))
+    schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
+    assert events[0] == Approved(arch) and schedule.backlog.landing == (arch,)
+    schedule, events = sent_back(schedule, arch, 5, CFG)
+    assert schedule.backlog.rejections == () and schedule.backlog.returned == ((arch, 5),)
+    schedule, events = landed(
+        replace(schedule, backlog=replace(schedule.backlog, returned=(), landing=(arch,))), arch, CFG
+    )
+    assert events[0] == Merged(arch) and schedule.backlog.passing == set()
 
 
 def test_a_halt_halts_every_lane() -> None:
@@ -152,6 +240,8 @@ def test_three_lanes_settle_together() -> None:
     )
     done = Outcome(T.REVIEW, ok=True, verdict="PASS", passing=frozenset(FEATURES), review_id=1)
     schedule, events = transition_lane(schedule, 0, done, CFG)
+    assert events == (Approved(feature("F004")),)
+    schedule, events = landed(schedule, feature("F004"), CFG)
     assert events == (Merged(feature("F004")), Done(), Done(), Done())
     assert [lane.role for lane in schedule.lanes] == [T.DONE] * 3
 
@@ -212,46 +302,69 @@ def _step(schedule: Schedule, lane: int, verdict: str, cfg: AgentConfig) -> Sche
     return transition_lane(schedule, lane, outcome(schedule, lane, verdict), cfg)[0]
 
 
+QUEUE = st.sampled_from(["land", "land", "send_back"])
+
+
+def _advance(schedule: Schedule, move: tuple[int, str], cfg: AgentConfig) -> Schedule | None:
+    """One lane's session (a lane index and its verdict) or, when the move names the queue, its
+    oldest landing landed or sent back; None when nothing can move."""
+    index, verdict = move
+    working = [n for n, now in enumerate(schedule.lanes) if now.role not in IDLE]
+    landing = schedule.backlog.landing
+    if landing and (verdict in ("land", "send_back") or not working):
+        if verdict == "send_back":
+            return sent_back(schedule, landing[0], 99, cfg)[0]
+        return landed(schedule, landing[0], cfg)[0]
+    if not working:
+        return None
+    return _step(
+        schedule, working[index % len(working)], "PASS" if verdict in ("land", "send_back") else verdict, cfg
+    )
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     lanes=st.integers(1, 4),
     chain=st.booleans(),
     interval=st.sampled_from([1, 2, 100]),
-    moves=st.lists(st.tuples(st.integers(0, 3), VERDICTS), max_size=120),
+    moves=st.lists(st.tuples(st.integers(0, 3), VERDICTS | QUEUE), max_size=120),
 )
 def test_no_feature_is_ever_held_twice_and_every_run_settles(
     lanes: int, chain: bool, interval: int, moves: list[tuple[int, str]]
 ) -> None:
-    """Whatever the lanes' sessions decide, in any order: no feature is held by two lanes, a held
-    feature's dependencies are merged, an architecture review runs only on a quiet `main`, and
-    passing every session from then on settles the run with every lane DONE."""
+    """Whatever the lanes' sessions and the merge queue decide, in any order: no feature is held
+    twice (by two lanes, or by a lane and the queue), a held feature's dependencies are merged,
+    approved work passes only once it landed, an architecture review runs only on a quiet `main`,
+    and passing every session and landing everything from then on settles the run."""
     cfg = replace(CFG, architecture_interval=interval)
     schedule = listed(lanes, {"F002": ("F001",), "F004": ("F003",)} if chain else None, cfg)
 
     def check(schedule: Schedule) -> None:
+        backlog = schedule.backlog
         claims = [lane.work.feature_id for lane in schedule.lanes if lane.work and lane.work.feature_id]
-        assert len(claims) == len(set(claims))
-        depends = dict(schedule.backlog.depends)
+        queued = [w.feature_id for w in (*backlog.landing, *(w for w, _ in backlog.returned)) if w.feature_id]
+        assert len(claims + queued) == len(set(claims + queued))
+        assert not set(claims + queued) & (backlog.passing | backlog.blocked)
+        depends = dict(backlog.depends)
         for claim in claims:
-            assert claim not in schedule.backlog.blocked
-            assert schedule.backlog.passing.issuperset(depends.get(claim, ()))
+            assert backlog.passing.issuperset(depends.get(claim, ()))
         architects = [n for n, lane in enumerate(schedule.lanes) if lane.role is T.ARCHITECTURE]
         if architects:
             others = [lane for n, lane in enumerate(schedule.lanes) if n != architects[0]]
-            assert all(lane.role in IDLE for lane in others)
+            assert all(lane.role in IDLE for lane in others) and not backlog.landing
 
-    for lane, verdict in moves:
+    for move in moves:
         check(schedule)
-        working = [n for n, now in enumerate(schedule.lanes) if now.role not in IDLE]
-        if not working:
+        moved = _advance(schedule, move, cfg)
+        if moved is None:
             break
-        schedule = _step(schedule, working[lane % len(working)], verdict, cfg)
-    for _ in range(200):
+        schedule = moved
+    for _ in range(300):
         check(schedule)
-        working = [n for n, now in enumerate(schedule.lanes) if now.role not in IDLE]
-        if not working:
+        moved = _advance(schedule, (0, "PASS"), cfg)
+        if moved is None:
             break
-        schedule = _step(schedule, working[0], "PASS", cfg)
+        schedule = moved
     assert schedule.settled and all(lane.role is T.DONE for lane in schedule.lanes)
 
 

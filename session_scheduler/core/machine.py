@@ -83,6 +83,11 @@ class Backlog:
     rejections: tuple[tuple[str, int], ...] = ()
     depends: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Feature -> the features it depends on (the feature list's `depends_on`; only those that have any)."""
+    landing: tuple[WorkItem, ...] = ()
+    """Lanes: work a REVIEW approved, waiting in the merge queue to land on `main`, oldest first."""
+    returned: tuple[tuple[WorkItem, int], ...] = ()
+    """Lanes: work the merge queue sent back (a conflict or a red test), with the review that says
+    why, for the next free lane to FIX, oldest first."""
 
     @property
     def completed(self) -> int:
@@ -90,13 +95,18 @@ class Backlog:
         return len(self.passing)
 
     def settled(self) -> bool:
-        """Every feature passes or is blocked (and a feature list exists)."""
-        return bool(self.features) and (self.passing | self.blocked).issuperset(self.features)
+        """Every feature passes or is blocked (and a feature list exists), and the merge queue
+        holds nothing (lanes)."""
+        return (
+            bool(self.features)
+            and (self.passing | self.blocked).issuperset(self.features)
+            and not (self.landing or self.returned)
+        )
 
     def next_open(self, held: frozenset[str] = frozenset()) -> str | None:
         """The first feature in list order that neither passes nor is blocked nor is `held` (by
         another lane), and whose dependencies all pass (are merged)."""
-        taken = self.passing | self.blocked | held
+        taken = self.passing | self.blocked | held | self._queued()
         if not self.depends:
             return next(itertools.filterfalse(taken.__contains__, self.features), None)
         depends = dict(self.depends)
@@ -104,6 +114,11 @@ class Backlog:
             (f for f in self.features if f not in taken and self.passing.issuperset(depends.get(f, ()))),
             None,
         )
+
+    def _queued(self) -> frozenset[str]:
+        """The features in the merge queue's hands: landing, or sent back for a FIX."""
+        items = (*self.landing, *(work for work, _ in self.returned))
+        return frozenset(work.feature_id for work in items if work.feature_id is not None)
 
     def dependents(self, feature_id: str) -> tuple[str, ...]:
         """The features that depend on `feature_id`, directly or through others, in list order."""
@@ -220,6 +235,13 @@ class Merged:
 
 
 @dataclass(frozen=True)
+class Approved:
+    """Lanes: a REVIEW's PASS was verified in its lane; the work waits in the merge queue."""
+
+    work: WorkItem
+
+
+@dataclass(frozen=True)
 class Rejected:
     """The work is dropped: its branch goes, a feature is retried from `main` later."""
 
@@ -250,7 +272,7 @@ class Done:
     """Every feature passes or is blocked."""
 
 
-Event = Retry | GaveUp | Merged | Rejected | Blocked | ArchitectureDue | Halted | Done
+Event = Retry | GaveUp | Merged | Approved | Rejected | Blocked | ArchitectureDue | Halted | Done
 
 
 @dataclass(frozen=True)
@@ -356,6 +378,10 @@ def choose_work(state: SessionState, config: AgentConfig, *events: Event) -> Ste
     backlog = state.backlog
     if backlog.settled():
         return Step(replace(state, lane=Lane(T.DONE)), (*events, Done()))
+    if backlog.returned:  # lanes: work the merge queue sent back comes first, as a FIX
+        (work, review_id), *rest = backlog.returned
+        fix = Lane(T.FIX, work, fix_rounds=1, open_review=review_id)
+        return Step(replace(state, backlog=replace(backlog, returned=tuple(rest)), lane=fix), events)
     if architecture_due(state, config):
         if state.others.busy:
             return Step(replace(state, lane=Lane(T.WAIT)), events)

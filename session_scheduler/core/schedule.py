@@ -4,9 +4,15 @@ Each lane is a line of sessions (`machine.Lane`); all of them share one `Backlog
 session is transitioned by the one `machine.transition`, over a view of the schedule in which
 the features the other lanes hold are taken (`machine.Others`), so no feature is ever held by two
 lanes; a feature is taken only once the features it depends on are merged, and an architecture
-review only on a quiet `main` (no other lane holds work). A lane that may take nothing waits
-(`WAIT`), and is woken after every transition of another lane. Session numbers are handed out
-here, once each, whichever lane asks. With one lane the schedule is exactly `SessionState`.
+review only on a quiet `main` (no other lane holds work, the merge queue is empty). A lane that
+may take nothing waits (`WAIT`), and is woken after every change. Session numbers are handed out
+here, once each, whichever lane asks.
+
+With several lanes a REVIEW's PASS approves the work (`Approved`) instead of merging it: it waits
+in the merge queue (`Backlog.landing`), and only `landed` makes it pass; `sent_back` (a conflict
+or a red test) counts as a rejection and hands the work, with the scheduler's review, to the next
+free lane as a FIX. `passing` is the schedule's own: what landed. With one lane the schedule is
+exactly `SessionState` (its REVIEW merges and tests, as always).
 """
 
 from __future__ import annotations
@@ -15,12 +21,16 @@ from dataclasses import dataclass, field, replace
 
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
 from session_scheduler.core.machine import (
+    Approved,
     Backlog,
+    Blocked,
     Event,
     Lane,
+    Merged,
     Others,
     Outcome,
     SessionState,
+    WorkItem,
     choose_work,
     transition,
 )
@@ -70,7 +80,7 @@ class Schedule:
         """Lane `lane`'s state: the shared backlog and counters, its own lane, and what the others hold."""
         others = [other for n, other in enumerate(self.lanes) if n != lane]
         held = frozenset(o.work.feature_id for o in others if o.work and o.work.feature_id is not None)
-        busy = any(o.role not in IDLE for o in others)
+        busy = any(o.role not in IDLE for o in others) or bool(self.backlog.landing)
         return SessionState(
             self.backlog,
             self.lanes[lane],
@@ -79,6 +89,11 @@ class Schedule:
             self.halt_reason,
             Others(held, busy),
         )
+
+    @property
+    def queued(self) -> bool:
+        """Approved work lands through the merge queue (several lanes), not by its REVIEW."""
+        return len(self.lanes) > 1
 
     @property
     def settled(self) -> bool:
@@ -110,13 +125,71 @@ def transition_lane(
 ) -> tuple[Schedule, tuple[Event, ...]]:
     """Apply the verified outcome of lane `lane`'s session; then every waiting lane looks for
     work again (a merge may have freed a dependency, a rejection a feature, a quiet `main` an
-    architecture review). A halt halts every lane."""
-    step = transition(schedule.view(lane), outcome, config)
-    after = _apply(schedule, lane, step.state)
-    if step.state.lane.role is T.HALTED:
-        return replace(after, lanes=tuple(Lane(T.HALTED) for _ in after.lanes)), step.events
-    woken, events = wake(after, config)
-    return woken, (*step.events, *events)
+    architecture review). A halt halts every lane. With the merge queue, a PASS approves."""
+    view = schedule.view(lane)
+    if schedule.queued:  # what passes is what landed; approved work is the queue's, not open
+        outcome = replace(outcome, passing=schedule.backlog.passing)
+        work = view.lane.work
+        if _approves(view.lane.role, outcome) and work is not None:
+            landing = (*view.backlog.landing, work)  # and `main` is not quiet while it waits
+            view = replace(
+                view, backlog=replace(view.backlog, landing=landing), others=replace(view.others, busy=True)
+            )
+    step = transition(view, outcome, config)
+    state, events = step.state, step.events
+    if schedule.queued:
+        events = tuple(Approved(e.work) if isinstance(e, Merged) else e for e in events)
+    after = _apply(schedule, lane, state)
+    if state.lane.role is T.HALTED:
+        return replace(after, lanes=tuple(Lane(T.HALTED) for _ in after.lanes)), events
+    woken, more = wake(after, config)
+    return woken, (*events, *more)
+
+
+def _approves(role: SessionType, outcome: Outcome) -> bool:
+    """The outcome is a verified PASS of a REVIEW (the transition merges its work)."""
+    return role is T.REVIEW and outcome.ok and outcome.verdict == "PASS"
+
+
+def landed(schedule: Schedule, work: WorkItem, config: AgentConfig) -> tuple[Schedule, tuple[Event, ...]]:
+    """The merge queue landed approved work on `main`: a feature now passes (its dependents may start)."""
+    backlog = _unqueued(schedule.backlog, work)
+    if work.feature_id is not None:
+        backlog = replace(backlog, passing=backlog.passing | {work.feature_id})
+    woken, events = wake(replace(schedule, backlog=backlog), config)
+    return woken, (Merged(work), *events)
+
+
+def sent_back(
+    schedule: Schedule, work: WorkItem, review_id: int, config: AgentConfig
+) -> tuple[Schedule, tuple[Event, ...]]:
+    """The merge queue could not land approved work (a conflict, a red test; `review_id`: the
+    scheduler's review saying so): a feature's return counts as a rejection, and unless that
+    blocks it, the next free lane FIXes it against that review."""
+    backlog = _unqueued(schedule.backlog, work)
+    events: tuple[Event, ...] = ()
+    if work.feature_id is not None:
+        before = backlog.blocked
+        backlog = backlog.reject(work.feature_id, config.max_rejections)
+        if work.feature_id in backlog.blocked:
+            events = (
+                Blocked(work.feature_id),
+                *(
+                    Blocked(f, because=work.feature_id)
+                    for f in backlog.dependents(work.feature_id)
+                    if f in backlog.blocked and f not in before
+                ),
+            )
+    if not events:
+        backlog = replace(backlog, returned=(*backlog.returned, (work, review_id)))
+    woken, more = wake(replace(schedule, backlog=backlog), config)
+    return woken, (*events, *more)
+
+
+def _unqueued(backlog: Backlog, work: WorkItem) -> Backlog:
+    if work not in backlog.landing:
+        raise ValueError(f"{work} is not in the merge queue")
+    return replace(backlog, landing=tuple(w for w in backlog.landing if w != work))
 
 
 def wake(schedule: Schedule, config: AgentConfig) -> tuple[Schedule, tuple[Event, ...]]:
