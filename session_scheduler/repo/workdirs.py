@@ -1,0 +1,145 @@
+"""Each lane's workdir: a git clone of the project that the scheduler makes and owns, beside the
+project folder (`<project>.lanes/lane-N/`), never inside its work tree (tools that look upwards
+for their configuration, `pytest` and `npm` among them, would find the project's), and never a
+`git worktree` (its `.git` is a pointer into the project's repository, which the lane's sandbox
+would have to be let write).
+
+The clone shares nothing with the project's repository: it is made through git's transport
+(`--no-local`: no hard-linked object a lane could rewrite in place, no alternates), and every git
+command the scheduler runs on either side is hardened (`safe_git`), with the local transport
+allowed for that command alone. What a lane's agent can change in its clone is judged by what git
+answers, never by its spelling: a clone whose `.git` is not its own directory, or whose `main`
+after a sync is not the project's, is made again. Work comes back by fetching the lane's branch
+into the project's repository, from the project's side (its own config applies, not the clone's).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import git
+
+from session_scheduler.core.errors import GitError
+from session_scheduler.guard import safe_git
+from session_scheduler.repo import gitops
+
+SUFFIX = ".lanes"
+
+
+def root_of(project: Path) -> Path:
+    """The folder of every lane's clone: beside the project folder, named after it."""
+    return project.parent / f"{project.name}{SUFFIX}"
+
+
+def path_of(project: Path, lane: int) -> Path:
+    return root_of(project) / f"lane-{lane}"
+
+
+def _transport(repo: git.Repo) -> dict[str, str]:
+    """The environment of one command that moves objects between the scheduler's own
+    repositories: the hardened one, with the local (`file`) transport allowed, last so it wins."""
+    if isinstance(repo.git, safe_git.HardenedGit) and not repo.git.names_read:
+        repo.git.rev_parse("--git-dir")  # first: its config's driver names join its environment
+    env = dict(repo.git.environment() or safe_git.environment())
+    count = int(env.get("GIT_CONFIG_COUNT", "0"))
+    env[f"GIT_CONFIG_KEY_{count}"], env[f"GIT_CONFIG_VALUE_{count}"] = "protocol.file.allow", "always"
+    env["GIT_CONFIG_COUNT"] = str(count + 1)
+    return env
+
+
+def problem_of(path: Path) -> str | None:
+    """Why the folder at `path` is not a lane's clone the scheduler can use (None: it is)."""
+    if path.is_symlink() or not path.is_dir():
+        return "it is not a folder" if path.exists() or path.is_symlink() else "it is missing"
+    dot_git = path / ".git"
+    if dot_git.is_symlink() or not dot_git.is_dir():
+        return "its .git is not a folder of its own"
+    if (dot_git / "objects" / "info" / "alternates").exists():
+        return "it borrows objects from another repository"
+    try:
+        found = Path(str(safe_git.open(path).git.rev_parse("--absolute-git-dir"))).resolve()
+    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return "git cannot read it"
+    if found != dot_git.resolve():
+        return "git finds another repository there"
+    return None
+
+
+def ensure(project_repo: git.Repo, project: Path, lane: int) -> tuple[git.Repo, str | None]:
+    """Lane `lane`'s clone, made when missing and made again when it is not one the scheduler can
+    use; (the clone, why it was made again: None when it was fine or new). Its `main` is the
+    project's, checked out."""
+    path = path_of(project, lane)
+    problem = problem_of(path)
+    if problem is None:
+        return safe_git.open(path), None
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    runner = safe_git.HardenedGit(path.parent)
+    runner.names_read = True  # no repository there yet: no config to read
+    try:
+        runner.clone(
+            "--no-local", "--no-checkout", "--quiet", str(project), str(path), env=_transport(project_repo)
+        )
+    except git.GitCommandError as exc:
+        raise GitError(
+            f"cannot make lane {lane}'s clone in {path}: {str(exc.stderr).strip()[-300:]}"
+        ) from None
+    clone = safe_git.open(path)
+    for key in ("name", "email"):
+        clone.git.config(f"user.{key}", project_repo.git.config(f"user.{key}"))
+    clone.git.checkout("-q", "-B", gitops.MAIN, f"origin/{gitops.MAIN}")
+    return clone, None if problem == "it is missing" else problem
+
+
+def sync_main(clone: git.Repo, project: Path, main: str) -> None:
+    """The lane's `main` becomes the project's `main` (`main`: its commit, read from the project),
+    checked out; what the lane had on its own `main` goes (approved work lands through the merge
+    queue, never from a lane's `main`). A clone that answers with another commit is an error for
+    the caller to make it again."""
+    refused = GitError(f"lane clone {clone.working_dir} did not take the project's main {main[:10]}")
+    try:
+        clone.git.fetch("--quiet", "--no-tags", str(project), gitops.MAIN, env=_transport(clone))
+        if str(clone.git.rev_parse("FETCH_HEAD")).strip() != main:  # fetched from elsewhere
+            raise refused
+        if gitops.current_branch(clone) == gitops.MAIN:
+            clone.git.reset("--hard", "--quiet", main)
+        else:
+            clone.git.update_ref(f"refs/heads/{gitops.MAIN}", main)
+    except git.GitCommandError:
+        raise refused from None
+    if gitops.head(clone, gitops.MAIN) != main:
+        raise refused
+
+
+def bring_back(project_repo: git.Repo, clone_path: Path, branch: str) -> str | None:
+    """The lane's `branch` fetched into the project's repository as the same branch (the lane owns
+    it while it holds the work); its tip, or None when the lane has no such branch."""
+    if gitops.head(safe_git.open(clone_path), branch) is None:
+        gitops.delete_branch(project_repo, branch)
+        return None
+    ref = f"refs/heads/{branch}"
+    project_repo.git.fetch(
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        str(clone_path),
+        f"+{ref}:{ref}",
+        env=_transport(project_repo),
+    )
+    return gitops.head(project_repo, branch)
+
+
+def hand_over(project_repo: git.Repo, clone: git.Repo, project: Path, branch: str) -> None:
+    """The project's `branch` fetched into the lane's clone (work another lane began, or the
+    queue sent back), replacing the clone's branch of that name."""
+    ref = f"refs/heads/{branch}"
+    if gitops.head(project_repo, branch) is None:
+        raise GitError(f"the project has no branch {branch} to hand to a lane")
+    clone.git.fetch(
+        "--quiet", "--no-tags", "--update-head-ok", str(project), f"+{ref}:{ref}", env=_transport(clone)
+    )

@@ -1,0 +1,169 @@
+"""Lane clones: made beside the project sharing nothing with it, checked by what git answers,
+made again when a lane's agent broke them, synced to the project's main, and the lane's work
+fetched back, without running any code a clone names."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from session_scheduler.core.errors import GitError
+from session_scheduler.guard import safe_git
+from session_scheduler.repo import gitops, workdirs
+
+
+def sh(where: Path, command: str) -> str:
+    return subprocess.run(
+        ["bash", "-c", command], cwd=where, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "app"
+    root.mkdir()
+    sh(root, "git init -q -b main && git config user.name me && git config user.email me@x")
+    sh(root, "echo one > f && git add f && git commit -qm one")
+    return root
+
+
+def test_a_lane_clone_is_made_beside_the_project_and_shares_no_file_with_it(project: Path) -> None:
+    repo = safe_git.open(project)
+    clone, problem = workdirs.ensure(repo, project, 2)
+    path = Path(clone.working_dir)
+    assert problem is None and path == project.parent / "app.lanes" / "lane-2"
+    assert not path.is_relative_to(project)
+    assert gitops.head(clone, "main") == gitops.head(repo, "main") and (path / "f").read_text() == "one\n"
+    assert gitops.current_branch(clone) == "main" and sh(path, "git status --porcelain") == ""
+    assert all(p.stat().st_nlink == 1 for p in (path / ".git" / "objects").rglob("*") if p.is_file())
+    assert not (path / ".git" / "objects" / "info" / "alternates").exists()
+    assert sh(path, "git config user.email") == "me@x"
+    (path / "scratch").write_text("the lane's own")
+    again, problem = workdirs.ensure(repo, project, 2)
+    assert problem is None and (Path(again.working_dir) / "scratch").exists()  # a good clone is kept
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        ("rm -rf .git", "its .git is not a folder of its own"),
+        ("rm -rf .git && ln -s {project}/.git .git", "its .git is not a folder of its own"),
+        (
+            "echo 'gitdir: {project}/.git' > .git.tmp && rm -rf .git && mv .git.tmp .git",
+            "its .git is not a folder of its own",
+        ),
+        (
+            "echo {project}/.git/objects > .git/objects/info/alternates",
+            "it borrows objects from another repository",
+        ),
+        ("rm -rf .git/objects .git/refs .git/HEAD", "git cannot read it"),
+    ],
+)
+def test_a_clone_a_lane_broke_is_made_again_and_the_project_is_untouched(
+    project: Path, damage: str, problem: str
+) -> None:
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    path = Path(clone.working_dir)
+    before = sh(project, "git for-each-ref && git status --porcelain && ls -la .git")
+    sh(path, damage.format(project=project))
+    again, found = workdirs.ensure(repo, project, 0)
+    assert found == problem and workdirs.problem_of(path) is None
+    assert gitops.head(again, "main") == gitops.head(repo, "main")
+    assert sh(project, "git for-each-ref && git status --porcelain && ls -la .git") == before
+
+
+def test_a_lane_folder_that_is_a_link_is_replaced_not_followed(project: Path, tmp_path: Path) -> None:
+    repo = safe_git.open(project)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep").write_text("not the scheduler's")
+    workdirs.root_of(project).mkdir()
+    workdirs.path_of(project, 1).symlink_to(elsewhere)
+    _, problem = workdirs.ensure(repo, project, 1)
+    assert problem == "it is not a folder" and not workdirs.path_of(project, 1).is_symlink()
+    assert (elsewhere / "keep").read_text() == "not the scheduler's"
+
+
+def test_a_lane_s_main_follows_the_project_s_and_its_own_commits_on_main_go(project: Path) -> None:
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    path = Path(clone.working_dir)
+    sh(path, "echo lane > f && git commit -qam 'on the lane main'")
+    sh(project, "echo two > g && git add g && git commit -qm two")
+    main = gitops.head(repo, "main")
+    assert main is not None
+    workdirs.sync_main(clone, project, main)
+    assert (
+        gitops.head(clone, "main") == main and (path / "f").read_text() == "one\n" and (path / "g").exists()
+    )
+    sh(path, "git checkout -qb feature/F001")
+    sh(project, "echo three >> g && git commit -qam three")
+    main = gitops.head(repo, "main")
+    assert main is not None
+    workdirs.sync_main(clone, project, main)  # on another branch: main moves, the checkout stays
+    assert gitops.head(clone, "main") == main and gitops.current_branch(clone) == "feature/F001"
+
+
+def test_a_sync_the_clone_redirects_is_refused(project: Path, tmp_path: Path) -> None:
+    """The clone's config sends the scheduler's fetch to another repository (`insteadOf`): the
+    lane's main is not the project's, which the caller is told."""
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    sh(fake, "git init -q -b main && git -c user.name=a -c user.email=a@a commit -q --allow-empty -m fake")
+    sh(Path(clone.working_dir), f"git config url.{fake}.insteadOf {project}")
+    sh(project, "git commit -q --allow-empty -m moved")
+    main = gitops.head(repo, "main")
+    assert main is not None
+    with pytest.raises(GitError, match="did not take the project's main"):
+        workdirs.sync_main(clone, project, main)
+
+
+def test_the_lane_s_branch_comes_back_and_another_lane_s_is_handed_over(project: Path) -> None:
+    repo = safe_git.open(project)
+    one, _ = workdirs.ensure(repo, project, 1)
+    sh(
+        Path(one.working_dir),
+        "git checkout -qb feature/F001 && echo f1 > f1 && git add f1 && git commit -qm F001",
+    )
+    tip = workdirs.bring_back(repo, Path(one.working_dir), "feature/F001")
+    assert tip == gitops.head(one, "feature/F001") and gitops.head(repo, "feature/F001") == tip
+    assert sh(project, f"git cat-file -t {tip}") == "commit"
+    two, _ = workdirs.ensure(repo, project, 2)
+    workdirs.hand_over(repo, two, project, "feature/F001")
+    assert gitops.head(two, "feature/F001") == tip
+    sh(Path(one.working_dir), "git checkout -q main && git branch -D feature/F001")
+    assert workdirs.bring_back(repo, Path(one.working_dir), "feature/F001") is None
+    assert gitops.head(repo, "feature/F001") is None  # the lane dropped it: so does the project
+    with pytest.raises(GitError, match="no branch feature/F001 to hand to a lane"):
+        workdirs.hand_over(repo, two, project, "feature/F001")
+
+
+def test_no_code_a_clone_names_runs_in_the_scheduler_s_git(project: Path, tmp_path: Path) -> None:
+    """Hooks, an fsmonitor, a hooks path and an upload-pack hook planted in a lane's clone: the
+    scheduler's sync and fetch back run none of them."""
+    marker = tmp_path / "ran"
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    path = Path(clone.working_dir)
+    payload = f"#!/bin/sh\ntouch {marker}\n"
+    for hook in ("post-checkout", "reference-transaction", "pre-auto-gc", "post-index-change"):
+        (path / ".git" / "hooks" / hook).write_text(payload)
+        os.chmod(path / ".git" / "hooks" / hook, 0o755)
+    (path / "fsmon").write_text(payload)
+    os.chmod(path / "fsmon", 0o755)
+    sh(path, f"git config core.fsmonitor {path}/fsmon && git config core.hooksPath .git/hooks")
+    sh(path, f"git config uploadpack.packObjectsHook {path}/fsmon")
+    sh(path, "git checkout -qb feature/F002 && echo x > x && git add x && git commit -qm x --no-verify")
+    marker.unlink(missing_ok=True)  # the agent's own git ran its hooks; the scheduler's must not
+    sh(project, "git commit -q --allow-empty -m moved")
+    main = gitops.head(repo, "main")
+    assert main is not None
+    workdirs.sync_main(clone, project, main)
+    assert workdirs.bring_back(repo, path, "feature/F002") is not None
+    assert not marker.exists()
