@@ -74,3 +74,28 @@ def test_the_schedulers_own_git_helper_is_never_swept(tmp_path: Path) -> None:
         for proc in (helper, agents):
             proc.kill()
             proc.wait()
+
+
+def test_what_a_killed_run_s_sessions_left_is_found_by_their_tmpdir(tmp_path: Path) -> None:
+    """Orphans of a killed run (a CLI's sandbox bridge, an agent's server), whenever they started
+    and wherever they run, carry the project's TMPDIR; a person's process with another does not."""
+    ours, other = tmp_path / "agent-tmp", tmp_path / "agent-tmp-2"  # one's name starts the other's
+    env = {"PATH": "/usr/bin:/bin"}
+    orphan = subprocess.Popen(
+        ["sh", "-c", "trap '' TERM; sleep 60"], env={**env, "TMPDIR": str(ours)}, start_new_session=True
+    )
+    persons = [
+        subprocess.Popen(["sleep", "60"], env={**env, "TMPDIR": str(other)}, start_new_session=True),
+        subprocess.Popen(["sleep", "60"], env=env, cwd=tmp_path, start_new_session=True),
+    ]
+    try:
+        wait_until(lambda: orphan.pid in processes.with_tmpdir(ours), "the orphan to be listed", 5)
+        found = processes.with_tmpdir(ours)  # the shell and its `sleep`
+        assert orphan.pid in found and not {p.pid for p in persons} & set(found)
+        assert processes.stop_with_tmpdir(ours, grace_s=0.5) == found
+        assert orphan.wait(timeout=5) is not None and processes.with_tmpdir(ours) == []
+        assert all(p.poll() is None for p in persons)
+    finally:
+        for proc in (orphan, *persons):
+            proc.kill()
+            proc.wait()

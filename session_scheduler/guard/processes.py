@@ -1,9 +1,12 @@
 """Processes a session left running in the project (dev servers, test runners): found and stopped.
 
-Linux only (it reads /proc); elsewhere nothing is found. Only processes started since the
-session began count, so a person's editor or shell in the project is never touched, and
+Linux only (it reads /proc); elsewhere nothing is found. After a session, only processes started
+since it began count, so a person's editor or shell in the project is never touched, and
 neither are the scheduler's own process, its ancestors and its own git helpers (GitPython keeps
-`git cat-file --batch-check` running as a child of the scheduler, in the project).
+`git cat-file --batch-check` running as a child of the scheduler, in the project). When a run
+starts, what the sessions of a killed run left (the CLI, its sandbox's `socat` bridges, an
+agent's server) is found by the project's private TMPDIR in its environment, which the
+sessions' processes, and nothing of a person's, carry.
 """
 
 from __future__ import annotations
@@ -69,10 +72,38 @@ def left_in(folder: Path, since: float) -> list[int]:
     return sorted(found)
 
 
+def with_tmpdir(tmpdir: Path) -> list[int]:
+    """The processes (never this one nor its parents) whose environment's TMPDIR is `tmpdir`."""
+    want, mine, found = f"TMPDIR={tmpdir}".encode(), _ancestors(), []
+    try:
+        pids = [int(name) for name in os.listdir(PROC) if name.isdigit()]
+    except OSError:
+        return []
+    for pid in pids:
+        if pid in mine:
+            continue
+        try:
+            if want in (PROC / str(pid) / "environ").read_bytes().split(b"\0"):
+                found.append(pid)
+        except OSError:
+            continue
+    return sorted(found)
+
+
 def stop_left_in(folder: Path, since: float, grace_s: float = 2.0) -> list[int]:
     """Stop what a session started at `since` left running in `folder`: SIGTERM, then SIGKILL
     after `grace_s`."""
-    pids = left_in(folder, since)
+    return stop(left_in(folder, since), grace_s)
+
+
+def stop_with_tmpdir(tmpdir: Path, grace_s: float = 2.0) -> list[int]:
+    """Stop what the sessions of an earlier run left running (their TMPDIR is `tmpdir`): called
+    while the caller holds the project's authority, so no session of its own is running."""
+    return stop(with_tmpdir(tmpdir), grace_s)
+
+
+def stop(pids: list[int], grace_s: float) -> list[int]:
+    """SIGTERM, then SIGKILL after `grace_s` for what did not end; waits until they are gone."""
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     _wait_gone(pids, grace_s)

@@ -238,6 +238,11 @@ class Scheduler:
     def _open(self) -> git.Repo:
         """The project's repository, after the checks that refuse a project before anything runs."""
         progress.remove_half_written(self.records)
+        left = processes.stop_with_tmpdir(private_tmp(self.project))  # a killed run's sessions'
+        if left:
+            self.echo(
+                f"  stopped {plural(len(left), 'process', 'processes')} the sessions of a killed run left running (pids {', '.join(map(str, left))})"
+            )
         backup = git_backup.load(self.project)
         damage = git_backup.repair(backup, at_open=True) if backup else None
         if damage:  # a run killed during a session that damaged it

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from scripted_model.hermetic import hermetic_env
 from session_scheduler.core.layout import HANDOFF_FILES, STATE_FILE
+from session_scheduler.guard import processes
+from session_scheduler.guard.sandbox import private_tmp
 from session_scheduler.store import crashpoints, events
 from session_scheduler.store.progress import load_handoff
 from session_scheduler.store.statefile import load
@@ -147,6 +149,9 @@ def check_project(project: Path, expected: Final) -> list[str]:
     missing = [name for name in (*HANDOFF_FILES, STATE_FILE) if not (project / name).is_file()]
     if missing:
         problems.append(f"missing: {missing}")
+    orphans = processes.with_tmpdir(private_tmp(project))
+    if orphans:
+        problems.append(f"processes of the killed run's sessions are still running (pids {orphans})")
     return problems + check_event_log(project, saved.state.session_count if saved else 0)
 
 
