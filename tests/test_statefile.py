@@ -10,6 +10,7 @@ import pytest
 from session_scheduler.core.config import SessionType
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.machine import Backlog, Lane, SessionState, architecture_fixes, feature
+from session_scheduler.core.schedule import Schedule
 from session_scheduler.core.session import InFlight
 from session_scheduler.store import statefile
 
@@ -182,3 +183,40 @@ def test_a_cut_session_in_flight_keeps_its_start() -> None:
     assert (cut.why, cut.wait_until, cut.heads, cut.copies) == ("outage", 12.0, start.heads, start.copies)
     assert list(cut.to_json()) == [*IN_FLIGHT_FORMS[1], "why", "wait_until"]
     assert InFlight.from_json(None) is None
+
+
+def test_a_schedule_of_several_lanes_is_saved_and_read_back_whole(tmp_path: Path) -> None:
+    """Every lane, the session numbers handed out, and the merge queue's work; lane 0 is also
+    the state a one-lane reader sees."""
+    backlog = Backlog(
+        ("F001", "F002", "F003"),
+        frozenset({"F003"}),
+        depends=(("F002", ("F001",)),),
+        landing=(feature("F001"),),
+        returned=((architecture_fixes(4), 9),),
+    )
+    lanes = (
+        Lane(SessionType.REVIEW, feature("F002")),
+        Lane(SessionType.WAIT),
+        Lane(SessionType.FIX, feature("F003"), 1, 1, 6),
+    )
+    schedule = Schedule(backlog, lanes, architecture_checked_at=1, session_count=8, issued=11)
+    statefile.save(tmp_path, schedule, {})
+    saved = statefile.load(tmp_path)
+    assert saved is not None and saved.schedule == schedule
+    assert saved.state == SessionState(backlog, lanes[0], 1, 8)
+    written = json.loads((tmp_path / ".agent_state.json").read_text(encoding="utf-8"))
+    assert written["issued"] == 11 and len(written["lanes"]) == 3 and written["lane"] == written["lanes"][0]
+    assert written["backlog"]["landing"] == [{"feature": "F001"}]
+    assert written["backlog"]["returned"] == [{"work": {"architecture_review": 4}, "review_id": 9}]
+
+
+def test_one_lane_saves_what_every_earlier_version_saved(tmp_path: Path) -> None:
+    statefile.save(
+        tmp_path, Schedule(Backlog(("F001",)), (Lane(SessionType.IMPLEMENT, feature("F001")),)), {}
+    )
+    written = json.loads((tmp_path / ".agent_state.json").read_text(encoding="utf-8"))
+    assert "lanes" not in written and "issued" not in written
+    assert set(written["backlog"]) == {"features", "passing", "blocked", "rejections"}
+    saved = statefile.load(tmp_path)
+    assert saved is not None and saved.schedule.issued == 0 and len(saved.schedule.lanes) == 1

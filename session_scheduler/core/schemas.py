@@ -148,6 +148,29 @@ HANDOFF_SCHEMAS: dict[str, dict[str, Any]] = {
 _COUNT = {"type": "integer", "minimum": 0}
 _POSITIVE = {"type": "integer", "minimum": 1}
 FEATURE_IDS = {"type": "array", "items": FEATURE_ID}
+_WORK: dict[str, Any] = {
+    "anyOf": [
+        {"type": "object", "required": ["feature"], "properties": {"feature": FEATURE_ID}},
+        {
+            "type": "object",
+            "required": ["architecture_review"],
+            "properties": {"architecture_review": _POSITIVE},
+        },
+    ]
+}
+"""A work item (`machine.WorkItem.to_json`): a feature, or an architecture review's fixes."""
+_LANE: dict[str, Any] = {
+    "type": "object",
+    "required": ["role"],
+    "properties": {
+        "role": {"enum": [*ROLE_NAMES, *sorted(t.value for t in TERMINAL), SessionType.WAIT.value]},
+        "work": {"anyOf": [{"type": "null"}, _WORK]},
+        "attempts": _COUNT,
+        "fix_rounds": _COUNT,
+        "open_review": {"type": ["integer", "null"]},
+    },
+}
+"""One lane of the schedule (`machine.Lane`)."""
 _IN_FLIGHT: dict[str, Any] = {
     "type": "object",
     "required": ["number", "log_dir", "main", "branch_tip", "heads"],
@@ -178,29 +201,20 @@ AGENT_STATE: dict[str, Any] = {
                 "blocked": FEATURE_IDS,
                 "rejections": {"type": "object", "additionalProperties": _COUNT},
                 "depends": {"type": "object", "additionalProperties": FEATURE_IDS},
-            },
-        },
-        "lane": {
-            "type": "object",
-            "required": ["role"],
-            "properties": {
-                "role": {"enum": [*ROLE_NAMES, *sorted(t.value for t in TERMINAL), SessionType.WAIT.value]},
-                "work": {
-                    "anyOf": [
-                        {"type": "null"},
-                        {"type": "object", "required": ["feature"], "properties": {"feature": FEATURE_ID}},
-                        {
-                            "type": "object",
-                            "required": ["architecture_review"],
-                            "properties": {"architecture_review": _POSITIVE},
-                        },
-                    ]
+                "landing": {"type": "array", "items": _WORK},
+                "returned": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["work", "review_id"],
+                        "properties": {"work": _WORK, "review_id": _POSITIVE},
+                    },
                 },
-                "attempts": _COUNT,
-                "fix_rounds": _COUNT,
-                "open_review": {"type": ["integer", "null"]},
             },
         },
+        "lane": _LANE,
+        "lanes": {"type": "array", "minItems": 2, "items": _LANE},
+        "issued": _COUNT,
         "architecture_checked_at": _COUNT,
         "session_count": _COUNT,
         "halt_reason": {"type": "string"},

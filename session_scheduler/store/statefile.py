@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from session_scheduler.core.config import SessionType
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.layout import LOG_DIR, STATE_FILE
-from session_scheduler.core.machine import Backlog, Lane, SessionState, WorkItem
+from session_scheduler.core.machine import Backlog, Lane, Others, SessionState, WorkItem
+from session_scheduler.core.schedule import Schedule
 from session_scheduler.core.schemas import AGENT_STATE, AGENT_STATE_SAVED
 from session_scheduler.core.session import LANE, Flights, InFlight, flights_from_json, flights_to_json
 from session_scheduler.store.progress import Encoded, atomic_write_json, read_json, validate
@@ -31,6 +32,9 @@ class Saved:
     """What `.agent_state.json` holds."""
 
     state: SessionState
+    """Lane 0's view (the one lane's state)."""
+    schedule: Schedule
+    """Every lane (one, unless the project runs several)."""
     in_flight: Flights
     """Where each lane's session in flight started (set while it runs or after it was cut off)."""
 
@@ -51,7 +55,8 @@ def load(where: Records | Path) -> Saved | None:
         validate(data, AGENT_STATE, str(path))
     except (StateError, ValueError, TypeError, AttributeError) as exc:
         raise StateError(f"{exc}. {RESTORE_HINT}") from None
-    return Saved(from_json(data), flights_from_json(_flights(data)))
+    schedule = schedule_from_json(data)
+    return Saved(replace(schedule.view(0), others=Others()), schedule, flights_from_json(_flights(data)))
 
 
 def _flights(data: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +67,7 @@ def _flights(data: dict[str, Any]) -> dict[str, Any]:
     return {} if earlier is None else {str(LANE): earlier}
 
 
-def save(where: Records | Path, state: SessionState, in_flight: Flights) -> None:
+def save(where: Records | Path, state: SessionState | Schedule, in_flight: Flights) -> None:
     """The schedule state and each lane's session in flight (the totals are the event log's: events.py).
 
     The backlog, which lists every feature, is encoded once per version of the `Records` (a
@@ -100,6 +105,17 @@ def _encoded_backlog(backlog: Backlog, memo: _Memo) -> tuple[dict[str, Any], Enc
         parts["depends"] = _encoded(
             memo, "depends", (backlog.depends,), lambda: {f: list(needs) for f, needs in backlog.depends}
         )
+    if backlog.landing:  # lanes: the merge queue's
+        parts["landing"] = _encoded(
+            memo, "landing", (backlog.landing,), lambda: [w.to_json() for w in backlog.landing]
+        )
+    if backlog.returned:
+        parts["returned"] = _encoded(
+            memo,
+            "returned",
+            (backlog.returned,),
+            lambda: [{"work": w.to_json(), "review_id": r} for w, r in backlog.returned],
+        )
     data = {name: part[0] for name, part in parts.items()}
     return data, Encoded(
         "{" + ", ".join(f"{json.dumps(name)}: {part[1]}" for name, part in parts.items()) + "}"
@@ -126,46 +142,75 @@ def _in_order(features: tuple[str, ...], ids: frozenset[str]) -> tuple[str, ...]
     return ordered if len(ordered) == len(ids) else (*ordered, *sorted(ids.difference(ordered)))
 
 
-def to_json(state: SessionState, records: Records | None = None) -> dict[str, Any]:
-    """The state's saved form (its backlog shared with the `records`' last save's: not to be changed)."""
-    lane = state.lane
-    return {
+def to_json(state: SessionState | Schedule, records: Records | None = None) -> dict[str, Any]:
+    """The saved form of a state or a schedule (its backlog shared with the `records`' last
+    save's: not to be changed). One lane saves exactly what every earlier version saved; several
+    add `lanes` (every lane, `lane` is lane 0) and `issued` (the session numbers handed out)."""
+    lanes = state.lanes if isinstance(state, Schedule) else (state.lane,)
+    data = {
         "backlog": _encoded_backlog(state.backlog, records.encoded if records is not None else {})[0],
-        "lane": {
-            "role": lane.role.value,
-            "work": lane.work.to_json() if lane.work else None,
-            "attempts": lane.attempts,
-            "fix_rounds": lane.fix_rounds,
-            "open_review": lane.open_review,
-        },
+        "lane": _lane_json(lanes[0]),
         "architecture_checked_at": state.architecture_checked_at,
         "session_count": state.session_count,
         "halt_reason": state.halt_reason,
     }
+    if isinstance(state, Schedule) and len(lanes) > 1:
+        data.update(lanes=[_lane_json(lane) for lane in lanes], issued=state.issued)
+    return data
+
+
+def _lane_json(lane: Lane) -> dict[str, Any]:
+    return {
+        "role": lane.role.value,
+        "work": lane.work.to_json() if lane.work else None,
+        "attempts": lane.attempts,
+        "fix_rounds": lane.fix_rounds,
+        "open_review": lane.open_review,
+    }
+
+
+def _lane_from_json(lane: dict[str, Any]) -> Lane:
+    return Lane(
+        SessionType(lane["role"]),
+        WorkItem.from_json(lane.get("work")),
+        lane.get("attempts", 0),
+        lane.get("fix_rounds", 0),
+        lane.get("open_review"),
+    )
 
 
 def from_json(data: dict[str, Any]) -> SessionState:
-    """The state from its schema-checked saved form."""
-    backlog, lane = data["backlog"], data["lane"]
-    return SessionState(
+    """Lane 0's state from the schema-checked saved form."""
+    return replace(schedule_from_json(data).view(0), others=Others())
+
+
+def schedule_from_json(data: dict[str, Any]) -> Schedule:
+    """The schedule from the schema-checked saved form (an earlier version's: one lane)."""
+    backlog = data["backlog"]
+    lanes = tuple(_lane_from_json(lane) for lane in data.get("lanes") or [data["lane"]])
+    count = data.get("session_count", 0)
+    return Schedule(
         backlog=Backlog(
             tuple(backlog["features"]),
             frozenset(backlog["passing"]),
             frozenset(backlog["blocked"]),
             tuple(sorted(backlog.get("rejections", {}).items())),
             tuple((f, tuple(needs)) for f, needs in backlog.get("depends", {}).items()),
+            tuple(_work(w) for w in backlog.get("landing", [])),
+            tuple((_work(r["work"]), int(r["review_id"])) for r in backlog.get("returned", [])),
         ),
-        lane=Lane(
-            SessionType(lane["role"]),
-            WorkItem.from_json(lane.get("work")),
-            lane.get("attempts", 0),
-            lane.get("fix_rounds", 0),
-            lane.get("open_review"),
-        ),
+        lanes=lanes,
         architecture_checked_at=data.get("architecture_checked_at", 0),
-        session_count=data.get("session_count", 0),
+        session_count=count,
+        issued=data.get("issued", count),
         halt_reason=data.get("halt_reason", ""),
     )
+
+
+def _work(data: dict[str, Any]) -> WorkItem:
+    work = WorkItem.from_json(data)
+    assert work is not None  # the schema requires one
+    return work
 
 
 def _upgrade(old: dict[str, Any]) -> dict[str, Any]:
