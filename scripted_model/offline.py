@@ -7,7 +7,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,8 +24,9 @@ _SESSION = re.compile(r"\bSession (\d+)\b")
 class RobotBrain:
     """Answers each request of the real CLI with the robot's next tool calls, or a fault."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, sleep: Callable[[float], None] = time.sleep) -> None:
         self.scenario = scenario
+        self.sleep = sleep
         self._requests: Counter[int] = Counter()
         self._lock = threading.Lock()
 
@@ -51,6 +52,7 @@ class RobotBrain:
                 return Fault(fault.kind, reset_epoch=reset)  # type: ignore[arg-type]
         results = [exchange.result for exchange in turn.exchanges()]
         step = next_step(role, Ctx(session, self.scenario), results)
+        self.sleep(self.scenario.turn_latency_s)  # a real model thinks (the server serves sessions at once)
         if isinstance(step, str):
             return Reply(text=step)
         return Reply(text="", tool_calls=tuple(step))

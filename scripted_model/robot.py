@@ -187,6 +187,7 @@ def initializer(ctx: Ctx) -> Script:
                 "description": f.description,
                 "steps": list(f.steps),
                 "passes": False,
+                **({"depends_on": list(ctx.scenario.depends[f.id])} if f.id in ctx.scenario.depends else {}),
             }
             for f in chosen
         ]

@@ -39,6 +39,12 @@ SCHEMA: dict[str, Any] = {
             "items": {"enum": ["PASS", "REQUEST_CHANGES"]},
         },
         "buggy": {"type": "array", "items": {"type": "string", "pattern": "^F[0-9]+$"}},
+        "depends": {
+            "type": "object",
+            "propertyNames": {"pattern": "^F[0-9]+$"},
+            "additionalProperties": {"type": "array", "items": {"type": "string", "pattern": "^F[0-9]+$"}},
+        },
+        "turn_latency_s": {"type": "number", "minimum": 0, "maximum": 600},
         "faults": {
             "type": "array",
             "items": {
@@ -82,6 +88,10 @@ class Scenario:
     architecture: tuple[str, ...] = ()
     buggy: frozenset[str] = frozenset()
     faults: tuple[FaultSpec, ...] = ()
+    depends: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The `depends_on` the INITIALIZER writes for each feature named."""
+    turn_latency_s: float = 0.0
+    """How long the model takes to answer each turn (a real model takes seconds)."""
 
     def verdict(self, key: str, index: int) -> str:
         """The verdict of the index-th review (0-based) of a feature or branch; PASS by default."""
@@ -112,6 +122,8 @@ class Scenario:
             architecture=tuple(data.get("architecture", ())),
             buggy=frozenset(data.get("buggy", ())),
             faults=tuple(FaultSpec(**f) for f in data.get("faults", ())),
+            depends={k: tuple(v) for k, v in data.get("depends", {}).items()},
+            turn_latency_s=float(data.get("turn_latency_s", 0.0)),
         )
 
     @classmethod

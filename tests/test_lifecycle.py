@@ -330,3 +330,29 @@ def test_a_sandbox_that_fails_to_start_costs_no_attempt_and_stops_resumably(tmp_
     assert len(list((project / ".agent_logs").glob("session_0001_INITIALIZER.interrupted-sandbox-*"))) == 3
     report, _, _ = run(project, LIFECYCLE)
     assert report.status == "done" and sessions(project) == EXPECTED
+
+
+def test_features_are_built_after_the_features_they_depend_on_and_the_model_takes_its_time(
+    tmp_path: Path,
+) -> None:
+    """The scenario's initializer writes `depends_on` (F002 needs F003): one lane builds F001,
+    F003, then F002; each turn of the robot waits its latency on the run's clock (no real wait)."""
+    from session_scheduler.testing.seams import VirtualClock
+
+    project = new_project(tmp_path)
+    clock = VirtualClock()
+    scenario = Scenario.from_json({"features": 3, "depends": {"F002": ["F003"]}, "turn_latency_s": 30})
+    runner = InProcessRobotRunner(scenario, clock=clock)
+    start = clock.now()
+    cfg = dataclasses.replace(CFG, architecture_interval=10)
+    report = Scheduler(project, cfg, runner, echo=lambda _: None, clock=clock).run()
+    assert report.status == "done"
+    built = [
+        r.plan.work.feature_id
+        for r in runner.requests
+        if r.plan.role is SessionType.IMPLEMENT and r.plan.work
+    ]
+    assert built == ["F001", "F003", "F002"]
+    listed = json.loads((project / "feature_list.json").read_text())["features"]
+    assert [f.get("depends_on") for f in listed] == [None, ["F003"], None]
+    assert clock.now() - start >= 30 * 7 * 8  # 7 sessions, at least eight turns each

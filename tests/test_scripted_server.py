@@ -436,3 +436,24 @@ def test_cli_connects_only_to_loopback(tmp_path: Path) -> None:
     inet = [line for line in trace.read_text().splitlines() if "AF_INET" in line]
     assert inet, "the CLI made no TCP connection at all"
     assert all('inet_addr("127.0.0.1")' in line for line in inet), inet
+
+
+def test_a_scenario_names_dependencies_and_the_robot_takes_its_time_for_each_turn() -> None:
+    from scripted_model.offline import RobotBrain
+    from scripted_model.scenario import Scenario
+
+    scenario = Scenario.from_json({"features": 2, "depends": {"F002": ["F001"]}, "turn_latency_s": 2.5})
+    assert scenario.depends == {"F002": ("F001",)} and scenario.turn_latency_s == 2.5
+    slept: list[float] = []
+    brain = RobotBrain(scenario, sleep=slept.append)
+    body = {
+        "model": "m",
+        "system": "# YOUR ROLE - INITIALIZER AGENT",
+        "messages": [{"role": "user", "content": "This is session 1."}],
+        "tools": [{"name": "Bash"}],
+    }
+    reply = brain.respond(Turn.from_request(body, "sid"))
+    assert isinstance(reply, Reply) and reply.tool_calls and slept == [2.5]
+    for bad in ({"turn_latency_s": -1}, {"depends": {"F2x": []}}, {"depends": {"F002": "F001"}}):
+        with pytest.raises(ValueError, match="scenario is invalid"):
+            Scenario.from_json(bad)

@@ -48,6 +48,7 @@ class InProcessRobotRunner:
         turns = 1
         for _ in range(MAX_BATCHES):
             step = next_step(request.plan.role.value, ctx, results)
+            self.clock.sleep(self.scenario.turn_latency_s)  # the model's time to answer
             if isinstance(step, str):
                 break
             turns += 1
