@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import tempfile
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,7 +102,7 @@ def open_repo(project: Path) -> git.Repo:
     try:
         repo = safe_git.open(project) if (project / ".git").exists() else safe_git.init(project, MAIN)
         _ensure_identity(repo)
-        _ensure_exclude(repo)  # first: a stash below must leave the scheduler's files where they are
+        ensure_exclude(repo)  # first: a stash below must leave the scheduler's files where they are
         spec = project / "app_spec.txt"
         spec_text = spec.read_bytes() if spec.is_file() else None
         if repo.head.is_valid():
@@ -145,7 +147,7 @@ def _ensure_gitignore(repo: git.Repo, project: Path) -> None:
     left alone: only the spec is committed. Either happens the first time only, so a resumed run
     never moves `main` under a session.
     """
-    _ensure_exclude(repo)
+    ensure_exclude(repo)
     if repo.head.is_valid():
         if _spec_untracked(repo, project):
             repo.git.add("app_spec.txt")
@@ -160,7 +162,7 @@ def _ensure_gitignore(repo: git.Repo, project: Path) -> None:
     repo.git.commit("-m", SETUP_COMMIT, "--no-verify")
 
 
-def _ensure_exclude(repo: git.Repo) -> None:
+def ensure_exclude(repo: git.Repo) -> None:
     """The scheduler's paths in `.git/info/exclude`, which no commit can change."""
     exclude = Path(repo.git_dir) / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
@@ -448,14 +450,18 @@ def run_tests_at(
     *,
     allowed_domains: tuple[str, ...] = DEFAULT_ALLOWED_DOMAINS,
     sandboxed: bool = True,
+    guard: AbstractContextManager[Any] | None = None,
 ) -> tuple[bool, str]:
     """Run the project's test command in a clean worktree of `sha`, outside the project, inside the
     command sandbox (writes: the worktree and a private temp; network: `allowed_domains`);
     (passed, output tail). `sandboxed=False` (the project's --no-sandbox) runs it unconfined, with
-    the scheduler's environment, as the person chose."""
+    the scheduler's environment, as the person chose. `guard` is held while the worktree is added
+    and removed (lanes: a fetch into the repository at that moment would see a half-made worktree)."""
+    guard = guard or contextlib.nullcontext()
     with tempfile.TemporaryDirectory(prefix="agent-tests-") as tmp:
         tree = Path(tmp) / "tree"
-        repo.git.worktree("add", "--detach", str(tree), sha)
+        with guard:
+            repo.git.worktree("add", "--detach", str(tree), sha)
         try:
             if not sandboxed:
                 done = subprocess.run(
@@ -475,4 +481,5 @@ def run_tests_at(
         except subprocess.TimeoutExpired:
             return False, f"test command timed out after {timeout:.0f}s"
         finally:
-            repo.git.worktree("remove", "--force", str(tree))
+            with guard:
+                repo.git.worktree("remove", "--force", str(tree))

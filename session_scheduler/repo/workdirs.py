@@ -90,6 +90,7 @@ def ensure(project_repo: git.Repo, project: Path, lane: int) -> tuple[git.Repo, 
             f"cannot make lane {lane}'s clone in {path}: {str(exc.stderr).strip()[-300:]}"
         ) from None
     clone = safe_git.open(path)
+    gitops.ensure_exclude(clone)  # the hand-off and scheduler files stay out of the lane's commits too
     for key in ("name", "email"):
         clone.git.config(f"user.{key}", project_repo.git.config(f"user.{key}"))
     clone.git.checkout("-q", "-B", gitops.MAIN, f"origin/{gitops.MAIN}")

@@ -42,6 +42,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "feature_blocked": ("feature", "rejections"),
     "budget_reached": ("which", "budget_usd", "spent_usd"),
     "set_aside": ("ref", "message"),
+    "sent_back": ("feature", "branch", "why", "review_id"),
 }
 """Every kind of event and the fields it carries (besides v, ts, run, kind)."""
 

@@ -1,0 +1,81 @@
+"""Several lanes with the in-process robot: real clones, real git, the merge queue, one authority."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+from scripted_model.scenario import Scenario
+from session_scheduler.core.config import AgentConfig
+from session_scheduler.repo import workdirs
+from session_scheduler.run.lanes import Lanes
+from session_scheduler.store import events, statefile
+from session_scheduler.testing.inprocess import InProcessRobotRunner
+
+SPEC = Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
+CFG = AgentConfig(architecture_interval=100, feature_count=4, test_command="bash init.sh", sandbox=False)
+AFTER_F001 = {"F002": ["F001"], "F003": ["F001"], "F004": ["F001"]}
+
+
+def new_project(tmp_path: Path) -> Path:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text(SPEC.read_text())
+    return project
+
+
+def git(project: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=project, capture_output=True, text=True, check=True).stdout
+
+
+def test_three_lanes_build_every_feature_once_each_landed_once_on_main(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    runner = InProcessRobotRunner(Scenario.from_json({"features": 4, "depends": AFTER_F001}))
+    lines: list[str] = []
+    report = Lanes(project, CFG, runner, 3, echo=lines.append).run()
+    assert report.landed[0] == "F001" and sorted(report.landed) == ["F001", "F002", "F003", "F004"]
+    assert report.sent_back == () and report.schedule.settled
+    merges = git(project, "log", "--merges", "--format=%s", "main").splitlines()
+    assert sorted(merges) == [f"Merge feature/F00{n} (F00{n})" for n in (1, 2, 3, 4)]  # each once
+    features = json.loads((project / "feature_list.json").read_text())["features"]
+    assert all(f["passes"] for f in features)
+    git(project, "diff", "--quiet")  # the project's work tree follows main
+    assert (project / "todo" / "cmd_add.py").is_file()
+    log = events.read(events.log_path(project))
+    started = [e for e in log if e["kind"] == "session_started"]
+    assert {e["lane"] for e in started} == {0, 1, 2}  # the lanes ran side by side
+    assert sorted(e["session"] for e in started) == list(range(1, report.sessions + 1))  # numbers once each
+    entries = [s["session_id"] for s in json.loads((project / "progress.json").read_text())["sessions"]]
+    assert Counter(entries) == Counter(range(1, report.sessions + 1))
+    reviews = [r["review_id"] for r in json.loads((project / "reviews.json").read_text())["reviews"]]
+    assert reviews == list(range(1, len(reviews) + 1))  # given out centrally, in order
+    for lane in range(3):
+        assert workdirs.path_of(project, lane).is_dir() and not workdirs.path_of(
+            project, lane
+        ).is_relative_to(project)
+    saved = statefile.load(project)
+    assert saved is not None and len(saved.schedule.lanes) == 3 and saved.schedule.issued == report.sessions
+    assert not any(e["kind"] == "undo" for e in log) and not any("failed" in line for line in lines)
+
+
+def test_a_lane_s_feature_waits_for_the_feature_it_depends_on_to_land(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    scenario = {"features": 3, "depends": {"F002": ["F001"], "F003": ["F002"]}}
+    report = Lanes(
+        project,
+        dataclasses.replace(CFG, feature_count=3),
+        InProcessRobotRunner(Scenario.from_json(scenario)),
+        2,
+        echo=lambda _: None,
+    ).run()
+    assert report.landed == ("F001", "F002", "F003")
+    log = events.read(events.log_path(project))
+    begun = {
+        e["feature"]: e["ts"] for e in log if e["kind"] == "session_started" and e["role"] == "IMPLEMENT"
+    }
+    landed = {e["feature"]: e for e in log if e["kind"] == "merge_verified"}
+    assert landed["F001"]["ts"] < begun["F002"] and landed["F002"]["ts"] < begun["F003"]
+    assert all(e["waited_s"] >= 0 and e["land_s"] > 0 and e["tests"] == "passed" for e in landed.values())
