@@ -277,12 +277,24 @@ def review(ctx: Ctx) -> Script:
     return f"{verdict}: review {review_id} of {key}."
 
 
+CONFLICTS = "conflicts in"
+"""What the scheduler's review says when the merge queue could not merge a branch onto main."""
+
+
 def fix(ctx: Ctx) -> Script:
     files, _ = yield from orient()
     feature_id, branch = files.feature, files.branch
     open_review = files.facts["open_review"]
     (result,) = yield [bash(f"git checkout -q {branch} && git rev-parse HEAD")]
     start = last_line(result)
+    if any(CONFLICTS in i for level in ("critical", "major", "minor") for i in open_review["issues"][level]):
+        # the merge queue sent it back: bring main in; the changelog keeps main's lines
+        yield [
+            bash(
+                "git merge main --no-edit -q || { git checkout --theirs CHANGELOG.md && "
+                "git add CHANGELOG.md && git commit -q --no-edit --no-verify; }"
+            )
+        ]
     contents = dict(demo_app.feature(feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
     paths = yield from put(files, contents)
     note = f"- session {ctx.session}: addressed review {open_review['review_id']}"

@@ -61,6 +61,15 @@ def test_three_lanes_build_every_feature_once_each_landed_once_on_main(tmp_path:
     assert not any(e["kind"] == "undo" for e in log) and not any("failed" in line for line in lines)
 
 
+def test_one_lane_is_the_scheduler_s() -> None:
+    """With one lane the REVIEW merges into the project's own main (run/scheduler.py); the lanes'
+    loop, whose lanes never touch it, refuses to run one."""
+    import pytest
+
+    with pytest.raises(ValueError, match="one lane is the Scheduler"):
+        Lanes(Path("."), CFG, InProcessRobotRunner(), 1)
+
+
 def test_a_lane_s_feature_waits_for_the_feature_it_depends_on_to_land(tmp_path: Path) -> None:
     project = new_project(tmp_path)
     scenario = {"features": 3, "depends": {"F002": ["F001"], "F003": ["F002"]}}
@@ -79,3 +88,36 @@ def test_a_lane_s_feature_waits_for_the_feature_it_depends_on_to_land(tmp_path: 
     landed = {e["feature"]: e for e in log if e["kind"] == "merge_verified"}
     assert landed["F001"]["ts"] < begun["F002"] and landed["F002"]["ts"] < begun["F003"]
     assert all(e["waited_s"] >= 0 and e["land_s"] > 0 and e["tests"] == "passed" for e in landed.values())
+
+
+def test_a_conflict_on_landing_goes_back_to_a_lane_which_merges_main_and_it_lands(tmp_path: Path) -> None:
+    """F002 and F003 are fixed side by side, each adding its line at the end of the changelog:
+    the second to land conflicts, is sent back with the scheduler's review, fixed by merging
+    main in, reviewed again and landed; nothing is lost or merged twice."""
+    project = new_project(tmp_path)
+    scenario = {
+        "features": 3,
+        "depends": {"F002": ["F001"], "F003": ["F001"]},
+        "reviews": {"F002": ["REQUEST_CHANGES", "PASS"], "F003": ["REQUEST_CHANGES", "PASS"]},
+    }
+    cfg = dataclasses.replace(CFG, feature_count=3)
+    report = Lanes(
+        project, cfg, InProcessRobotRunner(Scenario.from_json(scenario)), 2, echo=lambda _: None
+    ).run()
+    assert sorted(report.landed) == ["F001", "F002", "F003"] and len(report.sent_back) == 1
+    log = events.read(events.log_path(project))
+    (back,) = [e for e in log if e["kind"] == "sent_back"]
+    assert back["why"] == "conflict" and back["feature"] == report.sent_back[0]
+    review = next(
+        r
+        for r in json.loads((project / "reviews.json").read_text())["reviews"]
+        if r["review_id"] == back["review_id"]
+    )
+    assert (
+        "conflicts in CHANGELOG.md" in review["issues"]["critical"][0]
+        and review["feature_id"] == back["feature"]
+    )
+    merges = git(project, "log", "--merges", "--first-parent", "--format=%s", "main").splitlines()
+    assert sorted(merges) == [f"Merge feature/F00{n} (F00{n})" for n in (1, 2, 3)]
+    changelog = (project / "CHANGELOG.md").read_text()
+    assert changelog.count("addressed review") >= 2  # both fixes' lines are on main

@@ -75,6 +75,8 @@ class Lanes:
         echo: Callable[[str], None] = print,
         events: EventLog | None = None,
     ) -> None:
+        if lanes < 2:
+            raise ValueError("lanes run two or more lanes; one lane is the Scheduler (run/scheduler.py)")
         self.project, self.config, self.runner, self.count = project, config, runner, lanes
         self.records = Records(project)
         self.echo = echo
