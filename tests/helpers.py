@@ -3,6 +3,7 @@ one way a test waits for something to happen (`wait_until`; no test sleeps a fix
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -78,3 +79,10 @@ def cli_seams(make: Callable[[Scenario | None], SessionRunner]) -> dict[str, obj
     """What tests hand the CLI (click's obj): the given runner, a sandbox preflight stand-in and
     a credentials check that finds some."""
     return {"runners": factory_of(make), "preflight": active_sandbox, "credentials": logged_in}
+
+
+def sh(where: Path, command: str) -> str:
+    """A bash command in `where` (a test's own git set-up): its output, stripped; fails loudly."""
+    return subprocess.run(
+        ["bash", "-c", command], cwd=where, check=True, capture_output=True, text=True
+    ).stdout.strip()

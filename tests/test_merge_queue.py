@@ -3,22 +3,16 @@ from the `main` it was merged onto; conflicts and red tests come back; nothing l
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import sh
 
 from session_scheduler.core.errors import GitError, StateError
 from session_scheduler.guard import safe_git
 from session_scheduler.repo import gitops
 from session_scheduler.repo.merge_queue import RETRIES, Conflict, Landed, Landing, Queue, Red, land
 from session_scheduler.store.records import Records
-
-
-def sh(project: Path, command: str) -> str:
-    return subprocess.run(
-        ["bash", "-c", command], cwd=project, check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 @pytest.fixture

@@ -5,20 +5,14 @@ fetched back, without running any code a clone names."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import sh
 
 from session_scheduler.core.errors import GitError
 from session_scheduler.guard import safe_git
 from session_scheduler.repo import gitops, workdirs
-
-
-def sh(where: Path, command: str) -> str:
-    return subprocess.run(
-        ["bash", "-c", command], cwd=where, check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 @pytest.fixture

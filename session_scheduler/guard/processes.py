@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -51,43 +52,38 @@ def _started_at(pid: int) -> float:
     return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
-def left_in(folder: Path, since: float) -> list[int]:
-    """The processes started at or after `since` (epoch seconds) whose working directory is
-    `folder` or inside it (never this process nor its parents)."""
-    root, mine, found = str(folder.resolve()), _ancestors(), []
+def _matching(test: Callable[[int], bool]) -> list[int]:
+    """The processes (never this one nor its parents) `test` holds for, one that ends meanwhile
+    or cannot be read not among them."""
+    mine, found = _ancestors(), []
     try:
         pids = [int(name) for name in os.listdir(PROC) if name.isdigit()]
     except OSError:
         return []
     for pid in pids:
-        if pid in mine:
-            continue
-        try:
-            cwd = os.readlink(f"{PROC}/{pid}/cwd")
-            inside = cwd == root or cwd.startswith(root.rstrip("/") + "/")
-            if inside and _started_at(pid) >= since - 1 and not _own_git_helper(pid):
+        with contextlib.suppress(OSError, ValueError, IndexError, StopIteration):
+            if pid not in mine and test(pid):
                 found.append(pid)
-        except (OSError, ValueError, IndexError, StopIteration):
-            continue
     return sorted(found)
+
+
+def left_in(folder: Path, since: float) -> list[int]:
+    """The processes started at or after `since` (epoch seconds) whose working directory is
+    `folder` or inside it (never this process nor its parents)."""
+    root = str(folder.resolve())
+
+    def inside(pid: int) -> bool:
+        cwd = os.readlink(f"{PROC}/{pid}/cwd")
+        here = cwd == root or cwd.startswith(root.rstrip("/") + "/")
+        return here and _started_at(pid) >= since - 1 and not _own_git_helper(pid)
+
+    return _matching(inside)
 
 
 def with_tmpdir(tmpdir: Path) -> list[int]:
     """The processes (never this one nor its parents) whose environment's TMPDIR is `tmpdir`."""
-    want, mine, found = f"TMPDIR={tmpdir}".encode(), _ancestors(), []
-    try:
-        pids = [int(name) for name in os.listdir(PROC) if name.isdigit()]
-    except OSError:
-        return []
-    for pid in pids:
-        if pid in mine:
-            continue
-        try:
-            if want in (PROC / str(pid) / "environ").read_bytes().split(b"\0"):
-                found.append(pid)
-        except OSError:
-            continue
-    return sorted(found)
+    want = f"TMPDIR={tmpdir}".encode()
+    return _matching(lambda pid: want in (PROC / str(pid) / "environ").read_bytes().split(b"\0"))
 
 
 def stop_left_in(folder: Path, since: float, grace_s: float = 2.0) -> list[int]:
