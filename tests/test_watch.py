@@ -19,10 +19,12 @@ from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig
 from session_scheduler.core.humane import duration, money, number, outcome, plural
 from session_scheduler.core.version import VERSION
+from session_scheduler.repo.merge_queue import Landing, Queue
 from session_scheduler.run.agent import SessionRequest, SessionResult
 from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.store import events
 from session_scheduler.store.events import EventLog, Totals, make_event
+from session_scheduler.store.records import Records
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 from session_scheduler.view import status
 from session_scheduler.view.cli import main
@@ -261,6 +263,11 @@ def test_status_while_a_session_runs_and_after_the_run(tmp_path: Path) -> None:
     assert after["sessions"]["total"] == totals.sessions == 5
     assert after["cost_usd"] == pytest.approx(totals.cost_usd) == pytest.approx(2.0)
     assert len(after["recent"]) == 5 and after["in_flight"] is None and after["lanes"] == {}
+    assert after["queue"] == []  # one lane: its REVIEW merges, nothing waits in a queue
+    Queue(Records(project)).add(Landing("F002", "feature/F002", "a" * 40, 1, 7, time.time() - 30))
+    waiting = status.status_of(project)["queue"]
+    assert [(e["feature"], e["branch"], e["lane"]) for e in waiting] == [("F002", "feature/F002", 1)]
+    assert 29 <= waiting[0]["waiting_s"] < 300
 
 
 def test_status_json_through_the_cli_and_a_project_that_does_not_exist(tmp_path: Path) -> None:

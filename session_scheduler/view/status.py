@@ -14,10 +14,12 @@ from typing import Any
 from session_scheduler.core.humane import duration, money, number, outcome, plural
 from session_scheduler.core.layout import LOG_DIR
 from session_scheduler.core.session import SessionFolder
+from session_scheduler.repo.merge_queue import Queue
 from session_scheduler.run import findings
 from session_scheduler.store import events, statefile
 from session_scheduler.store.authority import FileAuthority, pid_alive
 from session_scheduler.store.events import CUT_BY, Event, Totals
+from session_scheduler.store.records import Records
 
 RECENT = 5
 
@@ -218,6 +220,16 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
                 "at": _iso(a.at),
             }
             for a in findings.set_aside(project, totals.set_aside)
+        ],
+        "queue": [
+            {
+                "feature": entry.feature,
+                "branch": entry.branch,
+                "lane": entry.lane,
+                "queued_at": _iso(entry.queued_at),
+                "waiting_s": round(now - entry.queued_at, 1),
+            }
+            for entry in Queue(Records(project)).pending()
         ],
         "log": str(Path(LOG_DIR) / events.log_path(project).name),
     }
