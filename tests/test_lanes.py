@@ -48,6 +48,9 @@ def test_three_lanes_build_every_feature_once_each_landed_once_on_main(tmp_path:
     started = [e for e in log if e["kind"] == "session_started"]
     assert {e["lane"] for e in started} == {0, 1, 2}  # the lanes ran side by side
     assert sorted(e["session"] for e in started) == list(range(1, report.sessions + 1))  # numbers once each
+    ended = [e for e in log if e["kind"] == "session_ended"]
+    assert sorted(e["session"] for e in ended) == list(range(1, report.sessions + 1))  # each start ends once
+    assert events.Totals.of(log).sessions == report.sessions
     entries = [s["session_id"] for s in json.loads((project / "progress.json").read_text())["sessions"]]
     assert Counter(entries) == Counter(range(1, report.sessions + 1))
     reviews = [r["review_id"] for r in json.loads((project / "reviews.json").read_text())["reviews"]]
@@ -121,3 +124,80 @@ def test_a_conflict_on_landing_goes_back_to_a_lane_which_merges_main_and_it_land
     assert sorted(merges) == [f"Merge feature/F00{n} (F00{n})" for n in (1, 2, 3)]
     changelog = (project / "CHANGELOG.md").read_text()
     assert changelog.count("addressed review") >= 2  # both fixes' lines are on main
+
+
+class CutOnce:
+    """The robot, but the first try of session `number` hits a usage limit or an outage."""
+
+    def __init__(self, robot: InProcessRobotRunner, number: int, result: object) -> None:
+        self.robot, self.number, self.result, self.tries = robot, number, result, Counter[int]()
+
+    async def run(self, request):  # type: ignore[no-untyped-def]
+        self.tries[request.plan.number] += 1
+        if request.plan.number == self.number and self.tries[request.plan.number] == 1:
+            return self.result
+        return await self.robot.run(request)
+
+
+def test_a_usage_limit_pauses_every_lane_once_and_the_cut_session_runs_again(tmp_path: Path) -> None:
+    from session_scheduler.run.agent import SessionResult
+    from session_scheduler.run.classify import LIMIT_MARGIN_S
+    from session_scheduler.store.events import EventLog
+    from session_scheduler.testing.seams import VirtualClock
+
+    project = new_project(tmp_path)
+    clock = VirtualClock()
+    reset = int(clock.now()) + 1800
+    robot = InProcessRobotRunner(Scenario.from_json({"features": 4, "depends": AFTER_F001}), clock=clock)
+    runner = CutOnce(robot, 5, SessionResult(rate_limit_resets_at=reset, cost_usd=0.25))
+    log = EventLog(project, "run-1", clock=clock.now)
+    lines: list[str] = []
+    report = Lanes(project, CFG, runner, 2, echo=lines.append, events=log, clock=clock).run()  # type: ignore[arg-type]
+    assert sorted(report.landed) == ["F001", "F002", "F003", "F004"] and runner.tries[5] == 2
+    found = events.read(events.log_path(project))
+    (wait,) = [e for e in found if e["kind"] == "limit_wait"]
+    assert wait["session"] == 5 and wait["until"] == reset + LIMIT_MARGIN_S and wait["why"] == "usage_limit"
+    ended = [e["standing"] for e in found if e["kind"] == "session_ended" and e["session"] == 5]
+    assert ended == ["usage_limit", "verified"]  # cut, then run again and verified
+    after = [e for e in found if e["kind"] == "session_started" and e["ts"] > wait["ts"]]
+    assert after and all(e["ts"] >= wait["until"] for e in after)  # no lane started while paused
+    assert sum("every lane waits" in line for line in lines) == 1
+
+
+def test_what_retrying_cannot_fix_stops_every_lane(tmp_path: Path) -> None:
+    import pytest
+
+    from session_scheduler.core.errors import SchedulerError
+    from session_scheduler.run.agent import SessionResult
+
+    project = new_project(tmp_path)
+    robot = InProcessRobotRunner(Scenario.from_json({"features": 4, "depends": AFTER_F001}))
+    runner = CutOnce(robot, 4, SessionResult(api_error_status=401))
+    with pytest.raises(SchedulerError, match="not logged in or the key is invalid"):
+        Lanes(project, CFG, runner, 2, echo=lambda _: None).run()  # type: ignore[arg-type]
+
+
+def test_an_outage_backs_every_lane_off_and_a_long_one_stops_the_run(tmp_path: Path) -> None:
+    import pytest
+
+    from session_scheduler.core.errors import SchedulerError
+    from session_scheduler.run.agent import SessionResult
+    from session_scheduler.store.events import EventLog
+    from session_scheduler.testing.seams import VirtualClock
+
+    outage = SessionResult(subtype="success", terminal_reason="api_error", api_error_status=529)
+    scenario = Scenario.from_json({"features": 4, "depends": AFTER_F001})
+    clock = VirtualClock()
+    project = new_project(tmp_path)
+    runner = CutOnce(InProcessRobotRunner(scenario, clock=clock), 4, outage)
+    log = EventLog(project, "run-1", clock=clock.now)
+    report = Lanes(project, CFG, runner, 2, echo=lambda _: None, events=log, clock=clock).run()  # type: ignore[arg-type]
+    assert len(report.landed) == 4 and runner.tries[4] == 2
+    (wait,) = [e for e in events.read(events.log_path(project)) if e["kind"] == "limit_wait"]
+    assert wait["why"] == "outage" and 30 <= wait["until"] - wait["ts"] <= 36  # the first back-off
+    impatient = dataclasses.replace(CFG, max_outage_minutes=0.1)
+    (tmp_path / "second").mkdir()
+    other = new_project(tmp_path / "second")
+    runner = CutOnce(InProcessRobotRunner(scenario, clock=clock), 4, outage)
+    with pytest.raises(SchedulerError, match=r"longer than --max-outage-minutes 0\.1"):
+        Lanes(other, impatient, runner, 2, echo=lambda _: None, clock=clock).run()  # type: ignore[arg-type]

@@ -22,8 +22,10 @@ from pathlib import Path
 import anyio
 import git
 
+from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
 from session_scheduler.core.errors import SchedulerError
+from session_scheduler.core.humane import duration
 from session_scheduler.core.machine import (
     ARCHITECTURE_BRANCH,
     FEATURE_BRANCH,
@@ -38,11 +40,12 @@ from session_scheduler.core.machine import (
 from session_scheduler.core.policy import policy
 from session_scheduler.core.schedule import IDLE, Schedule, landed, sent_back, transition_lane, wake
 from session_scheduler.core.session import SessionFolder
+from session_scheduler.core.standing import Then, Wait
 from session_scheduler.guard import processes, safe_git
 from session_scheduler.repo import gitops, merge_queue, workdirs
 from session_scheduler.repo.merge_queue import Conflict, Landed, Landing, Queue, Red
-from session_scheduler.run.agent import SessionRequest, SessionRunner
-from session_scheduler.run.classify import cut_short, judged
+from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
+from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged, receipt
 from session_scheduler.run.plan import brief_for, plan_session, write_plan
 from session_scheduler.run.verify import capture, verify_session
 from session_scheduler.store import progress, statefile
@@ -74,12 +77,20 @@ class Lanes:
         *,
         echo: Callable[[str], None] = print,
         events: EventLog | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if lanes < 2:
             raise ValueError("lanes run two or more lanes; one lane is the Scheduler (run/scheduler.py)")
         self.project, self.config, self.runner, self.count = project, config, runner, lanes
         self.records = Records(project)
         self.echo = echo
+        self.clock = clock or SystemClock()
+        self.paused_until = 0.0
+        """No lane starts a session before this (clock time): a usage limit's reset, an outage's back-off."""
+        self.outages = 0
+        self.outage_since: float | None = None
+        self.reruns: dict[int, tuple[int, SessionState]] = {}
+        """Per lane, the session cut short that it runs again (its number and its state)."""
         self.events = events or EventLog(project, new_run_id())
         self.lock = threading.Condition()
         self.schedule = Schedule()
@@ -136,14 +147,18 @@ class Lanes:
         assert lane is not None
         repo = safe_git.open(self.project)  # each thread its own: GitPython's helpers are not shared
         while True:
+            self._paused()
             with self.lock:
                 while self.failed is None and self.schedule.lanes[lane].role is T.WAIT:
                     self.lock.wait(timeout=1.0)
                 if self.failed is not None or self.schedule.lanes[lane].role in TERMINAL:
                     self.lock.notify_all()
                     return
-                view = self.schedule.view(lane)
-                self.schedule, number = self.schedule.issue()
+                if lane in self.reruns:  # the same session, from the same start
+                    number, view = self.reruns.pop(lane)
+                else:
+                    view = self.schedule.view(lane)
+                    self.schedule, number = self.schedule.issue()
                 self._save()
                 main = gitops.head(repo, gitops.MAIN)
                 assert main is not None
@@ -184,14 +199,10 @@ class Lanes:
         started = time.time()  # the OS's clock: compared with processes' start times
         result = anyio.run(self.runner.run, request)
         processes.stop_left_in(workdir, started)
-        if (
-            cut_short(result, plan.model, capped_by_session=plan.capped_by_session, role=role.value)
-            is not None
-        ):
-            raise SchedulerError(
-                f"session {number} of lane {lane} was cut short ({result.terminal_reason}); lanes do not yet "
-                "rerun a cut session: run the project with one lane"
-            )
+        cut = cut_short(result, plan.model, capped_by_session=plan.capped_by_session, role=role.value)
+        if cut is not None:
+            self._cut(lane, number, state, plan.model, result, cut)
+            return
         listed = workdir / "feature_list.json"
         if role is T.INITIALIZER and listed.is_file() and not listed.is_symlink():  # written, not sent
             progress.atomic_write_bytes(outbox.path("feature_list.json"), progress.read_regular(listed))
@@ -218,14 +229,79 @@ class Lanes:
             events: tuple[Event, ...] = ()
             if classified.standing.counted:
                 self.schedule, events = transition_lane(self.schedule, lane, outcome, self.config)
+                self.outages, self.outage_since = 0, None
             for event in events:
                 self._act(repo, lane, event, number)
             progress.correct_passes(self.records, self.schedule.backlog.passing)
+            self.events.emit(
+                "session_ended",
+                session=number,
+                role=role.value,
+                feature=work.feature_id if work else None,
+                standing=classified.standing.value,
+                reason=classified.reason,
+                receipt=receipt(result, plan.model, classified, outcome.verdict),
+            )
             self.sessions += 1
             self._save()
             verdict = f" {outcome.verdict}" if outcome.verdict else ""
             why = "" if outcome.ok else f" ({outcome.reason})"
             self._say(lane, f"session {number} {role.value}{verdict}: {classified.standing.value}{why}")
+            self.lock.notify_all()
+
+    def _paused(self) -> None:
+        """Wait while every lane is paused (a usage limit, an outage): one wait for all of them."""
+        while True:
+            with self.lock:
+                delay = self.paused_until - self.clock.now()
+                if delay <= 0 or self.failed is not None:
+                    return
+            self.clock.sleep(min(delay, 60.0))
+
+    def _cut(
+        self, lane: int, number: int, state: SessionState, model: str, result: SessionResult, cut: Classified
+    ) -> None:
+        """A session cut short, not by the agent: a usage limit pauses every lane until its reset,
+        an outage backs every lane off (until `--max-outage-minutes`), an interruption reruns at
+        once; the lane runs the same session again from the same start. What retrying cannot fix
+        (auth, budget, the sandbox) stops every lane."""
+        consequence = cut.standing.consequence
+        with self.lock:
+            self.events.emit(
+                "session_ended",
+                session=number,
+                role=state.lane.role.value,
+                feature=state.lane.work.feature_id if state.lane.work else None,
+                standing=cut.standing.value,
+                reason=cut.reason,
+                receipt=receipt(result, model, cut, None),
+            )
+            if consequence.then is not Then.RERUN:
+                raise SchedulerError(f"{cut.reason}; {consequence.stop or 'run the same command again'}")
+            now = self.clock.now()
+            if consequence.wait is Wait.RESET:
+                until = (cut.resets_at or now) + LIMIT_MARGIN_S
+            elif consequence.wait is Wait.BACKOFF:
+                self.outages += 1
+                if self.outage_since is None:  # from the first failed request, the CLI's retries included
+                    self.outage_since = now - result.retrying_s
+                until = now + backoff_s(self.outages, self.clock)
+                if until - self.outage_since > self.config.max_outage_minutes * 60:
+                    raise SchedulerError(
+                        f"{cut.reason}; gave up after the API failed for longer than --max-outage-minutes "
+                        f"{self.config.max_outage_minutes:g}; run the same command again later"
+                    )
+            else:
+                until = now
+            self.reruns[lane] = (number, state)
+            if until > self.paused_until:
+                self.paused_until = until
+                self.events.emit("limit_wait", session=number, why=cut.standing.value, until=until)
+                self._say(
+                    lane,
+                    f"{cut.reason}: every lane waits {duration(until - now)}, then session {number} runs again",
+                )
+            self._save()
             self.lock.notify_all()
 
     def _ready(
