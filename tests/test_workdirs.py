@@ -161,3 +161,12 @@ def test_no_code_a_clone_names_runs_in_the_scheduler_s_git(project: Path, tmp_pa
     workdirs.sync_main(clone, project, main)
     assert workdirs.bring_back(repo, path, "feature/F002") is not None
     assert not marker.exists()
+
+
+def test_the_initializer_s_main_is_taken_from_its_lane(project: Path) -> None:
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    sh(Path(clone.working_dir), "echo skeleton > s && git add s && git commit -qm skeleton")
+    taken = workdirs.take_main(repo, Path(clone.working_dir))
+    assert taken == gitops.head(clone, "main") and sh(project, f"git cat-file -t {taken}") == "commit"
+    assert gitops.head(repo, "main") != taken  # taken, not yet moved: the caller moves main

@@ -135,6 +135,20 @@ def bring_back(project_repo: git.Repo, clone_path: Path, branch: str) -> str | N
     return gitops.head(project_repo, branch)
 
 
+def take_main(project_repo: git.Repo, clone_path: Path) -> str:
+    """The lane's `main` fetched into the project's repository (under refs/scheduler/lanes/): the
+    INITIALIZER's skeleton, made while no other lane runs; its commit."""
+    ref = "refs/scheduler/lanes/initial"
+    project_repo.git.fetch(
+        "--quiet", "--no-tags", "--no-write-fetch-head", str(clone_path), f"+refs/heads/{gitops.MAIN}:{ref}",
+        env=_transport(project_repo),
+    )  # fmt: skip
+    sha = gitops.ref_sha(project_repo, ref)
+    if sha is None:
+        raise GitError(f"lane clone {clone_path} has no {gitops.MAIN} to take")
+    return sha
+
+
 def hand_over(project_repo: git.Repo, clone: git.Repo, project: Path, branch: str) -> None:
     """The project's `branch` fetched into the lane's clone (work another lane began, or the
     queue sent back), replacing the clone's branch of that name."""

@@ -102,7 +102,7 @@ class Lanes:
 
     # -- the authority ------------------------------------------------------------------------
     def run(self) -> LanesReport:
-        repo = gitops.open_repo(self.project)
+        gitops.open_repo(self.project)  # made, or checked, before any lane clones it
         saved = statefile.load(self.records)
         state = saved.state if saved else SessionState()
         schedule = (
@@ -113,7 +113,6 @@ class Lanes:
         if not state.backlog.features:
             progress.ensure_handoff_files(self.records, self.project.name)
         self.schedule = wake(schedule, self.config)[0]
-        del repo
         threads = [
             threading.Thread(target=self._guarded, args=(self._lane, n), name=f"lane-{n}")
             for n in range(self.count)
@@ -217,21 +216,13 @@ class Lanes:
             if work is not None:
                 workdirs.bring_back(repo, workdir, work.branch)
             if role is T.INITIALIZER and outcome.ok:  # its skeleton: main is quiet while it runs alone
-                repo.git.fetch(
-                    "--quiet",
-                    str(workdir),
-                    f"+refs/heads/{gitops.MAIN}:refs/scheduler/lanes/initial",
-                    env=workdirs._transport(repo),
-                )
-                gitops.set_branch(
-                    repo, gitops.MAIN, str(gitops.ref_sha(repo, "refs/scheduler/lanes/initial"))
-                )
+                gitops.set_branch(repo, gitops.MAIN, workdirs.take_main(repo, workdir))
             events: tuple[Event, ...] = ()
             if classified.standing.counted:
                 self.schedule, events = transition_lane(self.schedule, lane, outcome, self.config)
                 self.outages, self.outage_since = 0, None
             for event in events:
-                self._act(repo, lane, event, number)
+                self._act(repo, lane, event, number, outcome.review_id or 0)
             progress.correct_passes(self.records, self.schedule.backlog.passing)
             self.events.emit(
                 "session_ended",
@@ -331,13 +322,14 @@ class Lanes:
                 clone.git.checkout("-q", work.branch)
         return clone, workdir
 
-    def _act(self, repo: git.Repo, lane: int | None, event: Event, number: int) -> None:
-        """What the authority does about one event (under the lock)."""
+    def _act(self, repo: git.Repo, lane: int | None, event: Event, number: int, review_id: int = 0) -> None:
+        """What the authority does about one event (under the lock); `review_id`: the review that
+        approved work (an `Approved` event's)."""
         if isinstance(event, Approved):
             tip = gitops.head(repo, event.work.branch)
             assert tip is not None, f"the approved {event.work.branch} is missing"
             name = event.work.feature_id or event.work.branch
-            self.queue.add(Landing(name, event.work.branch, tip, lane or 0, 0, time.time()))
+            self.queue.add(Landing(name, event.work.branch, tip, lane or 0, review_id, time.time()))
             self._say(lane, f"{event.work.branch} approved: queued to land on main")
         elif isinstance(event, Rejected):
             tip = gitops.head(repo, event.work.branch)
