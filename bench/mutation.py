@@ -225,6 +225,17 @@ def prepare(work: Path, target: Target) -> None:
     subprocess.run(["git", "init", "-q"], cwd=work, check=True)
 
 
+def _sandbox_runtime() -> dict[str, str]:
+    """The checkout's sandbox runtime for the copy (the copy has no node_modules: tests that run
+    the test command in the sandbox would find none), unless one is named already."""
+    local = REPO / "node_modules" / ".bin" / "srt"
+    return (
+        {"AGENT_SANDBOX_RUNTIME": str(local)}
+        if local.is_file() and "AGENT_SANDBOX_RUNTIME" not in os.environ
+        else {}
+    )
+
+
 def run_mutmut(work: Path, children: int) -> float:
     started = time.monotonic()
     log = work / "mutmut.log"
@@ -235,7 +246,7 @@ def run_mutmut(work: Path, children: int) -> float:
             stdout=out,
             stderr=subprocess.STDOUT,
             check=False,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **_sandbox_runtime()},
         )
     if proc.returncode != 0:
         tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]

@@ -164,14 +164,24 @@ def test_initializer_dependencies_reach_the_outcome(tmp_path: Path) -> None:
     )
 
 
-def test_initializer_listing_dependencies_in_a_circle(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("first", "second", "problem"),
+    [
+        (["F002"], ["F001"], "features depend on each other in a circle (F001 -> F002 -> F001)"),
+        ([], ["F002"], "F002 depends on itself"),
+        ([], ["F009"], "F002 depends on F009, which is not in the list"),
+    ],
+)
+def test_initializer_listing_dependencies_no_feature_could_meet(
+    tmp_path: Path, first: list[str], second: list[str], problem: str
+) -> None:
     world = start(tmp_path, T.INITIALIZER)
     initialize(world)
     listed = features()
-    listed["features"][0]["depends_on"] = ["F002"]
-    listed["features"][1]["depends_on"] = ["F001"]
+    listed["features"][0]["depends_on"] = first
+    listed["features"][1]["depends_on"] = second
     world.write("feature_list.json", listed)
-    refused(world, "feature_list.json: features depend on each other in a circle (F001 -> F002 -> F001)")
+    refused(world, f"feature_list.json: {problem}")
 
 
 def test_initializer_without_a_feature_list(tmp_path: Path) -> None:
