@@ -3,7 +3,10 @@
 Lines come in two ways: as text (`echo`, from the scheduler and the session runner) and as
 events (`on_event`, from the event log), which give the session headers and keep the status
 line current. On a terminal the status line stays at the bottom (rich `Live`); otherwise
-every line is plain text and the status is printed after each session. A heartbeat line
+every line is plain text and the status is printed after each session. With several lanes the
+status is a few lines: the run's, one per lane (its role, feature, session and since when) and
+the merge queue's waiting work, and each session header names its lane; one lane's console is
+the one-session console it always was. A heartbeat line
 says so when the agent has been quiet for a while. `--quiet` leaves out tool calls and API
 retries; `--verbose` prints them uncut.
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Literal
 
@@ -23,8 +26,10 @@ from rich.text import Text
 
 from session_scheduler.core.humane import duration, money, number, plural
 from session_scheduler.core.layout import CONSOLE_DIR, LOG_DIR
+from session_scheduler.repo.merge_queue import Landing, Queue
 from session_scheduler.store import events
-from session_scheduler.store.events import Event, Totals
+from session_scheduler.store.events import Event, Totals, lane_of
+from session_scheduler.store.records import Records
 
 Verbosity = Literal["quiet", "normal", "verbose"]
 HIGHLIGHTED = ("DENIED", "undo:", "WARNING", "blocked:", "set aside:")
@@ -61,6 +66,30 @@ def status_line(totals: Totals, now: float) -> str:
     return " · ".join(parts)
 
 
+def lane_lines(totals: Totals, lanes: Iterable[int], waiting: list[Landing], now: float) -> list[str]:
+    """With several lanes: one line per lane (its role, feature, session and since when, or idle),
+    then the merge queue's waiting work (each feature and for how long) when something waits.
+    Only the sessions of the run going on count (a killed run's session is not running)."""
+    run = (totals.run_started or {}).get("run")
+    flights = {lane: e for lane, e in totals.in_flight.items() if run is None or e.get("run") == run}
+    lines = []
+    for lane in sorted(set(lanes) | set(flights)):
+        flight = flights.get(lane)
+        if flight is None:
+            lines.append(f"lane {lane}: idle")
+            continue
+        ts = float(flight["ts"])
+        parts = [str(flight["role"]), str(flight.get("feature") or "-"), f"session {flight['session']}"]
+        since = time.strftime("%H:%M:%S", time.localtime(ts))
+        lines.append(f"lane {lane}: {' · '.join(parts)} · since {since} ({duration(max(now - ts, 0.0))})")
+    if waiting:
+        queued = ", ".join(
+            f"{entry.feature} waiting {duration(max(now - entry.queued_at, 0.0))}" for entry in waiting
+        )
+        lines.append(f"queue: {queued}")
+    return lines
+
+
 COST_NOTE = {
     "api": "",
     "subscription": "Costs shown are Claude Code's estimate: a subscription login is not billed per token, so tokens come first.",
@@ -78,7 +107,10 @@ class LiveConsole:
         verbosity: Verbosity = "normal",
         clock: Callable[[], float] = time.time,
         heartbeat_s: float = HEARTBEAT_S,
+        queue: Callable[[], list[Landing]] | None = None,
     ) -> None:
+        """`queue`: the merge queue's waiting work (by default, once the run has started, the
+        project's queue as its records hold it)."""
         self.console = console
         self.verbosity = verbosity
         self.totals = Totals()
@@ -91,6 +123,10 @@ class LiveConsole:
         self._live: Live | None = None
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        self._lanes: set[int] = set()
+        """The run's lanes (its run_started says how many; a session in a lane past the first
+        says so too); empty while the run has one lane."""
+        self._queue = queue
 
     # -- the two inputs ------------------------------------------------------------------------
     def echo(self, line: str) -> None:
@@ -109,7 +145,15 @@ class LiveConsole:
         with self._lock:
             self.totals.apply(event)
         kind = event["kind"]
+        if kind == "session_started" and (self._lanes or lane_of(event) > 0):
+            with self._lock:
+                self._lanes |= {0, lane_of(event)}
         if kind == "run_started":
+            if int(event.get("lanes") or 1) > 1:
+                with self._lock:
+                    self._lanes = set(range(int(event["lanes"])))
+            if self._queue is None:
+                self._queue = Queue(Records(Path(event["project"]))).pending
             self._open_copy(Path(event["project"]), event["run"])
             with self._lock:
                 self.totals = Totals.of(events.read(events.log_path(Path(event["project"]))))
@@ -120,7 +164,8 @@ class LiveConsole:
             self._print("")
             self._print(self._header(event), "bold")
         elif kind == "session_ended" and not self._live:
-            self._print(f"  {status_line(self.totals, self._clock())}", "dim")
+            for line in self._status_lines():
+                self._print(f"  {line}", "dim")
         elif kind == "run_ended":
             self.close()
 
@@ -138,7 +183,8 @@ class LiveConsole:
             branch += f" (the fixes of architecture review {str(event['branch']).removeprefix('arch/')})"
         attempt = f" · attempt {event['attempt']}" if int(event.get("attempt") or 1) > 1 else ""
         clock = time.strftime("%H:%M:%S", time.localtime(float(event["ts"])))
-        return f"=== Session {event['session']}: {event['role']} ({event['model']}){where}{branch}{attempt} · {clock} ==="
+        lane = f"[lane {lane_of(event)}] " if self._lanes else ""  # as the lanes' own lines are
+        return f"{lane}=== Session {event['session']}: {event['role']} ({event['model']}){where}{branch}{attempt} · {clock} ==="
 
     def _print(self, line: str, style: str | None = None) -> None:
         with self._lock:
@@ -179,7 +225,23 @@ class LiveConsole:
         self._ticker.start()
 
     def _status(self) -> Text:
-        return Text(status_line(self.totals, self._clock()), style="reverse")
+        return Text("\n".join(self._status_lines()), style="reverse")
+
+    def _status_lines(self) -> list[str]:
+        """The run's status line; with several lanes, then a line per lane and the queue's."""
+        now = self._clock()
+        with self._lock:
+            lines = [status_line(self.totals, now)]
+            if self._lanes:
+                lines += lane_lines(self.totals, self._lanes, self._waiting(), now)
+        return lines
+
+    def _waiting(self) -> list[Landing]:
+        """The merge queue's waiting work; [] when it cannot be read (the status never stops a run)."""
+        try:
+            return self._queue() if self._queue is not None else []
+        except Exception:
+            return []
 
     def _tick(self) -> None:
         while not self._stop.wait(1.0):

@@ -2,7 +2,9 @@
 
 `gather` is the only function that reads files: it folds the event log (`events.Totals`, the
 same fold `status` and the run summary use) and the feature descriptions into `ReportData`,
-plain values. `render_html` and `render_markdown` are pure. The HTML page is self-contained
+plain values. `render_html` and `render_markdown` are pure. With several lanes the timeline has
+a row per lane, the sessions name their lane, and a section shows the merge queue's waits;
+one lane's report is what it always was. The HTML page is self-contained
 (inline CSS and SVG, nothing fetched), and every string that comes from the project is escaped.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +24,7 @@ from session_scheduler.core.humane import duration, money, number, outcome, plur
 from session_scheduler.run import findings
 from session_scheduler.run.findings import Finding, SetAside
 from session_scheduler.store import events, statefile
-from session_scheduler.store.events import CUT_BY, Event, Totals, role_order
+from session_scheduler.store.events import CUT_BY, Event, Totals, lane_of, role_order
 from session_scheduler.view.status import is_running
 
 ROLE_COLOURS = {
@@ -77,6 +80,8 @@ class SessionRow:
     """The cost is the scheduler's estimate from the transcript's tokens (the CLI reported none)."""
     cut: str = ""
     """What cut it off before Claude Code reported, and the run it belonged to ('' when nothing did)."""
+    lane: int = 0
+    """The lane it ran in (0: the one lane, or a log from before lanes)."""
 
     @property
     def cost(self) -> str:
@@ -92,6 +97,47 @@ class RoleRow:
     failed: int
     cost_usd: float
     tokens: int
+
+
+@dataclass(frozen=True)
+class QueueWaits:
+    """The merge queue's history (lanes): how long approved work waited to land, and what went back."""
+
+    landed: int
+    waits: tuple[float, ...]
+    """`waited_s` of every landing tried, landed or sent back, in the order they were tried."""
+    sent_back: tuple[tuple[str, int], ...]
+    """Why (`conflict`, `tests`) -> how many landings went back to a lane."""
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.waits) if self.waits else 0.0
+
+    @property
+    def max_s(self) -> float:
+        return max(self.waits, default=0.0)
+
+    @property
+    def returned(self) -> int:
+        return sum(n for _, n in self.sent_back)
+
+
+def queue_waits(log: list[Event]) -> QueueWaits | None:
+    """The merge queue's waits from the event log; None when no work went through a queue (one lane)."""
+    landed, waits, back = 0, [], dict[str, int]()
+    for event in log:
+        queued = event["kind"] == "sent_back" or (event["kind"] == "merge_verified" and "waited_s" in event)
+        if not queued:
+            continue
+        waits.append(float(event.get("waited_s") or 0.0))
+        if event["kind"] == "merge_verified":
+            landed += 1
+        else:
+            why = str(event.get("why"))
+            back[why] = back.get(why, 0) + 1
+    if not waits:
+        return None
+    return QueueWaits(landed, tuple(waits), tuple(sorted(back.items())))
 
 
 @dataclass(frozen=True)
@@ -119,6 +165,10 @@ class ReportData:
     findings: tuple[tuple[str, tuple[Finding, ...]], ...] = ()
     """REVIEW's (and ARCHITECTURE's) reviews per feature, in the features' order, then the rest."""
     set_aside: tuple[SetAside, ...] = ()
+    lanes: tuple[int, ...] = ()
+    """The lanes the sessions ran in, when there were several (else empty: the one lane)."""
+    queue: QueueWaits | None = None
+    """The merge queue's waits (None: one lane, nothing queued)."""
 
 
 def gather(project: Path, now: float | None = None) -> ReportData:
@@ -159,13 +209,15 @@ def gather(project: Path, now: float | None = None) -> ReportData:
                 totals.passing.get(fid),
             )
         )
-    starts: dict[int, float] = {}
+    starts: dict[int, tuple[float, int]] = {}
     sessions = []
     for event in log:
         if event["kind"] == "session_started":
-            starts[int(event["session"])] = float(event["ts"])
+            starts[int(event["session"])] = (float(event["ts"]), lane_of(event))
         elif event["kind"] == "session_ended":
-            sessions.append(_session_row(event, starts.get(int(event["session"]))))
+            start, lane = starts.get(int(event["session"]), (None, 0))
+            sessions.append(_session_row(event, start, lane))
+    lanes = sorted({lane for _, lane in starts.values()})
     started = totals.run_started or {}
     grouped = findings.by_subject(findings.reviews(project))
     listed = [r.id for r in rows]
@@ -198,6 +250,8 @@ def gather(project: Path, now: float | None = None) -> ReportData:
         generated_at=time.time() if now is None else now,
         findings=tuple((subject, tuple(grouped[subject])) for subject in order),
         set_aside=tuple(findings.set_aside(project, totals.set_aside)),
+        lanes=tuple(lanes) if any(lanes) else (),
+        queue=queue_waits(log),
     )
 
 
@@ -213,7 +267,7 @@ def _descriptions(path: Path) -> dict[str, str]:
         return {}
 
 
-def _session_row(event: Event, started: float | None) -> SessionRow:
+def _session_row(event: Event, started: float | None, lane: int = 0) -> SessionRow:
     receipt, cut = event["receipt"], event.get("cut") if isinstance(event.get("cut"), dict) else None
     end, took = float(event["ts"]), float(receipt.get("duration_s") or 0.0)
     if started is not None and (cut or receipt.get("partial")):  # from its start to its last activity
@@ -238,6 +292,7 @@ def _session_row(event: Event, started: float | None) -> SessionRow:
         end,
         bool(receipt.get("cost_estimated")),
         why,
+        lane,
     )
 
 
@@ -327,17 +382,26 @@ def _x_ticks(height: int, x: Callable[[float], float], t0: float, span: float) -
     ]
 
 
-def _timeline(rows: tuple[SessionRow, ...]) -> str:
+def _timeline(rows: tuple[SessionRow, ...], lanes: tuple[int, ...] = ()) -> str:
+    """One bar per session: a row per role, or with several lanes a row per lane (colour: role)."""
     t0, t1 = min(r.start for r in rows), max(r.end for r in rows)
-    roles = sorted({r.role for r in rows}, key=role_order)
-    lane, height = 28, TOP + 28 * len(roles) + BOTTOM
+
+    def row_of(r: SessionRow) -> str:
+        return f"lane {r.lane}" if lanes else r.role
+
+    names = (
+        [f"lane {n}" for n in sorted(set(lanes) | {r.lane for r in rows})]
+        if lanes
+        else sorted({r.role for r in rows}, key=role_order)
+    )
+    lane, height = 28, TOP + 28 * len(names) + BOTTOM
 
     def x(t: float) -> float:
         return LEFT + (t - t0) / max(t1 - t0, 1e-9) * (W - LEFT - RIGHT)
 
     body = [
-        f'<text x="{LEFT - 8}" y="{TOP + lane * i + 18}" text-anchor="end">{escape(role)}</text>'
-        for i, role in enumerate(roles)
+        f'<text x="{LEFT - 8}" y="{TOP + lane * i + 18}" text-anchor="end">{escape(name)}</text>'
+        for i, name in enumerate(names)
     ]
     for r in rows:
         look = (
@@ -347,15 +411,16 @@ def _timeline(rows: tuple[SessionRow, ...]) -> str:
             if r.counted
             else 'fill-opacity="0.3" stroke="#6b7280" stroke-dasharray="3 2"'
         )
-        tip = f"Session {r.number} {r.role} {r.feature}: {r.standing} {r.verdict}, {duration(r.duration_s)}, {money(r.cost_usd)}"
+        where = f" (lane {r.lane})" if lanes else ""
+        tip = f"Session {r.number} {r.role} {r.feature}{where}: {r.standing} {r.verdict}, {duration(r.duration_s)}, {money(r.cost_usd)}"
         body.append(
-            f'<rect class="session {escape(r.standing)}" x="{x(r.start):.1f}" y="{TOP + lane * roles.index(r.role) + 4}" '
+            f'<rect class="session {escape(r.standing)}" x="{x(r.start):.1f}" y="{TOP + lane * names.index(row_of(r)) + 4}" '
             f'width="{max(x(r.end) - x(r.start), 2):.1f}" height="{lane - 8}" fill="{_colour(r.role)}" {look}>'
             f"<title>{escape(tip)}</title></rect>"
         )
     return _svg(
         "chart-timeline",
-        "Session timeline: one bar per session, by role",
+        f"Session timeline: one bar per session, by {'lane' if lanes else 'role'}",
         height,
         body + _x_ticks(height, x, t0, t1 - t0),
         "time since the first session started",
@@ -502,6 +567,7 @@ def render_html(data: ReportData) -> str:
             "uncounted" if not r.counted else r.standing,
             [
                 str(r.number),
+                *([str(r.lane)] if data.lanes else []),
                 escape(r.role),
                 escape(r.feature),
                 escape(r.standing)
@@ -515,9 +581,15 @@ def render_html(data: ReportData) -> str:
         )
         for r in data.session_rows
     ]
+    session_heads = ["#", "Role", "Feature", "Standing", "Verdict", "Turns", "Duration", "Tokens", "Cost"]
+    session_numeric = {0, 5, 6, 7, 8}
+    if data.lanes:
+        session_heads.insert(1, "Lane")
+        session_numeric = {0, 1, 6, 7, 8, 9}
+    rows_by = "Rows: lanes. " if data.lanes else ""
     charts = (
         (
-            f"<h2>Session timeline</h2>{_timeline(data.session_rows)}<p class=legend>Colour: role. Solid: verified; "
+            f"<h2>Session timeline</h2>{_timeline(data.session_rows, data.lanes)}<p class=legend>{rows_by}Colour: role. Solid: verified; "
             f"red outline: failed; faded, dashed: not counted (the session runs again).</p>"
             f"<h2>Cost per role</h2>{_cost_chart(data)}"
         )
@@ -534,10 +606,45 @@ def render_html(data: ReportData) -> str:
 <section>{charts}{_table("roles", ["Role", "Sessions", "Failed", "Tokens", "Cost"], role_rows, {1, 2, 3, 4})}</section>
 <section><h2>Burndown</h2>{_burndown(data)}<p class=legend>Features not yet passing; a red dot marks a feature blocked.</p></section>
 <section><h2>Review findings</h2>{_findings_html(data)}</section>
-<section><h2>Set aside</h2>{_set_aside_html(data)}</section>
-<section><h2>Sessions</h2>{_table("sessions", ["#", "Role", "Feature", "Standing", "Verdict", "Turns", "Duration", "Tokens", "Cost"], session_rows, {0, 5, 6, 7, 8})}</section>
+<section><h2>Set aside</h2>{_set_aside_html(data)}</section>{_queue_html(data.queue)}
+<section><h2>Sessions</h2>{_table("sessions", session_heads, session_rows, session_numeric)}</section>
 </main></body></html>
 """
+
+
+def _queue_words(queue: QueueWaits) -> tuple[str, str]:
+    """What the merge queue did, and how long work waited in it, in words."""
+    back = ", ".join(
+        f"{n} for {'a conflict' if why == 'conflict' else 'red tests' if why == 'tests' else why}"
+        for why, n in queue.sent_back
+    )
+    did = f"{queue.landed} landed, {queue.returned} sent back to a lane" + (f" ({back})" if back else "")
+    waited = (
+        f"waited {duration(queue.median_s)} (median), {duration(queue.max_s)} at most, "
+        f"over {plural(len(queue.waits), 'landing')} tried"
+    )
+    return did, waited
+
+
+def _queue_html(queue: QueueWaits | None) -> str:
+    """The merge queue's section (lanes only: one lane has no queue, and no section)."""
+    if queue is None:
+        return ""
+    figures = [
+        ("queue-landed", str(queue.landed), "landed from the queue"),
+        ("queue-median-wait", duration(queue.median_s), "median wait to land"),
+        ("queue-max-wait", duration(queue.max_s), "longest wait"),
+        *((f"queue-sent-back-{why}", str(n), f"sent back: {why}") for why, n in queue.sent_back),
+    ]
+    boxes = "".join(
+        f'<div class="figure"><b id="{escape(i)}">{escape(v)}</b><small>{escape(t)}</small></div>'
+        for i, v, t in figures
+    )
+    did, waited = _queue_words(queue)
+    return (
+        f'\n<section><h2>Merge queue</h2><div class="figures">{boxes}</div>'
+        f'<p class="legend" id="queue-summary">{escape(did)}; {escape(waited)}.</p></section>'
+    )
 
 
 def _findings_html(data: ReportData) -> str:
@@ -646,10 +753,22 @@ def render_markdown(data: ReportData) -> str:
     last = data.session_rows[-LAST_SESSIONS:]
     lines += ["", f"### Last {plural(len(last), 'session')}", ""]
     lines += _md_table(
-        ["#", "Role", "Feature", "Standing", "Verdict", "Turns", "Duration", "Tokens", "Cost"],
+        [
+            "#",
+            *(["Lane"] if data.lanes else []),
+            "Role",
+            "Feature",
+            "Standing",
+            "Verdict",
+            "Turns",
+            "Duration",
+            "Tokens",
+            "Cost",
+        ],
         [
             [
                 str(r.number),
+                *([str(r.lane)] if data.lanes else []),
                 _md(r.role),
                 _md(r.feature),
                 _md(r.standing),
@@ -662,6 +781,12 @@ def render_markdown(data: ReportData) -> str:
             for r in last
         ],
     )
+    if data.lanes:
+        lines += ["", "### Lanes", ""]
+        lines += _md_table(["Lane", "Sessions", "Busy", "Features"], _lane_rows(data))
+    if data.queue is not None:
+        did, waited = _queue_words(data.queue)
+        lines += ["", "### Merge queue", "", f"{did}; {waited}."]
     cut = [r for r in data.session_rows if r.cut]
     if cut:
         lines += ["", "### Cut off before Claude Code reported", ""]
@@ -701,6 +826,23 @@ def render_markdown(data: ReportData) -> str:
     else:
         lines.append("Nothing was set aside.")
     return "\n".join(lines) + "\n"
+
+
+def _lane_rows(data: ReportData) -> list[list[str]]:
+    """Per lane: its sessions, how long they ran together, and the features they worked on."""
+    rows = []
+    for lane in data.lanes:
+        ran = [r for r in data.session_rows if r.lane == lane]
+        features = list(dict.fromkeys(r.feature for r in ran if r.feature))
+        rows.append(
+            [
+                str(lane),
+                str(len(ran)),
+                duration(sum(r.duration_s for r in ran)),
+                _md(", ".join(features)) or "-",
+            ]
+        )
+    return rows
 
 
 ISSUE_CHARS = 300

@@ -247,8 +247,19 @@ def render(status: dict[str, Any]) -> list[str]:
         else "not running"
     )
     lines = [f"{status['project']}: {state}, phase {status['phase']}"]
-    flight = status["in_flight"]
-    if flight:
+    flight, lanes, queue = status["in_flight"], status.get("lanes", {}), status.get("queue", [])
+    if set(lanes) - {"0"} or queue:  # several lanes: each one's session, then the merge queue
+        for lane, f in sorted(lanes.items(), key=lambda item: int(item[0])):
+            lines.append(
+                f"  lane {lane}: {f['feature'] or '-'} · {f['role']} · session {f['session']}"
+                f", since {f['started_at']} ({duration(f['running_for_s'])})"
+            )
+        for entry in queue:
+            lines.append(
+                f"  merge queue: {entry['feature']} (lane {entry['lane']}, {entry['branch']})"
+                f" waiting for {duration(entry['waiting_s'])}"
+            )
+    elif flight:
         where = " · ".join(str(x) for x in (flight["feature"], flight["branch"]) if x)
         lines.append(
             f"  now: session {flight['session']} {flight['role']} ({flight['model']})"
