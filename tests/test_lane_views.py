@@ -327,3 +327,32 @@ def test_a_one_lane_report_has_no_lanes_and_no_queue(tmp_path: Path) -> None:
     assert "by role" in page and ">lane " not in page and ">Lane</th>" not in page
     assert "Merge queue" not in page
     assert "| # | Role |" in text and "Lane" not in text and "Merge queue" not in text
+
+
+# -- with the lanes loop ------------------------------------------------------------------------------
+
+
+def test_a_three_lane_run_seen_through_the_console_and_the_report(tmp_path: Path) -> None:
+    """The real lanes loop with the in-process robot: the console follows its events, and the
+    report of its log has its lanes and its queue."""
+    from test_lanes import AFTER_F001, CFG, new_project
+
+    from scripted_model.scenario import Scenario
+    from session_scheduler.run.lanes import Lanes
+    from session_scheduler.testing.inprocess import InProcessRobotRunner
+
+    project = new_project(tmp_path)
+    out = io.StringIO()
+    view = LiveConsole(Console(file=out, width=300, highlight=False), heartbeat_s=3600)
+    log = events.EventLog(project, "lanes-run")
+    log.subscribe(view.on_event)
+    runner = InProcessRobotRunner(Scenario.from_json({"features": 4, "depends": AFTER_F001}))
+    Lanes(project, CFG, runner, 3, echo=view.echo, events=log).run()
+    view.close()
+    text = out.getvalue()
+    assert "[lane 0] === Session 1: INITIALIZER" in text and "[lane 2] === Session" in text
+    assert "\n  lane 0: " in text and "\n  lane 1: " in text and "\n  lane 2: " in text
+    data = gather(project)
+    assert data.lanes == (0, 1, 2) and {r.lane for r in data.session_rows} == {0, 1, 2}
+    assert data.queue is not None and data.queue.landed == 4 and len(data.queue.waits) == 4
+    assert "<h2>Merge queue</h2>" in render_html(data) and "### Lanes" in render_markdown(data)
