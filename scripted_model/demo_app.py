@@ -373,6 +373,361 @@ def run(args: list[str]) -> int:
     ),
 )
 
+
+def _command(doc: str, body: str) -> str:
+    return f'"""{doc}"""\n\nfrom todo import store\n\n\n{body}'
+
+
+def _feature(
+    feature_id: str, name: str, description: str, steps: tuple[str, ...], module: str, test: str
+) -> DemoFeature:
+    """A command feature: `todo/cmd_<name>.py` and `tests/test_<name>.py`."""
+    return DemoFeature(
+        feature_id,
+        description,
+        steps,
+        {f"todo/cmd_{name}.py": module, f"tests/test_{name}.py": _test(f"{name.capitalize()}Test", test)},
+        {},
+    )
+
+
+TASKS = """[{"id": 1, "title": "milk", "done": False, "due": None},
+                        {"id": 2, "title": "Eggs", "done": True, "due": "2026-01-02"},
+                        {"id": 3, "title": "tea", "done": False, "due": None}]"""
+"""Three tasks (the second one done) that the later features' tests start from."""
+
+MORE_FEATURES: tuple[DemoFeature, ...] = (
+    _feature(
+        "F007",
+        "count",
+        "`count [--all]` prints how many open tasks there are; --all counts done ones too",
+        ("add three tasks, finish one", "run `python3 -m todo count`", "see `2`"),
+        _command(
+            "count [--all]",
+            """def run(args: list[str]) -> int:
+    tasks = store.load()
+    print(sum(1 for t in tasks if "--all" in args or not t["done"]))
+    return 0
+""",
+        ),
+        f"""
+    def test_counts_open_and_all(self) -> None:
+        from todo import store
+        with TempStore():
+            self.assertEqual(run("count"), (0, "0\\n"))
+            store.save({TASKS})
+            self.assertEqual(run("count"), (0, "2\\n"))
+            self.assertEqual(run("count", "--all"), (0, "3\\n"))
+""",
+    ),
+    _feature(
+        "F008",
+        "clear",
+        "`clear` deletes every done task and prints how many it deleted",
+        ("add two tasks, finish one", "run `python3 -m todo clear`", "see `1`; one task is left"),
+        _command(
+            "clear",
+            """def run(args: list[str]) -> int:
+    if args:
+        raise ValueError("usage: clear")
+    tasks = store.load()
+    kept = [t for t in tasks if not t["done"]]
+    store.save(kept)
+    print(len(tasks) - len(kept))
+    return 0
+""",
+        ),
+        f"""
+    def test_clear_deletes_done_tasks(self) -> None:
+        from todo import store
+        with TempStore():
+            store.save({TASKS})
+            self.assertEqual(run("clear"), (0, "1\\n"))
+            self.assertEqual([t["id"] for t in store.load()], [1, 3])
+            self.assertEqual(run("clear"), (0, "0\\n"))
+            self.assertEqual(run("clear", "x")[0], 1)
+""",
+    ),
+    _feature(
+        "F009",
+        "rename",
+        "`rename ID TITLE` changes a task's title; an unknown id or an empty title is an error",
+        ("add a task", "run `python3 -m todo rename 1 oat milk`", "`list` shows the new title"),
+        _command(
+            "rename ID TITLE",
+            """def run(args: list[str]) -> int:
+    if len(args) < 2 or not " ".join(args[1:]).strip():
+        raise ValueError("usage: rename ID TITLE")
+    tasks = store.load()
+    store.find(tasks, args[0])["title"] = " ".join(args[1:]).strip()
+    store.save(tasks)
+    return 0
+""",
+        ),
+        f"""
+    def test_rename(self) -> None:
+        from todo import store
+        with TempStore():
+            store.save({TASKS})
+            self.assertEqual(run("rename", "1", "oat", "milk")[0], 0)
+            self.assertEqual(store.load()[0]["title"], "oat milk")
+            self.assertEqual(run("rename", "9", "x")[0], 1)
+            self.assertEqual(run("rename", "1", " ")[0], 1)
+""",
+    ),
+    _feature(
+        "F010",
+        "undo",
+        "`undo ID` marks a done task open again; an unknown id is an error",
+        ("finish a task", "run `python3 -m todo undo 1`", "`list` shows it open"),
+        _command(
+            "undo ID",
+            """def run(args: list[str]) -> int:
+    if len(args) != 1:
+        raise ValueError("usage: undo ID")
+    tasks = store.load()
+    store.find(tasks, args[0])["done"] = False
+    store.save(tasks)
+    return 0
+""",
+        ),
+        f"""
+    def test_undo_reopens(self) -> None:
+        from todo import store
+        with TempStore():
+            store.save({TASKS})
+            self.assertEqual(run("undo", "2")[0], 0)
+            self.assertFalse(store.load()[1]["done"])
+            self.assertEqual(run("undo", "9")[0], 1)
+""",
+    ),
+    _feature(
+        "F011",
+        "search",
+        "`search TEXT` prints the tasks whose title contains TEXT (any case) as `ID TITLE`",
+        ("add `milk` and `tea`", "run `python3 -m todo search MIL`", "see `1 milk`"),
+        _command(
+            "search TEXT",
+            """def run(args: list[str]) -> int:
+    text = " ".join(args).strip().lower()
+    if not text:
+        raise ValueError("usage: search TEXT")
+    for task in store.load():
+        if text in task["title"].lower():
+            print(f"{task['id']} {task['title']}")
+    return 0
+""",
+        ),
+        f"""
+    def test_search_ignores_case(self) -> None:
+        from todo import store
+        with TempStore():
+            store.save({TASKS})
+            self.assertEqual(run("search", "EGG"), (0, "2 Eggs\\n"))
+            self.assertEqual(run("search", "zzz"), (0, ""))
+            self.assertEqual(run("search")[0], 1)
+""",
+    ),
+    _feature(
+        "F012",
+        "first",
+        "`first` prints the oldest open task as `ID TITLE`; no open task is an error",
+        ("add two tasks", "run `python3 -m todo first`", "see the first one"),
+        _command(
+            "first",
+            """def run(args: list[str]) -> int:
+    open_tasks = [t for t in store.load() if not t["done"]]
+    if not open_tasks:
+        raise ValueError("no open tasks")
+    task = min(open_tasks, key=lambda t: t["id"])
+    print(f"{task['id']} {task['title']}")
+    return 0
+""",
+        ),
+        f"""
+    def test_first_open_task(self) -> None:
+        from todo import store
+        with TempStore():
+            self.assertEqual(run("first")[0], 1)
+            store.save({TASKS})
+            self.assertEqual(run("first"), (0, "1 milk\\n"))
+""",
+    ),
+    _feature(
+        "F013",
+        "last",
+        "`last` prints the newest task as `ID TITLE`; an empty list is an error",
+        ("add two tasks", "run `python3 -m todo last`", "see the second one"),
+        _command(
+            "last",
+            """def run(args: list[str]) -> int:
+    tasks = store.load()
+    if not tasks:
+        raise ValueError("no tasks")
+    task = max(tasks, key=lambda t: t["id"])
+    print(f"{task['id']} {task['title']}")
+    return 0
+""",
+        ),
+        f"""
+    def test_last_task(self) -> None:
+        from todo import store
+        with TempStore():
+            self.assertEqual(run("last")[0], 1)
+            store.save({TASKS})
+            self.assertEqual(run("last"), (0, "3 tea\\n"))
+""",
+    ),
+    _feature(
+        "F014",
+        "priority",
+        "`priority ID N` sets a task's priority (1 to 5); anything else is an error",
+        ("add a task", "run `python3 -m todo priority 1 5`", "the task has priority 5"),
+        _command(
+            "priority ID N",
+            """def run(args: list[str]) -> int:
+    if len(args) != 2 or args[1] not in ("1", "2", "3", "4", "5"):
+        raise ValueError("usage: priority ID N (N from 1 to 5)")
+    tasks = store.load()
+    store.find(tasks, args[0])["priority"] = int(args[1])
+    store.save(tasks)
+    return 0
+""",
+        ),
+        f"""
+    def test_priority(self) -> None:
+        from todo import store
+        with TempStore():
+            store.save({TASKS})
+            self.assertEqual(run("priority", "3", "5")[0], 0)
+            self.assertEqual(store.load()[2]["priority"], 5)
+            self.assertEqual(run("priority", "3", "9")[0], 1)
+            self.assertEqual(run("priority", "7", "1")[0], 1)
+""",
+    ),
+    _feature(
+        "F015",
+        "tag",
+        "`tag ID TAG` adds a tag to a task once; a tag with spaces is an error",
+        ("add a task", "run `python3 -m todo tag 1 shop` twice", "the task has the tag once"),
+        _command(
+            "tag ID TAG",
+            """def run(args: list[str]) -> int:
+    if len(args) != 2 or not args[1] or " " in args[1]:
+        raise ValueError("usage: tag ID TAG (one word)")
+    tasks = store.load()
+    tags = store.find(tasks, args[0]).setdefault("tags", [])
+    if args[1] not in tags:
+        tags.append(args[1])
+    store.save(tasks)
+    return 0
+""",
+        ),
+        f"""
+    def test_tag_once(self) -> None:
+        from todo import store
+        with TempStore():
+            store.save({TASKS})
+            self.assertEqual(run("tag", "1", "shop")[0], 0)
+            self.assertEqual(run("tag", "1", "shop")[0], 0)
+            self.assertEqual(store.load()[0]["tags"], ["shop"])
+            self.assertEqual(run("tag", "1", "two words")[0], 1)
+""",
+    ),
+    _feature(
+        "F016",
+        "export",
+        "`export` prints every task as CSV: `id,title,done,due`",
+        ("add a task with a comma in its title", "run `python3 -m todo export`", "see it quoted"),
+        '''"""export"""
+
+import csv
+import sys
+
+from todo import store
+
+
+def run(args: list[str]) -> int:
+    writer = csv.writer(sys.stdout, lineterminator="\\n")
+    writer.writerow(["id", "title", "done", "due"])
+    for task in store.load():
+        writer.writerow([task["id"], task["title"], "yes" if task["done"] else "no", task.get("due") or ""])
+    return 0
+''',
+        """
+    def test_export_csv(self) -> None:
+        from todo import store
+        with TempStore():
+            store.save([{"id": 1, "title": "milk, oat", "done": True, "due": "2026-01-02"}])
+            self.assertEqual(run("export"), (0, 'id,title,done,due\\n1,"milk, oat",yes,2026-01-02\\n'))
+""",
+    ),
+)
+FEATURES = FEATURES + MORE_FEATURES
+"""The catalogue: 16 features (a scenario's `features` takes the first N)."""
+
+USAGE = "error: usage: python3 -m todo <command> [args]"
+"""The skeleton's usage message (todo/__main__.py)."""
+REWORDED_USAGE = "error: usage: python3 -m todo COMMAND [ARGUMENTS...]"
+"""The usage message as the first feature of a red pair rewords it."""
+REWORDED_MAIN = SKELETON["todo/__main__.py"].replace(USAGE, REWORDED_USAGE)
+
+PIN_TEST = f'''
+    def test_usage_message_is_the_documented_one(self) -> None:
+        import contextlib
+        import io
+
+        from todo.__main__ import main
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertEqual(main([]), 1)
+        self.assertEqual(err.getvalue(), "{USAGE}\\n")
+'''
+"""The test the second feature of a red pair adds: it pins the usage message the first rewords."""
+
+
+def test_file(item: DemoFeature) -> str:
+    """The path of the feature's test file."""
+    return next(path for path in item.files if path.startswith("tests/"))
+
+
+def pinned(item: DemoFeature) -> str:
+    """The feature's test file with PIN_TEST added to its test class."""
+    text = item.files[test_file(item)]
+    at = text.index("\n\nif __name__")
+    return text[:at] + PIN_TEST + text[at:]
+
+
+def readme_line(item: DemoFeature) -> str:
+    """The line a conflict group's feature adds at the end of README.md (its command list)."""
+    return f"- {item.id}: {item.description}"
+
+
+def resolve_union(text: str) -> str:
+    """A file with git's conflict markers, resolved by keeping both sides' lines (ours, then
+    theirs, each line once; a diff3 base section is dropped)."""
+    out: list[str] = []
+    region: list[str] | None = None
+    in_base = False
+    for line in text.splitlines(keepends=True):
+        bare = line.rstrip("\n")
+        if bare.startswith("<<<<<<< "):
+            region, in_base = [], False
+        elif region is not None and bare.startswith("||||||| "):
+            in_base = True
+        elif region is not None and bare == "=======":
+            in_base = False
+        elif region is not None and bare.startswith(">>>>>>> "):
+            out.extend(dict.fromkeys(region))
+            region = None
+        elif region is not None:
+            if not in_base:
+                region.append(line if line.endswith("\n") else line + "\n")
+        else:
+            out.append(line)
+    return "".join(out)
+
+
 ARCH_FIX = {
     "docs/architecture.md": "# Architecture\n\n`todo/__main__.py` dispatches to one "
     "`todo/cmd_<name>.py` module per command; `todo/store.py` owns the JSON file.\n"

@@ -22,7 +22,12 @@ _SESSION = re.compile(r"\bSession (\d+)\b")
 
 
 class RobotBrain:
-    """Answers each request of the real CLI with the robot's next tool calls, or a fault."""
+    """Answers each request of the real CLI with the robot's next tool calls, or a fault.
+
+    Safe to call from several threads at once (the server's, one per request): the role, the
+    session and the conversation come from each request, and the one thing kept (how many
+    requests each session has made, for the scenario's HTTP faults) is counted under a lock.
+    """
 
     def __init__(self, scenario: Scenario, sleep: Callable[[float], None] = time.sleep) -> None:
         self.scenario = scenario
@@ -58,6 +63,12 @@ class RobotBrain:
         return Reply(text="", tool_calls=tuple(step))
 
 
+def robot_server(scenario: Scenario, log_path: Path | None = None) -> ScriptedModelServer:
+    """The scripted model server for the robot: concurrent sessions (lanes) are answered at once,
+    each taking its own turn latency, not one after another."""
+    return ScriptedModelServer(RobotBrain(scenario), log_path=log_path, serialize_brain=False)
+
+
 @contextmanager
 def offline_environment(
     scenario_path: Path | None = None,
@@ -71,7 +82,7 @@ def offline_environment(
     chosen = scenario or (Scenario.load(scenario_path) if scenario_path else DEMO)
     with (
         tempfile.TemporaryDirectory(prefix="agent-offline-") as home,
-        ScriptedModelServer(RobotBrain(chosen), log_path=log_path) as server,
+        robot_server(chosen, log_path) as server,
     ):
         # A gateway-style token rather than an API key: with it the CLI reads the usage-limit
         # headers, so a scripted usage limit looks to the scheduler like a real one.

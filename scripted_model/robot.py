@@ -28,6 +28,7 @@ from scripted_model.scenario import Scenario
 Script = Generator[list[ToolCall], list[str], str]
 Steps = Generator[list[ToolCall], list[str], Any]
 _NUMBERED = re.compile(r"^\s*\d+(?:\t|→)", re.MULTILINE)
+_CONFLICT = re.compile(r"^CONFLICT \([^)]*\): Merge conflict in (.+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,17 @@ def initializer(ctx: Ctx) -> Script:
     return f"Wrote {len(chosen)} features, init.sh and the skeleton ({len(spec)} bytes of spec read)."
 
 
+def add_readme_line(files: Files, line: str) -> Steps:
+    """Add the line at the end of README.md (its command list) unless it is there; returns the
+    path to stage (" README.md") or "". Two branches that each add theirs conflict on merging."""
+    (readme,) = yield [read(files.path("README.md"))]
+    text = file_text(readme)
+    if line in text.splitlines():
+        return ""
+    yield [write(files.path("README.md"), text.rstrip("\n") + "\n" + line + "\n")]
+    return " README.md"
+
+
 def implement(ctx: Ctx) -> Script:
     files, _ = yield from orient()
     feature_id, branch = files.feature, files.branch
@@ -209,11 +221,18 @@ def implement(ctx: Ctx) -> Script:
     contents = dict(item.files)
     if feature_id in ctx.scenario.buggy and not files.facts.get("earlier_reviews") and item.buggy:
         contents.update(item.buggy)
+    red = ctx.scenario.red_part(feature_id)
+    if red == "rewords":  # green alone; red next to its partner, whose test pins the old words
+        contents["todo/__main__.py"] = demo_app.REWORDED_MAIN
+    elif red == "pins":
+        contents[demo_app.test_file(item)] = demo_app.pinned(item)
     (listing,) = yield [bash(f"git checkout -q main && git branch --list {branch}")]
     create = "" if branch in listing else "-b "
     (result,) = yield [bash(f"git checkout -q {create}{branch} && git rev-parse main")]
     start = last_line(result)
     paths = yield from put(files, contents)
+    if ctx.scenario.conflicting(feature_id):
+        paths += yield from add_readme_line(files, demo_app.readme_line(item))
     end = last_line((yield [commit(paths, f"feat({feature_id}): {item.description[:50]}", ctx)])[0])
     if ctx.scenario.has_fault(ctx.session, "commit_on_main"):  # the Bash policy refuses the commit
         yield [
@@ -255,8 +274,18 @@ def review(ctx: Ctx) -> Script:
             )
         ]
         end = last_line(merged)
-        (retest,) = yield [bash(RUN_TESTS)]
-        if not tests_passed(retest) and not ctx.scenario.has_fault(ctx.session, "ignore_tests"):
+        conflicted = _CONFLICT.findall(merged)
+        if conflicted or "CONFLICT (" in merged:  # main moved under the branch: back to a FIX
+            yield [bash("git merge --abort")]
+            verdict, end = "REQUEST_CHANGES", ""
+            issues["critical"].append(
+                f"merging onto main {CONFLICTS} {', '.join(dict.fromkeys(conflicted)) or 'the branch'}; "
+                "merge main into the branch and resolve"
+            )
+            retest = ""
+        else:
+            (retest,) = yield [bash(RUN_TESTS)]
+        if retest and not tests_passed(retest) and not ctx.scenario.has_fault(ctx.session, "ignore_tests"):
             yield [bash("git reset --hard ORIG_HEAD")]
             verdict, end = "REQUEST_CHANGES", ""
             issues["critical"].append(
@@ -279,6 +308,34 @@ def review(ctx: Ctx) -> Script:
 
 CONFLICTS = "conflicts in"
 """What the scheduler's review says when the merge queue could not merge a branch onto main."""
+MAIN_MOVED = (CONFLICTS, "fail on main with this branch merged", "fails on main after the merge")
+"""What a review says when main moved under the branch (the merge queue's, or a REVIEW's own
+merge): a conflict, or tests red only with the branch merged. The FIX merges main in first."""
+UNMERGED = "git diff --name-only --diff-filter=U"
+
+
+def merge_main(files: Files) -> Steps:
+    """Merge main into the branch; resolve its conflicts: the changelog keeps main's lines, any
+    other file keeps both sides' lines (two features that added theirs at the same place)."""
+    (merged,) = yield [bash("git merge main --no-edit -q")]
+    if not merged.lstrip().startswith("Exit code"):
+        return
+    (unmerged,) = yield [bash(UNMERGED)]
+    conflicted = [f.strip() for f in unmerged.splitlines() if f.strip() and not f.startswith("Exit code")]
+    if not conflicted:  # failed for another reason: leave the branch as it was
+        yield [bash("git merge --abort")]
+        return
+    others = [f for f in conflicted if f != "CHANGELOG.md"]
+    if "CHANGELOG.md" in conflicted:
+        yield [bash("git checkout --theirs CHANGELOG.md")]
+    if others:
+        texts = yield [read(files.path(f)) for f in others]
+        yield [
+            write(files.path(f), demo_app.resolve_union(file_text(text)))
+            for f, text in zip(others, texts, strict=True)
+        ]
+    paths = " ".join(shlex.quote(f) for f in conflicted)
+    yield [bash(f"git add {paths} && git commit -q --no-edit --no-verify")]
 
 
 def fix(ctx: Ctx) -> Script:
@@ -287,15 +344,14 @@ def fix(ctx: Ctx) -> Script:
     open_review = files.facts["open_review"]
     (result,) = yield [bash(f"git checkout -q {branch} && git rev-parse HEAD")]
     start = last_line(result)
-    if any(CONFLICTS in i for level in ("critical", "major", "minor") for i in open_review["issues"][level]):
-        # the merge queue sent it back: bring main in; the changelog keeps main's lines
-        yield [
-            bash(
-                "git merge main --no-edit -q || { git checkout --theirs CHANGELOG.md && "
-                "git add CHANGELOG.md && git commit -q --no-edit --no-verify; }"
-            )
-        ]
+    found = [i for level in ("critical", "major", "minor") for i in open_review["issues"][level]]
+    if any(marker in i for marker in MAIN_MOVED for i in found):
+        yield from merge_main(files)  # the merge queue (or the REVIEW) sent it back: bring main in
     contents = dict(demo_app.feature(feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
+    if feature_id and ctx.scenario.red_part(feature_id) == "rewords":
+        # its partner's test pins the usage message: keep it as it was (the pinning side's own
+        # files, written above, never pin it)
+        contents["todo/__main__.py"] = demo_app.SKELETON["todo/__main__.py"]
     paths = yield from put(files, contents)
     note = f"- session {ctx.session}: addressed review {open_review['review_id']}"
     (changelog,) = yield [read(files.path("CHANGELOG.md"))]

@@ -23,13 +23,30 @@ ROBOT_FAULTS: tuple[str, ...] = (
 WRITTEN_FAULTS = ("invalid_json", "forbidden_command", "forbidden_write")
 """Robot faults carried out as extra tool calls after the session's real work."""
 VERDICT = {"enum": ["PASS", "REQUEST_CHANGES", "REJECT"]}
+FEATURE_ID = {"type": "string", "pattern": "^F[0-9]+$"}
+MAX_FEATURES = 16
+"""The demo app's catalogue (scripted_model/demo_app.py)."""
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
         "description": {"type": "string"},
-        "features": {"type": "integer", "minimum": 1, "maximum": 6},
+        "features": {"type": "integer", "minimum": 1, "maximum": MAX_FEATURES},
+        "conflicts": {
+            "type": "array",
+            "items": {"type": "array", "minItems": 2, "uniqueItems": True, "items": FEATURE_ID},
+        },
+        "red_together": {
+            "type": "array",
+            "items": {
+                "type": "array",
+                "minItems": 2,
+                "maxItems": 2,
+                "uniqueItems": True,
+                "items": FEATURE_ID,
+            },
+        },
         "reviews": {
             "type": "object",
             "additionalProperties": {"type": "array", "items": VERDICT},
@@ -92,6 +109,25 @@ class Scenario:
     """The `depends_on` the INITIALIZER writes for each feature named."""
     turn_latency_s: float = 0.0
     """How long the model takes to answer each turn (a real model takes seconds)."""
+    conflicts: tuple[tuple[str, ...], ...] = ()
+    """Groups of features whose IMPLEMENT each add a line at the same place (the end of
+    README.md): whichever lands second conflicts textually with the first."""
+    red_together: tuple[tuple[str, str], ...] = ()
+    """Pairs (A, B): A rewords the usage message, B's test pins it; each is green alone, the
+    two merged are red."""
+
+    def conflicting(self, feature_id: str) -> bool:
+        """Whether the feature is in a conflict group."""
+        return any(feature_id in group for group in self.conflicts)
+
+    def red_part(self, feature_id: str) -> str | None:
+        """In a red pair: "rewords" (its first feature), "pins" (its second), else None."""
+        for first, second in self.red_together:
+            if feature_id == first:
+                return "rewords"
+            if feature_id == second:
+                return "pins"
+        return None
 
     def verdict(self, key: str, index: int) -> str:
         """The verdict of the index-th review (0-based) of a feature or branch; PASS by default."""
@@ -116,6 +152,9 @@ class Scenario:
         if problem is not None:
             where = "/".join(str(p) for p in problem.absolute_path) or "(top level)"
             raise ValueError(f"scenario is invalid at {where}: {problem.message}")
+        paired = [feature for pair in data.get("red_together", ()) for feature in pair]
+        if len(paired) != len(set(paired)):
+            raise ValueError("scenario is invalid at red_together: a feature is in two red pairs")
         return cls(
             features=data.get("features", 6),
             reviews={k: tuple(v) for k, v in data.get("reviews", {}).items()},
@@ -124,6 +163,8 @@ class Scenario:
             faults=tuple(FaultSpec(**f) for f in data.get("faults", ())),
             depends={k: tuple(v) for k, v in data.get("depends", {}).items()},
             turn_latency_s=float(data.get("turn_latency_s", 0.0)),
+            conflicts=tuple(tuple(group) for group in data.get("conflicts", ())),
+            red_together=tuple((first, second) for first, second in data.get("red_together", ())),
         )
 
     @classmethod

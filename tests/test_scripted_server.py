@@ -457,3 +457,103 @@ def test_a_scenario_names_dependencies_and_the_robot_takes_its_time_for_each_tur
     for bad in ({"turn_latency_s": -1}, {"depends": {"F2x": []}}, {"depends": {"F002": "F001"}}):
         with pytest.raises(ValueError, match="scenario is invalid"):
             Scenario.from_json(bad)
+
+
+# --- several sessions at once (lanes) -----------------------------------------
+
+
+def robot_turn(role: str, session: int, results: list[tuple[str, dict[str, Any], str]]) -> dict[str, Any]:
+    """A /v1/messages body of the robot's session `session` in `role`, its earlier tool calls
+    (name, input, result) answered, one per turn."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"Session {session}. Work in /work."}]
+    for n, (name, args, result) in enumerate(results):
+        tool_id = f"toolu_{session}_{n}"
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": tool_id, "name": name, "input": args}],
+            }
+        )
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": result}]}
+        )
+    return {
+        "model": "m",
+        "max_tokens": 100,
+        "system": f"# YOUR ROLE - {role} AGENT",
+        "messages": messages,
+        "tools": [{"name": "Bash"}],
+    }
+
+
+def review_opened(session: int, feature: str) -> list[tuple[str, dict[str, Any], str]]:
+    """A REVIEW's `pwd` and brief, answered (its lane's clone, its feature)."""
+    facts = json.dumps({"feature": feature, "branch": f"feature/{feature}", "earlier_reviews": 0})
+    return [
+        ("Bash", {"command": "pwd"}, f"/lanes/{session}"),
+        ("mcp__handoff__brief", {}, f"Your brief.\n```json\n{facts}\n```"),
+    ]
+
+
+def test_the_robot_brain_keeps_interleaved_sessions_apart() -> None:
+    """Two sessions' requests, interleaved, get what each would get alone (everything comes from
+    the request), and a scenario's fault counts only its own session's requests."""
+    from scripted_model.offline import RobotBrain
+    from scripted_model.scenario import Scenario
+
+    scenario = Scenario.from_json({"faults": [{"session": 5, "kind": "http_500", "request": 2}]})
+    turns = [
+        ("IMPLEMENT", 5, []),
+        ("REVIEW", 3, review_opened(3, "F003")),
+        ("REVIEW", 3, review_opened(3, "F003")),
+        ("IMPLEMENT", 5, review_opened(5, "F002")),
+        ("REVIEW", 4, review_opened(4, "F004")),
+    ]
+    together = RobotBrain(scenario, sleep=lambda _: None)
+    answers = [together.respond(Turn.from_request(robot_turn(*t), None)) for t in turns]
+    assert answers[3] == Fault("http_500", reset_epoch=answers[3].reset_epoch)  # type: ignore[union-attr]
+    for turn, answer in zip(turns, answers, strict=True):
+        if isinstance(answer, Fault):
+            continue
+        alone = RobotBrain(Scenario(), sleep=lambda _: None).respond(
+            Turn.from_request(robot_turn(*turn), None)
+        )
+        assert answer == alone
+    assert (
+        isinstance(answers[1], Reply)
+        and answers[1].tool_calls[0].input["command"] == "git checkout -q feature/F003"
+    )
+    assert (
+        isinstance(answers[4], Reply)
+        and answers[4].tool_calls[0].input["command"] == "git checkout -q feature/F004"
+    )
+
+
+def test_the_robot_server_answers_concurrent_sessions_at_once() -> None:
+    """Three sessions' requests at the same moment, each model turn taking 1 s: answered side by
+    side (about 1 s, not 3), each with its own session's next step."""
+    from scripted_model.offline import robot_server
+    from scripted_model.scenario import Scenario
+
+    sessions = {3: "F003", 4: "F004", 6: "F006"}
+    answers: dict[int, dict[str, Any]] = {}
+
+    def client(session: int) -> None:
+        body = json.dumps(robot_turn("REVIEW", session, review_opened(session, sessions[session]))).encode()
+        status, _, raw = http(server, "POST", "/v1/messages", body)
+        assert status == 200
+        answers[session] = json.loads(raw)
+
+    with robot_server(Scenario.from_json({"turn_latency_s": 1.0})) as server:
+        threads = [threading.Thread(target=client, args=(s,)) for s in sessions]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+        elapsed = time.monotonic() - started
+    assert sorted(answers) == [3, 4, 6] and elapsed < 2.5, elapsed
+    for session, feature in sessions.items():
+        calls = [b["input"]["command"] for b in answers[session]["content"] if b["type"] == "tool_use"]
+        assert calls == [f"git checkout -q feature/{feature}", "bash init.sh 2>&1"]
+    assert sorted(r["role"] for r in server.requests) == ["REVIEW"] * 3
