@@ -167,3 +167,28 @@ def test_sixteen_features_pass_with_one_lane(tmp_path: Path) -> None:
     for item in demo_app.FEATURES:
         for path in item.files:
             assert (project / path).read_text() == item.files[path]
+
+
+def test_a_review_whose_merge_conflicts_sends_the_feature_back_and_its_fix_resolves_it(
+    tmp_path: Path,
+) -> None:
+    """F003's first review asks for changes, so F002 lands while F003 is fixed: F003's next REVIEW
+    merges onto a `main` that has F002's README line and conflicts (or, if F002 lands later, the
+    merge queue finds the conflict): either way a review says where it conflicts, the FIX merges
+    main and keeps both lines, and both land."""
+    scenario = {
+        "features": 3,
+        "depends": AFTER_F001,
+        "conflicts": [["F002", "F003"]],
+        "reviews": {"F003": ["REQUEST_CHANGES", "PASS"]},
+        "turn_latency_s": LATENCY,
+    }
+    project, report, log = lanes(tmp_path, scenario)
+    assert sorted(report.landed) == ["F001", "F002", "F003"] and report.landed[-1] == "F003"
+    reviews = json.loads((project / "reviews.json").read_text())["reviews"]
+    conflicted = [r for r in reviews if any("conflicts in README.md" in i for i in r["issues"]["critical"])]
+    assert [r["feature_id"] for r in conflicted] == ["F003"]
+    assert all(e["why"] == "conflict" for e in log if e["kind"] == "sent_back")
+    readme = (project / "README.md").read_text()
+    assert all(readme.count(demo_app.readme_line(demo_app.feature(f))) == 1 for f in ("F002", "F003"))
+    assert_built(project, ["F001", "F002", "F003"])
