@@ -57,6 +57,10 @@ DEFAULT_MODELS: dict[str, str] = {
 }
 
 
+MAX_LANES = 16
+"""The most lanes a project may run (each runs a Claude Code process and the agent's builds)."""
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """Options of a project; saved to `.agent_config.json` and reused on resume."""
@@ -98,6 +102,9 @@ class AgentConfig:
     offline_demo: bool = False
     """Sessions talk to the built-in scripted model on loopback (`--offline-demo`, saved: a plain
     rerun resumes the demo; `--no-offline-demo` leaves it)."""
+    lanes: int = 1
+    """How many features are worked on at once, each lane in its own clone (`--lanes`, saved; one
+    lane is the one-lane scheduler's exact behaviour)."""
     allow_repo_code: bool = False
     """Commits may add what makes git run code (nested repositories as gitlinks, filter, diff or merge
     drivers selected in .gitattributes); refused by verification otherwise."""
@@ -115,6 +122,8 @@ class AgentConfig:
             value = getattr(self, name)
             if not _whole(value) or value < 1:
                 raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+        if not _whole(self.lanes) or not 1 <= self.lanes <= MAX_LANES:
+            raise ValueError(f"lanes must be a whole number from 1 to {MAX_LANES}, got {self.lanes!r}")
         if not _whole(self.max_fix_rounds) or self.max_fix_rounds < 0:
             raise ValueError(
                 f"max_fix_rounds must be a whole number of at least 0, got {self.max_fix_rounds!r}"

@@ -205,3 +205,49 @@ def wake(schedule: Schedule, config: AgentConfig) -> tuple[Schedule, tuple[Event
         schedule = _apply(schedule, n, step.state)
         events += step.events
     return schedule, events
+
+
+MEMORY_PER_LANE = 1 << 30
+"""What one lane needs of the machine's memory: its Claude Code process (about 270 MB), the
+agent's builds and test runs, and the scheduler's share."""
+
+
+def lanes_refusal(lanes: int, available_bytes: int | None) -> str | None:
+    """Why this machine cannot hold `lanes` lanes (None: it can, or cannot say)."""
+    if lanes < 2 or available_bytes is None:
+        return None
+    fits = max(1, available_bytes // MEMORY_PER_LANE)
+    if lanes <= fits:
+        return None
+    gib = available_bytes / (1 << 30)
+    return (
+        f"--lanes {lanes} needs about {lanes * MEMORY_PER_LANE >> 30} GiB of free memory (1 GiB a lane: "
+        f"a Claude Code process, the agent's builds and tests), but this machine has {gib:.1f} GiB free; "
+        f"use --lanes {fits} or fewer"
+    )
+
+
+def resized(schedule: Schedule, lanes: int) -> Schedule:
+    """The schedule with `lanes` lanes: lanes added wait for work; a lane removed must hold
+    nothing, and one lane (whose REVIEW merges) needs the merge queue empty. ValueError says why not."""
+    count = len(schedule.lanes)
+    if lanes >= count:
+        return replace(schedule, lanes=(*schedule.lanes, *([Lane(T.WAIT)] * (lanes - count))))
+    busy = [n for n in range(lanes, count) if schedule.lanes[n].role not in IDLE]
+    if busy:
+        held = ", ".join(
+            f"lane {n} ({schedule.lanes[n].role.value} {_work_name(schedule.lanes[n].work)})" for n in busy
+        )
+        raise ValueError(f"{held} still hold work; run with --lanes {count} until they are done")
+    if lanes == 1 and schedule.backlog.landing:
+        raise ValueError(
+            f"{len(schedule.backlog.landing)} approved work item(s) wait in the merge queue; "
+            f"run with --lanes {count} until they have landed"
+        )
+    return replace(schedule, lanes=schedule.lanes[:lanes])  # `wake` gives a waiting lane 0 work
+
+
+def _work_name(work: WorkItem | None) -> str:
+    if work is None:
+        return ""
+    return work.feature_id or work.branch

@@ -1,5 +1,4 @@
-"""Several lanes at once, over one schedule (issue 19; not yet on the command line: kills,
-usage limits and outages, the console's lanes and the real CLI's lanes come before it is).
+"""Several lanes at once, over one schedule (`--lanes N`, N >= 2; one lane is run/scheduler.py).
 
 One thread per lane runs its sessions, one thread lands approved work; the authority is this
 object: the `Schedule`, the project's records, its `main` and the event log, changed only under
@@ -13,6 +12,8 @@ goes back to a free lane as a FIX against a review the scheduler writes.
 
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -22,10 +23,12 @@ from pathlib import Path
 import anyio
 import git
 
+from session_scheduler.core import version
 from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
-from session_scheduler.core.errors import SchedulerError
-from session_scheduler.core.humane import duration
+from session_scheduler.core.errors import BadInput, NotLoggedIn, SchedulerError, StateError, UnknownModel
+from session_scheduler.core.humane import duration, money, plural
+from session_scheduler.core.layout import LOG_DIR, STATE_FILE
 from session_scheduler.core.machine import (
     ARCHITECTURE_BRANCH,
     FEATURE_BRANCH,
@@ -33,23 +36,28 @@ from session_scheduler.core.machine import (
     Blocked,
     Event,
     Merged,
+    Outcome,
     Rejected,
     SessionState,
     WorkItem,
 )
 from session_scheduler.core.policy import policy
-from session_scheduler.core.schedule import IDLE, Schedule, landed, sent_back, transition_lane, wake
-from session_scheduler.core.session import SessionFolder
-from session_scheduler.core.standing import Then, Wait
+from session_scheduler.core.schedule import IDLE, Schedule, landed, resized, sent_back, transition_lane, wake
+from session_scheduler.core.session import InFlight, SessionFolder
+from session_scheduler.core.standing import Standing, Then, Wait
 from session_scheduler.guard import processes, safe_git
+from session_scheduler.guard.sandbox import private_tmp
 from session_scheduler.repo import gitops, merge_queue, workdirs
 from session_scheduler.repo.merge_queue import Conflict, Landed, Landing, Queue, Red
 from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
 from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged, receipt
+from session_scheduler.run.opening import open_project
 from session_scheduler.run.plan import brief_for, plan_session, write_plan
+from session_scheduler.run.report import RunReport, RunStatus
+from session_scheduler.run.scheduler import ended_partly
 from session_scheduler.run.verify import capture, verify_session
-from session_scheduler.store import progress, statefile
-from session_scheduler.store.events import EventLog, new_run_id
+from session_scheduler.store import events, progress, statefile
+from session_scheduler.store.events import EventLog, Totals, new_run_id
 from session_scheduler.store.outbox import apply, open_outbox
 from session_scheduler.store.records import Records
 
@@ -63,10 +71,11 @@ class LanesReport:
     landed: tuple[str, ...]
     """The work items that landed on `main`, in order."""
     sent_back: tuple[str, ...]
+    run: RunReport
 
 
 class Lanes:
-    """Runs `lanes` lanes over the project until every feature passes or is blocked."""
+    """Runs `lanes` lanes over the project until every feature passes or is blocked, or a limit."""
 
     def __init__(
         self,
@@ -78,6 +87,7 @@ class Lanes:
         echo: Callable[[str], None] = print,
         events: EventLog | None = None,
         clock: Clock | None = None,
+        cost_basis: str = "api",
     ) -> None:
         if lanes < 2:
             raise ValueError("lanes run two or more lanes; one lane is the Scheduler (run/scheduler.py)")
@@ -85,34 +95,88 @@ class Lanes:
         self.records = Records(project)
         self.echo = echo
         self.clock = clock or SystemClock()
+        self.cost_basis = cost_basis
         self.paused_until = 0.0
         """No lane starts a session before this (clock time): a usage limit's reset, an outage's back-off."""
         self.outages = 0
         self.outage_since: float | None = None
         self.reruns: dict[int, tuple[int, SessionState]] = {}
         """Per lane, the session cut short that it runs again (its number and its state)."""
-        self.events = events or EventLog(project, new_run_id())
+        self.flights: dict[int, InFlight] = {}
+        """Per lane, the session in flight (saved with the schedule: what a rerun after a kill needs)."""
+        self.events = events or EventLog(project, new_run_id(self.clock), clock=self.clock.now)
+        self.totals = Totals()
+        self.run_totals = Totals(run=self.events.run)
         self.lock = threading.Condition()
         self.schedule = Schedule()
         self.queue = Queue(self.records)
         self.failed: BaseException | None = None
+        self.stopped = ""
+        """Why no lane starts another session in this run (a limit), once one says so."""
+        self.max_iterations: int | None = None
+        self.started = 0
+        """Sessions started in this run (reruns included): what --max-iterations counts."""
         self.sessions = 0
+        self.working = lanes
+        """Lanes whose thread still runs (the merge queue stops once none does and nothing waits)."""
         self.landed: list[str] = []
         self.returned: list[str] = []
 
     # -- the authority ------------------------------------------------------------------------
-    def run(self) -> LanesReport:
-        gitops.open_repo(self.project)  # made, or checked, before any lane clones it
-        saved = statefile.load(self.records)
-        state = saved.state if saved else SessionState()
-        schedule = (
-            saved.schedule
-            if saved and len(saved.schedule.lanes) == self.count
-            else Schedule.of(state, self.count)
+    def run(self, max_iterations: int | None = None) -> LanesReport:
+        """Run the lanes until done or a limit (the caller holds the project lock); the run's
+        events go to the event log from `run_started` to `run_ended`, whatever ends it."""
+        self.max_iterations = max_iterations
+        tmp_dirs = [private_tmp(workdirs.path_of(self.project, n)) for n in range(self.count)]
+        repo, _ = open_project(self.project, self.records, self.echo, tmp_dirs)
+        self.totals = Totals.of(events.read(self.events.path))
+        self.events.subscribe(self.totals.apply)
+        self.events.subscribe(self.run_totals.apply)
+        self.events.emit(
+            "run_started",
+            pid=os.getpid(),
+            project=str(self.project),
+            version=version.VERSION,
+            cost_basis=self.cost_basis,
+            lanes=self.count,
         )
+        status, message = "error", "an unexpected error (see the traceback)"
+        try:
+            report = self._run(repo)
+            status, message = report.run.status, report.run.message
+            return report
+        except KeyboardInterrupt:
+            status, message = "interrupted", "interrupted; run the same command again to resume"
+            raise
+        except SchedulerError as exc:
+            message = str(exc)
+            raise
+        finally:
+            self.events.emit("run_ended", status=status, message=message, sessions=self.sessions)
+            self.events.sync()
+            for tmp in tmp_dirs:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def _run(self, repo: git.Repo) -> LanesReport:
+        saved = statefile.load(self.records)
+        if saved is None and (self.project / "feature_list.json").exists():
+            raise StateError(
+                f"{STATE_FILE} is missing but the project has a feature list; restore it from the "
+                f"newest {LOG_DIR}/session_*/state.json"
+            )
+        state = saved.state if saved else SessionState()
+        schedule = saved.schedule if saved else Schedule.of(state, self.count)
+        try:
+            schedule = resized(schedule, self.count)
+        except ValueError as exc:
+            raise BadInput(f"--lanes {self.count}: {exc}") from None
         if not state.backlog.features:
             progress.ensure_handoff_files(self.records, self.project.name)
         self.schedule = wake(schedule, self.config)[0]
+        self._reconcile_queue(repo)
+        for lane, flight in (saved.in_flight if saved else {}).items():
+            self._resume(lane, flight)
+        self._save()
         threads = [
             threading.Thread(target=self._guarded, args=(self._lane, n), name=f"lane-{n}")
             for n in range(self.count)
@@ -120,11 +184,84 @@ class Lanes:
         threads.append(threading.Thread(target=self._guarded, args=(self._land, None), name="merge-queue"))
         for thread in threads:
             thread.start()
-        for thread in threads:
-            thread.join()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(timeout=0.5)
+        except KeyboardInterrupt as stop:  # Ctrl-C, a stop signal: every lane's session is stopped
+            with self.lock:
+                self.failed = self.failed or stop
+                self.lock.notify_all()
+            for n in range(self.count):
+                processes.stop_with_tmpdir(private_tmp(workdirs.path_of(self.project, n)))
+            for thread in threads:
+                thread.join()
+            with self.lock:
+                self._save()
+            raise
         if self.failed is not None:
             raise self.failed
-        return LanesReport(self.schedule, self.sessions, tuple(self.landed), tuple(self.returned))
+        return LanesReport(
+            self.schedule, self.sessions, tuple(self.landed), tuple(self.returned), self._report()
+        )
+
+    def _report(self) -> RunReport:
+        state = self.schedule.view(0)
+        if self.schedule.lanes[0].role is T.HALTED:
+            return self._ran("halted", state, self.schedule.halt_reason)
+        if not self.schedule.settled:
+            return self._ran("limit", state, self.stopped or "stopped")
+        backlog = state.backlog
+        done = (
+            f"all {plural(len(backlog.features), 'feature')} pass"
+            if not backlog.blocked
+            else f"{len(backlog.passing)} of {plural(len(backlog.features), 'feature')} pass, {len(backlog.blocked)} blocked"
+        )
+        return self._ran("done", state, done)
+
+    def _ran(self, status: RunStatus, state: SessionState, message: str) -> RunReport:
+        return RunReport(status, state, self.totals, self.run_totals, message, self.sessions)
+
+    def _resume(self, lane: int, flight: InFlight) -> None:
+        """A session a killed or stopped run left in flight runs again in its lane, under its
+        number, from a clone made ready again (its outbox was never applied); its folder is set
+        aside, and its end is recorded if the killed run recorded none."""
+        role = self.schedule.lanes[lane].role
+        folder = Path(flight.log_dir)
+        why = flight.why or Standing.INTERRUPTED.value
+        started = self.totals.in_flight.get(lane)
+        if started is not None and started.get("session") == flight.number:  # killed: it never ended
+            ended_partly(
+                self.events,
+                self.totals,
+                self.clock.now(),
+                role.value,
+                started,
+                folder / SessionFolder.TRANSCRIPT,
+                killed=True,
+            )
+        if folder.is_dir():
+            folder.rename(_aside(folder, why, self.clock))
+        self.reruns[lane] = (flight.number, self.schedule.view(lane))
+        self.flights[lane] = flight
+        if flight.wait_until is not None and flight.wait_until > self.paused_until:
+            self.paused_until = flight.wait_until
+        self.events.emit("resumed", session=flight.number, role=role.value, cause=why, lane=lane)
+        self._say(lane, f"session {flight.number} ({role.value}) runs again: it was {why.replace('_', ' ')}")
+
+    def _reconcile_queue(self, repo: git.Repo) -> None:
+        """The merge queue's file and the schedule agree (a kill between writing one and the other):
+        approved work the schedule does not know is approved again by its rerun REVIEW; work
+        the schedule knows as approved, and the file lost, is queued again at its branch's tip."""
+        waiting = {landing.branch for landing in self.queue.pending()}
+        approved = {work.branch: work for work in self.schedule.backlog.landing}
+        for landing in self.queue.pending():
+            if landing.branch not in approved:
+                self.queue.done(landing)
+        for branch, work in approved.items():
+            tip = gitops.head(repo, branch)
+            if branch not in waiting and tip is not None:
+                self.queue.add(Landing(work.feature_id or branch, branch, tip, 0, 0, time.time()))
 
     def _guarded(self, body: Callable[[int | None], None], lane: int | None) -> None:
         try:
@@ -133,10 +270,15 @@ class Lanes:
             with self.lock:
                 self.failed = self.failed or exc
                 self.lock.notify_all()
+        finally:
+            if lane is not None:
+                with self.lock:
+                    self.working -= 1
+                    self.lock.notify_all()
 
     def _save(self) -> None:
         self.events.sync()
-        statefile.save(self.records, self.schedule, {})
+        statefile.save(self.records, self.schedule, self.flights)
 
     def _say(self, lane: int | None, line: str) -> None:
         self.echo(f"[{'queue' if lane is None else f'lane {lane}'}] {line}")
@@ -148,9 +290,18 @@ class Lanes:
         while True:
             self._paused()
             with self.lock:
-                while self.failed is None and self.schedule.lanes[lane].role is T.WAIT:
+                while (
+                    self.failed is None
+                    and not self.stopped
+                    and (self.schedule.lanes[lane].role is T.WAIT or self._held_back(lane))
+                ):
                     self.lock.wait(timeout=1.0)
-                if self.failed is not None or self.schedule.lanes[lane].role in TERMINAL:
+                if (
+                    self.failed is not None
+                    or self.stopped
+                    or self.schedule.lanes[lane].role in TERMINAL
+                    or self._limit(lane)
+                ):
                     self.lock.notify_all()
                     return
                 if lane in self.reruns:  # the same session, from the same start
@@ -158,12 +309,78 @@ class Lanes:
                 else:
                     view = self.schedule.view(lane)
                     self.schedule, number = self.schedule.issue()
-                self._save()
                 main = gitops.head(repo, gitops.MAIN)
                 assert main is not None
                 folder = SessionFolder.of(self.project, number, view.lane.role)
+                work = view.lane.work
+                self.flights[lane] = InFlight(
+                    number,
+                    str(folder.path),
+                    main,
+                    gitops.head(repo, work.branch) if work else None,
+                    lane=lane,
+                )
+                self.started += 1
+                self._save()
                 outbox = open_outbox(self.records, folder.path / "outbox")
-            self._session(repo, lane, number, replace(view, session_count=number - 1), main, folder, outbox)
+                spent = self.totals.cost_usd + self._per_session() * (self._running() - 1)
+            self._session(
+                repo, lane, number, replace(view, session_count=number - 1), main, folder, outbox, spent
+            )
+
+    def _limit(self, lane: int) -> bool:
+        """Whether a limit keeps every lane from starting another session in this run (under the
+        lock; it says why once, in `stopped`)."""
+        if (
+            self.max_iterations is not None
+            and self.started >= self.max_iterations
+            and lane not in self.reruns
+        ):
+            self.stopped = (
+                f"stopped after {plural(self.started, 'session')} (--max-iterations); "
+                "run the same command again to resume"
+            )
+        budget, spent = self.config.max_budget_usd, self.totals.cost_usd
+        if budget is not None and spent >= budget:
+            self._budget_reached()
+            self.stopped = (
+                f"the budget of {money(budget)} is spent ({money(spent)}); raise --max-budget-usd to go on"
+            )
+        elif budget is not None and not self._running() and budget - spent < self._per_session():
+            self._budget_reached()
+            self.stopped = (
+                f"the project budget has {money(budget - spent)} left, less than one session may spend "
+                f"({money(self._per_session())}); raise --max-budget-usd to go on"
+            )
+        return bool(self.stopped)
+
+    def _held_back(self, lane: int) -> bool:
+        """Whether the lane waits for a session of another lane to end before it starts one: the
+        budget left covers the sessions in flight, but not one more (under the lock)."""
+        budget = self.config.max_budget_usd
+        if budget is None or not self._running():
+            return False
+        left = budget - self.totals.cost_usd
+        return left < self._per_session() * (self._running() + 1)
+
+    def _running(self) -> int:
+        return sum(1 for flight in self.flights.values() if flight.why is None)
+
+    def _per_session(self) -> float:
+        """What one session may spend: --max-session-budget-usd, or else the mean so far."""
+        cap = self.config.max_session_budget_usd
+        if cap is not None:
+            return cap
+        counted = self.totals.spend.sessions
+        return self.totals.cost_usd / counted if counted else 0.0
+
+    def _budget_reached(self) -> None:
+        self.events.emit(
+            "budget_reached",
+            which="project",
+            budget_usd=self.config.max_budget_usd,
+            spent_usd=round(self.totals.cost_usd, 6),
+        )
 
     def _session(
         self,
@@ -174,13 +391,18 @@ class Lanes:
         main: str,
         folder: SessionFolder,
         outbox: Records,
+        spent: float,
     ) -> None:
         """One session of the lane: its clone made ready, the session run and verified there,
-        then (under the lock) its outbox applied, its branch brought back, its outcome transitioned."""
+        then (under the lock) its outbox applied, its branch brought back, its outcome transitioned.
+        `spent`: the project's spending, the other lanes' sessions in flight counted as spending
+        what one session may (what is left is this session's budget)."""
         role, work = state.lane.role, state.lane.work
         with self.lock:  # what reads the project's repository runs while no worktree is half made there
             clone, workdir = self._ready(repo, lane, role, work, main)
-        plan = plan_session(state, self.config, workdir, brief=brief_for(state, self.config, outbox))
+        plan = plan_session(
+            state, self.config, workdir, brief=brief_for(state, self.config, outbox), spent_usd=spent
+        )
         pre = capture(outbox, clone, state, folder.path / SessionFolder.PRE)
         request = SessionRequest(plan, workdir, write_plan(plan, workdir), folder.path, outbox)
         with self.lock:
@@ -217,6 +439,7 @@ class Lanes:
                 workdirs.bring_back(repo, workdir, work.branch)
             if role is T.INITIALIZER and outcome.ok:  # its skeleton: main is quiet while it runs alone
                 gitops.set_branch(repo, gitops.MAIN, workdirs.take_main(repo, workdir))
+            self._verified_events(number, role, work, outcome)
             events: tuple[Event, ...] = ()
             if classified.standing.counted:
                 self.schedule, events = transition_lane(self.schedule, lane, outcome, self.config)
@@ -234,11 +457,31 @@ class Lanes:
                 receipt=receipt(result, plan.model, classified, outcome.verdict),
             )
             self.sessions += 1
+            self.flights.pop(lane, None)
             self._save()
             verdict = f" {outcome.verdict}" if outcome.verdict else ""
             why = "" if outcome.ok else f" ({outcome.reason})"
             self._say(lane, f"session {number} {role.value}{verdict}: {classified.standing.value}{why}")
             self.lock.notify_all()
+
+    def _verified_events(
+        self, number: int, role: SessionType, work: WorkItem | None, outcome: Outcome
+    ) -> None:
+        """What verification established (the one-lane scheduler's events, but the merge: the queue's)."""
+        if not outcome.ok or outcome.undone:
+            self.events.emit("undo", session=number, reason=outcome.undone or outcome.reason)
+        if not outcome.ok:
+            return
+        if role is T.INITIALIZER:
+            self.events.emit("features_listed", session=number, features=list(outcome.feature_ids))
+        if outcome.verdict is not None:
+            self.events.emit(
+                "verdict",
+                session=number,
+                feature=work.feature_id if work else None,
+                review_id=outcome.review_id,
+                verdict=outcome.verdict,
+            )
 
     def _paused(self) -> None:
         """Wait while every lane is paused (a usage limit, an outage): one wait for all of them."""
@@ -252,10 +495,11 @@ class Lanes:
     def _cut(
         self, lane: int, number: int, state: SessionState, model: str, result: SessionResult, cut: Classified
     ) -> None:
-        """A session cut short, not by the agent: a usage limit pauses every lane until its reset,
-        an outage backs every lane off (until `--max-outage-minutes`), an interruption reruns at
-        once; the lane runs the same session again from the same start. What retrying cannot fix
-        (auth, budget, the sandbox) stops every lane."""
+        """A session cut short, not by the agent: a usage limit pauses every lane until its reset
+        (or, with --no-wait, stops the run), an outage backs every lane off (until
+        `--max-outage-minutes`), an interruption reruns at once; the lane runs the same session
+        again from the same start. What retrying cannot fix stops every lane: credentials and
+        an unknown model as errors, the budget as a limit, the sandbox as an error."""
         consequence = cut.standing.consequence
         with self.lock:
             self.events.emit(
@@ -267,25 +511,46 @@ class Lanes:
                 reason=cut.reason,
                 receipt=receipt(result, model, cut, None),
             )
+            flight = self.flights.get(lane)
+            if flight is not None:
+                self.flights[lane] = flight.cut(cut.standing.value)
+            self.reruns[lane] = (number, state)
+            self.lock.notify_all()
+            if consequence.then is Then.RAISE:
+                self._save()
+                raise (UnknownModel if cut.unknown_model else NotLoggedIn)(cut.reason)
+            if consequence.then is Then.STOP:
+                if cut.standing is Standing.BUDGET:
+                    self._budget_reached()
+                self.stopped = self.stopped or f"{cut.reason}; {consequence.stop}"
+                self._save()
+                return
             if consequence.then is not Then.RERUN:
+                self._save()
                 raise SchedulerError(f"{cut.reason}; {consequence.stop or 'run the same command again'}")
             now = self.clock.now()
             if consequence.wait is Wait.RESET:
                 until = (cut.resets_at or now) + LIMIT_MARGIN_S
+                if not self.config.wait_for_limits:
+                    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
+                    self.stopped = self.stopped or (
+                        f"usage limit reached; it resets at {when}. Run the same command again then to resume"
+                    )
             elif consequence.wait is Wait.BACKOFF:
                 self.outages += 1
                 if self.outage_since is None:  # from the first failed request, the CLI's retries included
                     self.outage_since = now - result.retrying_s
                 until = now + backoff_s(self.outages, self.clock)
                 if until - self.outage_since > self.config.max_outage_minutes * 60:
-                    raise SchedulerError(
+                    self.stopped = self.stopped or (
                         f"{cut.reason}; gave up after the API failed for longer than --max-outage-minutes "
                         f"{self.config.max_outage_minutes:g}; run the same command again later"
                     )
             else:
                 until = now
-            self.reruns[lane] = (number, state)
-            if until > self.paused_until:
+            if flight is not None:
+                self.flights[lane] = flight.cut(cut.standing.value, until)
+            if until > self.paused_until and not self.stopped:
                 self.paused_until = until
                 self.events.emit("limit_wait", session=number, why=cut.standing.value, until=until)
                 self._say(
@@ -346,14 +611,14 @@ class Lanes:
         repo = safe_git.open(self.project)
         while True:
             with self.lock:
-                while self.failed is None and not self.queue.pending() and not self.schedule.settled:
-                    if all(lane.role in IDLE for lane in self.schedule.lanes):
+                while not self._queue_done() and not self.queue.pending():
+                    if not self.stopped and all(lane.role in IDLE for lane in self.schedule.lanes):
                         raise SchedulerError(
                             "every lane waits and nothing is in the merge queue: the schedule is stuck "
                             "(a bug); run the project with one lane"
                         )
                     self.lock.wait(timeout=1.0)
-                if self.failed is not None or (self.schedule.settled and not self.queue.pending()):
+                if self._queue_done():
                     self.lock.notify_all()
                     return
                 landing = self.queue.pending()[0]
@@ -399,6 +664,13 @@ class Lanes:
                 self._save()
                 self.lock.notify_all()
 
+    def _queue_done(self) -> bool:
+        """The merge queue stops: on a failure, or once nothing waits to land and nothing more
+        will (every lane is done, or every lane's thread has stopped: a limit). Under the lock."""
+        if self.failed is not None:
+            return True
+        return not self.queue.pending() and (self.schedule.settled or self.working == 0)
+
     def _tests(self, repo: git.Repo) -> merge_queue.Tests | None:
         command = self.config.test_command
         if not command:
@@ -442,3 +714,11 @@ def _work_of(branch: str) -> WorkItem:
     if branch.startswith(FEATURE_BRANCH):
         return WorkItem(feature_id=branch.removeprefix(FEATURE_BRANCH))
     return WorkItem(architecture_review=int(branch.removeprefix(ARCHITECTURE_BRANCH)))
+
+
+def _aside(folder: Path, why: str, clock: Clock) -> Path:
+    """The name a session's folder is set aside under when the session runs again."""
+    stamp = int(clock.now() * 1e9)
+    while (aside := SessionFolder(folder).aside(why, stamp)).exists():
+        stamp += 1  # a clock that stands still (a test's) sets two aside at one instant
+    return aside

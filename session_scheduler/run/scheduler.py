@@ -50,6 +50,7 @@ from session_scheduler.run.classify import (
     partial_receipt,
     receipt,
 )
+from session_scheduler.run.opening import open_project
 from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
@@ -237,41 +238,13 @@ class Scheduler:
 
     def _open(self) -> git.Repo:
         """The project's repository, after the checks that refuse a project before anything runs."""
-        progress.remove_half_written(self.records)
-        left = processes.stop_with_tmpdir(private_tmp(self.project))  # a killed run's sessions'
-        if left:
-            self.echo(
-                f"  stopped {plural(len(left), 'process', 'processes')} the sessions of a killed run left running (pids {', '.join(map(str, left))})"
-            )
-        backup = git_backup.load(self.project)
-        damage = git_backup.repair(backup, at_open=True) if backup else None
-        if damage:  # a run killed during a session that damaged it
-            self.echo(f"  WARNING: {damage}")
-        adoption.refuse_unfinished(self.project)
-        adopting = adoption.pending(self.project)  # first: before anything is checked out or set aside
-        stashed = len(gitops.stashes(self.project, self.records.stashes))
-        repo = gitops.open_repo(self.project)
-        later = gitops.commits_after_setup(repo)
-        if later and not any((self.project / name).exists() for name in (STATE_FILE, *HANDOFF_FILES)):
-            raise StateError(
-                f"{STATE_FILE} and the hand-off files are gone, but main has {plural(later, 'commit')} of earlier "
-                "sessions (was the folder cleaned with `git clean -x`?); restore them from a backup of the "
-                "project, or start a new project with another --project-dir"
-            )
-        if adopting is not None:
-            adoption.record(self.project, adopting)
-            if adopting.conventions:
-                self.echo(
-                    f"  the project's CLAUDE.md ({adopting.source}) goes to every session as its conventions; "
-                    "later edits to it are not handed on"
-                )
+        repo, stashed = open_project(self.project, self.records, self.echo, (private_tmp(self.project),))
         self.adopted = adoption.load(self.project)
         self._git_guard = git_guard.baseline(self.project, Path(repo.common_dir))
         for change in self._git_guard.since_last_run:
             self.echo(
                 f"  WARNING: {change} since the last run (kept: the repository's settings are guarded during a run only)"
             )
-        crashpoints.reached("repo_opened")
         self._stashes = self._note_stash(stashed)
         return repo
 
@@ -791,33 +764,7 @@ class Scheduler:
     def _ended_partly(
         self, role: str, started: dict[str, Any], transcript: Path, *, killed: bool = False
     ) -> None:
-        """A session cut off before the CLI reported: what its transcript shows it used, its cost
-        estimated, and what cut it: this run's stop (Ctrl-C, a stop signal), or, recorded by the
-        next run, the kill of the run it belonged to (then it ended at its last recorded activity)."""
-        run = str(started.get("run") or self.events.run)
-        last = self.clock.now()
-        if killed:
-            try:
-                last = max(float(started["ts"]), transcript.stat().st_mtime)
-            except OSError:
-                last = float(started["ts"])
-            why = f"the scheduler was killed during the session (its run {run} recorded no end: kill -9, a crash or a power cut)"
-        else:
-            why = "the run was stopped during the session (Ctrl-C or a stop signal)"
-        model, tokens = str(started.get("model", "")), tokens_in_transcript(transcript)
-        cost = pricing.estimate(model, tokens, (e["receipt"] for e in self.totals.ended))
-        self.events.emit(
-            "session_ended",
-            session=started["session"],
-            role=role,
-            feature=started.get("feature"),
-            standing=Standing.INTERRUPTED.value,
-            reason=why,
-            receipt=partial_receipt(
-                model, tokens, why, cost_usd=cost, duration_s=last - float(started["ts"])
-            ),
-            cut={"by": "kill" if killed else "interrupt", "run": run, "last_activity": round(last, 3)},
-        )
+        ended_partly(self.events, self.totals, self.clock.now(), role, started, transcript, killed=killed)
 
     def _after(self, repo: git.Repo, state: SessionState, step: Step) -> SessionState:
         """Act on the events of a counted session's transition, save its state, keep a restore point."""
@@ -920,3 +867,40 @@ class Scheduler:
             heads_gone=tuple(record["heads_gone"]),
             copies=str(pre.copies),
         )
+
+
+def ended_partly(
+    log: EventLog,
+    totals: Totals,
+    now: float,
+    role: str,
+    started: dict[str, Any],
+    transcript: Path,
+    *,
+    killed: bool = False,
+) -> None:
+    """A session cut off before the CLI reported: what its transcript shows it used, its cost
+    estimated, and what cut it: this run's stop (Ctrl-C, a stop signal), or, recorded by the
+    next run, the kill of the run it belonged to (then it ended at its last recorded activity)."""
+    run = str(started.get("run") or log.run)
+    last = now
+    if killed:
+        try:
+            last = max(float(started["ts"]), transcript.stat().st_mtime)
+        except OSError:
+            last = float(started["ts"])
+        why = f"the scheduler was killed during the session (its run {run} recorded no end: kill -9, a crash or a power cut)"
+    else:
+        why = "the run was stopped during the session (Ctrl-C or a stop signal)"
+    model, tokens = str(started.get("model", "")), tokens_in_transcript(transcript)
+    cost = pricing.estimate(model, tokens, (e["receipt"] for e in totals.ended))
+    log.emit(
+        "session_ended",
+        session=started["session"],
+        role=role,
+        feature=started.get("feature"),
+        standing=Standing.INTERRUPTED.value,
+        reason=why,
+        receipt=partial_receipt(model, tokens, why, cost_usd=cost, duration_s=last - float(started["ts"])),
+        cut={"by": "kill" if killed else "interrupt", "run": run, "last_activity": round(last, 3)},
+    )

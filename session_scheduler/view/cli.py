@@ -31,6 +31,7 @@ from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import (
     DEFAULT_ALLOWED_DOMAINS,
     DEFAULT_MODELS,
+    MAX_LANES,
     ROLES,
     TERMINAL,
     AgentConfig,
@@ -47,8 +48,9 @@ from session_scheduler.core.errors import (
     SchedulerError,
     UnknownModel,
 )
-from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE
+from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE, STATE_FILE
 from session_scheduler.core.machine import SessionState, resume
+from session_scheduler.core.schedule import lanes_refusal, resized, wake
 from session_scheduler.core.version import VERSION
 from session_scheduler.guard import safe_git
 from session_scheduler.guard.sandbox import Host, Preflight, preflight
@@ -176,6 +178,20 @@ class Seams:
     """What to do when Claude Code has no credentials (None: it has, or cannot say)."""
     authority: Callable[[Path], Authority] = FileAuthority
     """The right to run on a project (held for the whole run): the project's lock file."""
+    memory: Callable[[], int | None] = lambda: available_memory()
+    """The machine's free memory in bytes (None: cannot say): what `--lanes` may use."""
+
+
+def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """The kernel's estimate of the memory available to new work (MemAvailable), in bytes."""
+    try:
+        for line in meminfo.read_text(encoding="ascii").splitlines():
+            name, _, value = line.partition(":")
+            if name == "MemAvailable":
+                return int(value.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentConfig:
@@ -332,6 +348,11 @@ class FiniteFloat(click.FloatRange):
     "--max-session-budget-usd",
     type=FiniteFloat(min=0, min_open=True),
     help="At most this much (USD) per session, handed to Claude Code; with --max-budget-usd, no session starts that the rest of the project budget could not cover.",
+)
+@click.option(
+    "--lanes",
+    type=click.IntRange(1, MAX_LANES),
+    help="Work on this many features at once, each in its own clone of the project beside it (<project>.lanes/); approved work lands on main through a merge queue that tests it first (saved; default 1).",
 )
 @click.option(
     "--notify",
@@ -507,6 +528,9 @@ def run_cli(
     starts = session_would_start(project, config)
     if starts:  # a person's half-done merge: refused before anything is written into the project
         adoption.refuse_unfinished(project)
+        too_many = lanes_refusal(config.lanes, seams.memory())
+        if too_many:
+            raise BadInput(too_many)
     if (
         starts and not offline_demo
     ):  # before anything is created: a newcomer without credentials gets no folder
@@ -568,6 +592,24 @@ def _run(
         log.subscribe(Notifier(config.notify, project, view.echo))
     with runners(view.echo, project / LOG_DIR) as runner:
         view.echo(f"Project: {project}")
+        if config.lanes > 1:
+            from session_scheduler.run.lanes import Lanes
+
+            view.echo(
+                f"Lanes: {config.lanes}, each in its own clone in {project.name}.lanes/ beside the project"
+            )
+            lanes = Lanes(
+                project,
+                config,
+                runner,
+                config.lanes,
+                echo=view.echo,
+                clock=seams.clock,
+                events=log,
+                cost_basis=cost_basis(offline),
+            )
+            return lanes.run(max_iterations).run
+        one_lane(project, config)
         scheduler = Scheduler(
             project,
             config,
@@ -583,6 +625,19 @@ def _run(
             known = merge_config(saved, {}).models if saved is not None else dict(DEFAULT_MODELS)
             progress.save_config(project, {**config.to_json(), "models": known})
             raise
+
+
+def one_lane(project: Path, config: AgentConfig) -> None:
+    """A project that ran several lanes goes on with one (its other lanes idle, its merge queue
+    empty: `schedule.resized` refuses otherwise); its saved schedule becomes the one lane's."""
+    saved = statefile.load(project) if (project / STATE_FILE).exists() else None
+    if saved is None or len(saved.schedule.lanes) == 1:
+        return
+    try:
+        schedule = wake(resized(saved.schedule, 1), config)[0]
+    except ValueError as exc:
+        raise BadInput(f"--lanes 1: {exc}") from None
+    statefile.save(project, schedule, {lane: f for lane, f in saved.in_flight.items() if lane == 0})
 
 
 def cost_basis(offline: bool) -> str:

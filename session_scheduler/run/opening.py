@@ -1,0 +1,56 @@
+"""What every run does to a project before its first session, whatever runs it (the one-lane
+`Scheduler` or the `Lanes`): the checks that refuse a project, and the repairs of what a killed
+run left behind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import git
+
+from session_scheduler.core.errors import StateError
+from session_scheduler.core.humane import plural
+from session_scheduler.core.layout import HANDOFF_FILES, STATE_FILE
+from session_scheduler.guard import processes
+from session_scheduler.repo import adoption, git_backup, gitops
+from session_scheduler.store import crashpoints, progress
+from session_scheduler.store.records import Records
+
+
+def open_project(
+    project: Path, records: Records, echo: Callable[[str], None], tmp_dirs: Iterable[Path]
+) -> tuple[git.Repo, int]:
+    """The project's repository, after the checks that refuse a project before anything runs,
+    and the number of stashes it had before it was opened. `tmp_dirs`: the private temp folders
+    of the sessions (one per lane); what a killed run's sessions left running there is stopped."""
+    progress.remove_half_written(records)
+    left = [pid for tmp in tmp_dirs for pid in processes.stop_with_tmpdir(tmp)]
+    if left:
+        echo(
+            f"  stopped {plural(len(left), 'process', 'processes')} the sessions of a killed run left running (pids {', '.join(map(str, left))})"
+        )
+    backup = git_backup.load(project)
+    damage = git_backup.repair(backup, at_open=True) if backup else None
+    if damage:  # a run killed during a session that damaged it
+        echo(f"  WARNING: {damage}")
+    adoption.refuse_unfinished(project)
+    adopting = adoption.pending(project)  # first: before anything is checked out or set aside
+    stashed = len(gitops.stashes(project, records.stashes))
+    repo = gitops.open_repo(project)
+    later = gitops.commits_after_setup(repo)
+    if later and not any((project / name).exists() for name in (STATE_FILE, *HANDOFF_FILES)):
+        raise StateError(
+            f"{STATE_FILE} and the hand-off files are gone, but main has {plural(later, 'commit')} of earlier "
+            "sessions (was the folder cleaned with `git clean -x`?); restore them from a backup of the "
+            "project, or start a new project with another --project-dir"
+        )
+    if adopting is not None:
+        adoption.record(project, adopting)
+        if adopting.conventions:
+            echo(
+                f"  the project's CLAUDE.md ({adopting.source}) goes to every session as its conventions; "
+                "later edits to it are not handed on"
+            )
+    crashpoints.reached("repo_opened")
+    return repo, stashed
