@@ -178,9 +178,7 @@ def test_what_retrying_cannot_fix_stops_every_lane(tmp_path: Path) -> None:
 
 
 def test_an_outage_backs_every_lane_off_and_a_long_one_stops_the_run(tmp_path: Path) -> None:
-    import pytest
 
-    from session_scheduler.core.errors import SchedulerError
     from session_scheduler.run.agent import SessionResult
     from session_scheduler.store.events import EventLog
     from session_scheduler.testing.seams import VirtualClock
@@ -202,4 +200,6 @@ def test_an_outage_backs_every_lane_off_and_a_long_one_stops_the_run(tmp_path: P
     stopped = Lanes(other, impatient, runner, 2, echo=lambda _: None, clock=clock).run()  # type: ignore[arg-type]
     assert stopped.run.status == "limit" and "longer than --max-outage-minutes 0.1" in stopped.run.message
     saved = statefile.load(other)
-    assert saved is not None and [f.why for f in saved.in_flight.values()] == ["outage"]  # it runs again next time
+    assert saved is not None and [f.why for f in saved.in_flight.values()] == [
+        "outage"
+    ]  # it runs again next time
