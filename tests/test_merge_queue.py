@@ -166,3 +166,22 @@ def test_the_project_work_tree_follows_main_and_keeps_what_was_changed_there(pro
         sh(project, "git rev-parse --abbrev-ref HEAD") == "other"
         and sh(project, "git status --porcelain") == ""
     )
+
+
+def test_main_moves_only_while_the_guard_is_held(project: Path) -> None:
+    """The lanes read `main` to sync their clones under the same guard: never while it moves."""
+    import contextlib
+
+    repo = safe_git.open(project)
+    seen: list[tuple[str, str | None]] = []
+
+    @contextlib.contextmanager
+    def guard():  # type: ignore[no-untyped-def]
+        seen.append(("enter", gitops.head(repo, gitops.MAIN)))
+        yield
+        seen.append(("exit", gitops.head(repo, gitops.MAIN)))
+
+    before = gitops.head(repo, gitops.MAIN)
+    verdict = land(repo, landing(project, "F001"), None, guard=guard())
+    assert isinstance(verdict, Landed)
+    assert seen == [("enter", before), ("exit", verdict.commit)]

@@ -75,8 +75,14 @@ Tests = Callable[[str], tuple[bool, str]]
 """The test command run on a commit: (passed, the end of its output)."""
 
 
-def land(repo: git.Repo, landing: Landing, tests: Tests | None) -> Verdict:
-    """Land one approved tip on `main` (see the module's text)."""
+def land(
+    repo: git.Repo,
+    landing: Landing,
+    tests: Tests | None,
+    guard: contextlib.AbstractContextManager[object] | None = None,
+) -> Verdict:
+    """Land one approved tip on `main` (see the module's text); `guard`: held while `main`
+    moves and the work tree follows (what reads `main` under it never sees it half moved)."""
     ref = f"refs/heads/{gitops.MAIN}"
     for _ in range(RETRIES):
         main = gitops.head(repo, gitops.MAIN)
@@ -99,11 +105,12 @@ def land(repo: git.Repo, landing: Landing, tests: Tests | None) -> Verdict:
             if not passed:
                 gitops.keep_ref(repo, f"red/{landing.feature}/{commit[:12]}", commit)
                 return Red(commit, output)
-        try:
-            repo.git.update_ref(ref, commit, main)  # only from the `main` it was merged onto
-        except git.GitCommandError:
-            continue  # `main` moved meanwhile: merge onto the new one
-        _follow(repo, main, commit)
+        with guard or contextlib.nullcontext():
+            try:
+                repo.git.update_ref(ref, commit, main)  # only from the `main` it was merged onto
+            except git.GitCommandError:
+                continue  # `main` moved meanwhile: merge onto the new one
+            _follow(repo, main, commit)
         return Landed(commit)
     raise GitError(
         f"`{gitops.MAIN}` kept moving while {landing.branch} was landed ({RETRIES} tries); "

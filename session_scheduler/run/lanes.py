@@ -324,9 +324,7 @@ class Lanes:
                 self._save()
                 outbox = open_outbox(self.records, folder.path / "outbox")
                 spent = self.totals.cost_usd + self._per_session() * (self._running() - 1)
-            self._session(
-                repo, lane, number, replace(view, session_count=number - 1), main, folder, outbox, spent
-            )
+            self._session(repo, lane, number, replace(view, session_count=number - 1), folder, outbox, spent)
 
     def _limit(self, lane: int) -> bool:
         """Whether a limit keeps every lane from starting another session in this run (under the
@@ -388,7 +386,6 @@ class Lanes:
         lane: int,
         number: int,
         state: SessionState,
-        main: str,
         folder: SessionFolder,
         outbox: Records,
         spent: float,
@@ -399,6 +396,8 @@ class Lanes:
         what one session may (what is left is this session's budget)."""
         role, work = state.lane.role, state.lane.work
         with self.lock:  # what reads the project's repository runs while no worktree is half made there
+            main = gitops.head(repo, gitops.MAIN)  # read with the clone made: the queue may have moved it
+            assert main is not None
             clone, workdir = self._ready(repo, lane, role, work, main)
         plan = plan_session(
             state, self.config, workdir, brief=brief_for(state, self.config, outbox), spent_usd=spent
@@ -623,7 +622,7 @@ class Lanes:
                     return
                 landing = self.queue.pending()[0]
             began = time.time()
-            verdict = merge_queue.land(repo, landing, self._tests(repo))
+            verdict = merge_queue.land(repo, landing, self._tests(repo), guard=self.lock)
             timing = {
                 "waited_s": round(began - landing.queued_at, 3),
                 "land_s": round(time.time() - began, 3),

@@ -1,0 +1,240 @@
+"""Lanes as a run: the command line's `--lanes`, limits over lanes in flight (budget,
+--max-iterations), a crashed run's sessions resumed in their lanes, the machine's capacity, and
+a project's lane count changed between runs. The in-process robot plays the agent."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from helpers import cli_seams
+
+from scripted_model.scenario import Scenario
+from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.core.machine import Backlog, Lane, WorkItem
+from session_scheduler.core.schedule import MEMORY_PER_LANE, Schedule, lanes_refusal, resized
+from session_scheduler.run.agent import SessionRequest, SessionResult
+from session_scheduler.run.lanes import Lanes
+from session_scheduler.store import events, statefile
+from session_scheduler.testing.inprocess import InProcessRobotRunner
+from session_scheduler.view.cli import available_memory, main, resolve_project
+
+SPEC = Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
+CFG = AgentConfig(architecture_interval=100, feature_count=4, test_command="bash init.sh", sandbox=False)
+FOUR = {"features": 4, "depends": {"F002": ["F001"], "F003": ["F001"], "F004": ["F001"]}}
+T = SessionType
+
+
+def new_project(tmp_path: Path) -> Path:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text(SPEC.read_text())
+    return project
+
+
+class Priced(InProcessRobotRunner):
+    """The robot, each session costing one dollar; it notes how many sessions ran at once."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        self.running = self.most = 0
+
+    async def run(self, request: SessionRequest) -> SessionResult:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            return dataclasses.replace(await super().run(request), cost_usd=1.0)
+        finally:
+            self.running -= 1
+
+
+def test_lanes_start_no_session_the_budget_left_cannot_cover_with_those_in_flight(tmp_path: Path) -> None:
+    """$3.50, at most $1 a session: after the INITIALIZER two sessions may run at once, not three."""
+    project = new_project(tmp_path)
+    runner = Priced(Scenario.from_json({"features": 4}))
+    config = dataclasses.replace(CFG, max_budget_usd=3.5, max_session_budget_usd=1.0)
+    report = Lanes(project, config, runner, 3, echo=lambda _: None).run()
+    assert report.run.status == "limit" and "less than one session may spend" in report.run.message
+    assert report.sessions == 3 and runner.most == 2  # three lanes, but the budget covered two
+    assert report.run.totals.cost_usd == 3.0 <= 3.5
+    assert [r.plan.max_budget_usd for r in runner.requests] == [1.0, 1.0, 1.0]
+    log = events.read(events.log_path(project))
+    assert [e["kind"] for e in log if e["kind"] == "budget_reached"] == ["budget_reached"]
+
+
+def test_without_a_session_cap_the_mean_session_is_what_a_lane_must_leave_for_the_others(
+    tmp_path: Path,
+) -> None:
+    project = new_project(tmp_path)
+    runner = Priced(Scenario.from_json({"features": 4}))
+    config = dataclasses.replace(CFG, max_budget_usd=2.5)
+    report = Lanes(project, config, runner, 3, echo=lambda _: None).run()
+    assert report.run.status == "limit" and runner.most == 1  # $1.50 left: one $1 session at a time
+    assert report.run.totals.cost_usd == 2.0
+    assert [r.plan.max_budget_usd for r in runner.requests] == [2.5, 1.5]
+
+
+def test_max_iterations_counts_the_sessions_of_every_lane_and_the_next_run_goes_on(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    scenario = Scenario.from_json(FOUR)
+    first = Lanes(project, CFG, InProcessRobotRunner(scenario), 3, echo=lambda _: None).run(max_iterations=4)
+    assert first.run.status == "limit" and "stopped after 4 sessions (--max-iterations)" in first.run.message
+    assert first.sessions == 4
+    saved = statefile.load(project)
+    assert saved is not None and saved.in_flight == {}  # every session it started ended
+    second = Lanes(project, CFG, InProcessRobotRunner(scenario), 3, echo=lambda _: None).run()
+    assert second.run.status == "done" and second.run.message == "all 4 features pass"
+    merges = [m for m in _merges(project) if m.startswith("Merge feature/")]
+    assert sorted(merges) == [f"Merge feature/F00{n} (F00{n})" for n in (1, 2, 3, 4)]
+
+
+class Crash(InProcessRobotRunner):
+    """The robot, but the process dies (as under kill -9, from the loop's view) in session `number`."""
+
+    def __init__(self, scenario: Scenario, number: int) -> None:
+        super().__init__(scenario)
+        self.number = number
+
+    def _run(self, request: SessionRequest) -> SessionResult:
+        if request.plan.number == self.number:
+            raise SystemExit("killed")
+        return super()._run(request)
+
+
+def test_a_crashed_run_s_session_runs_again_in_its_lane_under_its_number(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    scenario = Scenario.from_json(FOUR)
+    with pytest.raises(SystemExit):
+        Lanes(project, CFG, Crash(scenario, 3), 3, echo=lambda _: None).run()
+    saved = statefile.load(project)
+    assert saved is not None and 3 in [f.number for f in saved.in_flight.values()]
+    (lane,) = [n for n, f in saved.in_flight.items() if f.number == 3]
+    lines: list[str] = []
+    report = Lanes(project, CFG, InProcessRobotRunner(scenario), 3, echo=lines.append).run()
+    assert report.run.status == "done" and sorted(report.landed) == ["F001", "F002", "F003", "F004"]
+    log = events.read(events.log_path(project))
+    (resumed,) = [e for e in log if e["kind"] == "resumed"]
+    assert resumed["session"] == 3 and resumed["lane"] == lane
+    assert any(f"[lane {lane}] session 3" in line and "runs again" in line for line in lines)
+    starts = Counter(e["session"] for e in log if e["kind"] == "session_started")
+    assert starts[3] == 2 and all(n == 1 for s, n in starts.items() if s != 3)  # only the cut one again
+    ends = [e["standing"] for e in log if e["kind"] == "session_ended" and e["session"] == 3]
+    assert ends[-1] == "verified" and len([e for e in ends if e == "verified"]) == 1
+    merges = [m for m in _merges(project) if m.startswith("Merge feature/")]
+    assert len(merges) == len(set(merges)) == 4  # nothing merged twice
+    aside = [p.name for p in (project / ".agent_logs").iterdir() if ".interrupted-" in p.name]
+    assert len(aside) == 1 and aside[0].startswith("session_0003_")
+    saved = statefile.load(project)
+    assert saved is not None and saved.in_flight == {}
+
+
+def test_a_landing_the_schedule_never_saved_is_dropped_and_its_review_approves_it_again(
+    tmp_path: Path,
+) -> None:
+    """Killed between writing the merge queue's file and saving the schedule: the queue's entry
+    is not landed unseen; the REVIEW runs again and approves it (once)."""
+    from session_scheduler.repo.merge_queue import Landing, Queue
+    from session_scheduler.store.records import Records
+
+    project = new_project(tmp_path)
+    scenario = Scenario.from_json(FOUR)
+    Lanes(project, CFG, InProcessRobotRunner(scenario), 2, echo=lambda _: None).run(max_iterations=1)
+    Queue(Records(project)).add(Landing("F009", "feature/F009", "0" * 40, 1, 7, 0.0))
+    report = Lanes(project, CFG, InProcessRobotRunner(scenario), 2, echo=lambda _: None).run()
+    assert report.run.status == "done" and "F009" not in report.landed
+    assert Queue(Records(project)).pending() == []
+
+
+def _merges(project: Path) -> list[str]:
+    import subprocess
+
+    return subprocess.run(
+        ["git", "log", "--merges", "--first-parent", "--format=%s", "main"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+
+
+# -- the machine, and a project's lane count --------------------------------------------------
+def test_a_machine_is_refused_more_lanes_than_its_free_memory_holds() -> None:
+    assert lanes_refusal(1, 0) is None  # one lane is never refused
+    assert lanes_refusal(4, None) is None  # a machine that cannot say
+    assert lanes_refusal(4, 4 * MEMORY_PER_LANE) is None
+    why = lanes_refusal(5, 4 * MEMORY_PER_LANE + 1)
+    assert why is not None and "use --lanes 4 or fewer" in why and "4.0 GiB free" in why
+
+
+def test_the_free_memory_is_the_kernel_s_estimate(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n")
+    assert available_memory(meminfo) == 2048 * 1024
+    meminfo.write_text("MemTotal: 1 kB\n")
+    assert available_memory(meminfo) is None
+    assert available_memory(tmp_path / "none") is None
+
+
+def _cli(*args: str, memory: int | None = None, scenario: dict[str, Any] | None = None) -> Any:
+    obj = cli_seams(lambda _: InProcessRobotRunner(Scenario.from_json(scenario or FOUR)))
+    obj["memory"] = lambda: memory
+    return CliRunner().invoke(main, list(args), obj=obj)
+
+
+def test_the_command_line_refuses_lanes_the_machine_cannot_hold_and_writes_nothing(spec_file: Path) -> None:
+    result = _cli(
+        "--project-dir", "big", "--spec", str(spec_file), "--lanes", "8", memory=3 * MEMORY_PER_LANE
+    )
+    assert result.exit_code == 2, result.output
+    assert "use --lanes 3 or fewer" in result.output
+    assert not resolve_project("big").exists()
+    assert _cli("--project-dir", "big", "--lanes", "0").exit_code == 2  # click's own range check
+    assert _cli("--project-dir", "big", "--lanes", "17").exit_code == 2
+
+
+def test_lanes_are_saved_with_the_project_and_a_rerun_goes_on_with_them(spec_file: Path) -> None:
+    args = ("--project-dir", "app", "--spec", str(spec_file))
+    first = _cli(*args, "--lanes", "2", "--max-iterations", "3", "--feature-count", "4")
+    assert first.exit_code == 3, first.output
+    project = resolve_project("app")
+    assert json.loads((project / ".agent_config.json").read_text())["lanes"] == 2
+    second = _cli(*args)
+    assert second.exit_code == 0, second.output
+    assert "4/4 features passing" in second.output and "[lane 1]" in second.output
+    runs = [e for e in events.read(events.log_path(project)) if e["kind"] == "run_started"]
+    assert [e["lanes"] for e in runs] == [2, 2]
+
+
+def test_fewer_lanes_only_when_the_lanes_dropped_hold_nothing() -> None:
+    feature = WorkItem(feature_id="F002")
+    busy = Schedule(
+        Backlog(features=("F001", "F002")), (Lane(T.IMPLEMENT, WorkItem("F001")), Lane(T.REVIEW, feature))
+    )
+    assert len(resized(busy, 4).lanes) == 4 and resized(busy, 4).lanes[2:] == (Lane(T.WAIT),) * 2
+    with pytest.raises(ValueError, match=r"lane 1 \(REVIEW F002\) still hold"):
+        resized(busy, 1)
+    idle = dataclasses.replace(busy, lanes=(busy.lanes[0], Lane(T.WAIT)))
+    assert resized(idle, 1).lanes == (busy.lanes[0],)
+    queued = dataclasses.replace(idle, backlog=dataclasses.replace(idle.backlog, landing=(feature,)))
+    with pytest.raises(ValueError, match="wait in the merge queue"):
+        resized(queued, 1)
+    assert len(resized(queued, 2).lanes) == 2  # several lanes keep the queue
+
+
+def test_a_lanes_project_goes_on_with_one_lane_once_the_others_are_idle(spec_file: Path) -> None:
+    args = ("--project-dir", "app", "--spec", str(spec_file), "--feature-count", "4")
+    first = _cli(*args, "--lanes", "3", "--max-iterations", "4")
+    assert first.exit_code == 3, first.output
+    refused = _cli(*args, "--lanes", "1")
+    assert refused.exit_code == 2 and "still hold work; run with --lanes 3" in refused.output
+    done = _cli(*args, "--lanes", "3")
+    assert done.exit_code == 0, done.output
+    again = _cli(*args, "--lanes", "1")  # nothing left: the one-lane loop reads the lanes' schedule
+    assert again.exit_code == 0, again.output
+    saved = statefile.load(resolve_project("app"))
+    assert saved is not None and all(lane.role is T.DONE for lane in saved.schedule.lanes)
