@@ -349,8 +349,8 @@ def fix(ctx: Ctx) -> Script:
         yield from merge_main(files)  # the merge queue (or the REVIEW) sent it back: bring main in
     contents = dict(demo_app.feature(feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
     if feature_id and ctx.scenario.red_part(feature_id) == "rewords":
-        # its partner's test pins the usage message: keep it as it was (the pinning side's own
-        # files, written above, never pin it)
+        # its red partner's test pins the usage message: put the old words back (the partner's
+        # own FIX, the other way round, writes its test without the pin)
         contents["todo/__main__.py"] = demo_app.SKELETON["todo/__main__.py"]
     paths = yield from put(files, contents)
     note = f"- session {ctx.session}: addressed review {open_review['review_id']}"
