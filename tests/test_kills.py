@@ -9,7 +9,17 @@ from pathlib import Path
 import pytest
 
 from session_scheduler.store import crashpoints
-from session_scheduler.testing.kills import CASES, REDUCED, Final, reference, run_case
+from session_scheduler.testing.kills import (
+    CASES,
+    LANE_CASES,
+    LANE_POINTS,
+    LANES_REDUCED,
+    REDUCED,
+    Final,
+    reference,
+    run_case,
+    run_lanes_case,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
 
@@ -28,3 +38,16 @@ def test_the_suite_names_every_crash_point() -> None:
     named = {kill.split("#")[0] for kills in CASES.values() for kill in kills}
     assert named | {"waiting"} == set(crashpoints.POINTS)
     assert len(CASES) >= 20
+
+
+@pytest.mark.parametrize("case", LANES_REDUCED)
+def test_a_kill_with_lanes_in_flight_loses_nothing(case: str, tmp_path: Path) -> None:
+    """Three lanes (kills.LANES_SCENARIO) killed at this point, then the same command until done."""
+    assert run_lanes_case(tmp_path, case) == []
+
+
+def test_the_lanes_suite_names_the_points_lanes_reach() -> None:
+    named = {kill.split("#")[0] for kills in LANE_CASES.values() for kill in kills}
+    assert {"cli_message", "state_saved", "atomic_write_tmp", "event_half_written", "queue_landed"} <= named
+    assert named - set(LANE_POINTS) <= set(crashpoints.POINTS)
+    assert set(LANES_REDUCED) <= set(LANE_CASES)
