@@ -33,6 +33,9 @@ from session_scheduler.core.confinement import (
 from session_scheduler.core.layout import MAIN_REF_PATHS, SANDBOX_DENIED_WRITES, SETTINGS_FILE
 from session_scheduler.guard import command_sandbox, safe_git
 
+LANES_SUFFIX = ".lanes"
+"""A lane's clone is `<project>.lanes/lane-N`, beside the project (repo/workdirs.py)."""
+
 INSTALL_HINT = "install bubblewrap and socat (Debian/Ubuntu: `apt-get install bubblewrap socat`)"
 
 
@@ -44,11 +47,16 @@ def sandbox_settings(
     Every Bash command runs inside, git included: it writes the project (and `.git`, but never
     `.git/hooks`, `.git/config` or `.git/info`, nor the scheduler's files) and the private temp
     folder; it reads neither home folders nor the CLI's config nor the folders beside the project
-    (other projects), except toolchains; the credentials in the environment are unset."""
+    (other projects), except toolchains; the credentials in the environment are unset. In a lane's
+    clone it reads neither the other lanes' clones (beside it) nor the project it was cloned
+    from nor the folders beside that (`lane_project`)."""
     host = host or Host((), None, SECRET_ENV_NAMES, (), tempfile.gettempdir())
     root = project.resolve()
     tmp = str(private_tmp(project))
     regions = denied_regions(root, host, open_shared_parent=True)
+    origin = lane_project(root)
+    if origin is not None:  # the project's records, other sessions' outboxes, other projects
+        regions = tuple(dict.fromkeys((*regions, *denied_regions(origin, host))))
     opened = sorted({*reopened(host.path, regions, (host.config_dir,)), *toolchains(host.homes)})
     denied = ["~", *regions, *kept_denied(("~", *host.homes), opened)]
     return {
@@ -71,6 +79,16 @@ def sandbox_settings(
             "credentials": {"envVars": [{"name": name, "mode": "deny"} for name in host.secret_env]},
         },
     }
+
+
+def lane_project(workdir: Path) -> Path | None:
+    """The project a lane's clone `workdir` (`<project>.lanes/lane-N`) belongs to; None for a
+    folder that is not a lane's clone."""
+    lanes = workdir.parent
+    if not workdir.name.startswith("lane-") or not lanes.name.endswith(LANES_SUFFIX):
+        return None
+    name = lanes.name.removesuffix(LANES_SUFFIX)
+    return lanes.with_name(name) if name else None
 
 
 def private_tmp(project: Path) -> Path:

@@ -22,9 +22,10 @@ import git
 
 from session_scheduler.core.errors import GitError
 from session_scheduler.guard import safe_git
+from session_scheduler.guard.sandbox import LANES_SUFFIX
 from session_scheduler.repo import gitops
 
-SUFFIX = ".lanes"
+SUFFIX = LANES_SUFFIX
 
 
 def root_of(project: Path) -> Path:
@@ -55,15 +56,29 @@ def problem_of(path: Path) -> str | None:
     dot_git = path / ".git"
     if dot_git.is_symlink() or not dot_git.is_dir():
         return "its .git is not a folder of its own"
-    if (dot_git / "objects" / "info" / "alternates").exists():
-        return "it borrows objects from another repository"
+    alternates = dot_git / "objects" / "info" / "alternates"
+    if alternates.is_symlink() or (alternates.exists() and not _blank(alternates)):
+        return "it borrows objects from another repository"  # (an empty one: the sandbox's mount point)
     try:
-        found = Path(str(safe_git.open(path).git.rev_parse("--absolute-git-dir"))).resolve()
+        clone = safe_git.open(path)
+        found = Path(str(clone.git.rev_parse("--absolute-git-dir"))).resolve()
+        common = Path(str(clone.git.rev_parse("--path-format=absolute", "--git-common-dir"))).resolve()
+        rewrites = clone.git.config("--get-regexp", r"^url\.", with_exceptions=False)
     except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError):
         return "git cannot read it"
-    if found != dot_git.resolve():
+    if found != dot_git.resolve() or common != found:
         return "git finds another repository there"
+    if str(rewrites).strip():  # no fetch of the project's main may be sent elsewhere
+        return "its config rewrites where git fetches from"
     return None
+
+
+def _blank(path: Path) -> bool:
+    """Whether `path` is a regular file holding nothing but white space (git reads no alternate)."""
+    try:
+        return path.is_file() and not path.read_bytes()[:4096].strip() and path.stat().st_size < 4096
+    except OSError:
+        return False
 
 
 def ensure(project_repo: git.Repo, project: Path, lane: int) -> tuple[git.Repo, str | None]:
