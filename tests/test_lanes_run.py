@@ -238,3 +238,48 @@ def test_a_lanes_project_goes_on_with_one_lane_once_the_others_are_idle(spec_fil
     assert again.exit_code == 0, again.output
     saved = statefile.load(resolve_project("app"))
     assert saved is not None and all(lane.role is T.DONE for lane in saved.schedule.lanes)
+
+
+class Interrupted(InProcessRobotRunner):
+    """The robot; during session `number` the person presses Ctrl-C (the main thread is interrupted)."""
+
+    def __init__(self, scenario: Scenario, number: int) -> None:
+        super().__init__(scenario)
+        self.number = number
+
+    def _run(self, request: SessionRequest) -> SessionResult:
+        if request.plan.number == self.number:
+            import _thread
+            import time
+
+            _thread.interrupt_main()
+            time.sleep(0.5)  # the stop reaches the lanes while this session runs
+        return super()._run(request)
+
+
+def test_ctrl_c_stops_every_lane_and_their_sessions_run_again_uncounted(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    scenario = Scenario.from_json(FOUR)
+    with pytest.raises(KeyboardInterrupt):
+        Lanes(project, CFG, Interrupted(scenario, 4), 3, echo=lambda _: None).run()
+    log = events.read(events.log_path(project))
+    cut = [e for e in log if e["kind"] == "session_ended" and e["standing"] == "interrupted"]
+    assert 4 in [e["session"] for e in cut] and all(e["cut"]["by"] == "interrupt" for e in cut)
+    assert not [
+        e
+        for e in log
+        if e["kind"] == "session_ended" and e["session"] == 4 and e["standing"] != "interrupted"
+    ]
+    assert log[-1]["kind"] == "run_ended" and log[-1]["status"] == "interrupted"
+    saved = statefile.load(project)
+    assert saved is not None and {f.number for f in saved.in_flight.values()} >= {4}
+    assert all(f.why == "interrupted" for f in saved.in_flight.values())
+    report = Lanes(project, CFG, InProcessRobotRunner(scenario), 3, echo=lambda _: None).run()
+    assert report.run.status == "done" and report.run.message == "all 4 features pass"
+    merges = [m for m in _merges(project) if m.startswith("Merge feature/")]
+    assert sorted(merges) == [f"Merge feature/F00{n} (F00{n})" for n in (1, 2, 3, 4)]  # once each
+    log = events.read(events.log_path(project))
+    assert {e["session"] for e in log if e["kind"] == "resumed"} == {
+        f.number for f in saved.in_flight.values()
+    }
+    assert not [e for e in log if e["kind"] == "session_ended" and e["standing"] == "failed"]

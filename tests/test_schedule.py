@@ -174,6 +174,20 @@ def test_work_the_queue_sends_back_is_fixed_by_the_next_free_lane() -> None:
         landed(schedule, feature("F001"), CFG)
 
 
+def test_a_conflict_sends_work_back_without_counting_a_rejection() -> None:
+    schedule = listed(2, {})
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
+    for review in (9, 10, 11):  # more returns than --max-rejections: never blocked by conflicts
+        schedule, events = sent_back(schedule, feature("F001"), review, CFG, rejection=False)
+        assert events == () and schedule.backlog.rejection_count("F001") == 0
+        assert schedule.backlog.returned == ((feature("F001"), review),)
+        schedule = replace(
+            schedule,
+            backlog=replace(schedule.backlog, returned=(), landing=(feature("F001"),)),
+        )
+
+
 def test_a_return_announces_only_what_it_newly_blocks_and_nothing_queued_is_settled() -> None:
     backlog = Backlog(
         FEATURES,

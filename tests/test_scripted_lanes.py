@@ -107,6 +107,7 @@ def test_a_conflicting_pair_lands_both_after_one_send_back_for_the_conflict(tmp_
     assert report.landed[0] == "F001" and sorted(report.landed) == ["F001", "F002", "F003"]
     (back,) = [e for e in log if e["kind"] == "sent_back"]
     assert back["why"] == "conflict" and report.sent_back == (back["feature"],)
+    assert report.schedule.backlog.rejection_count(back["feature"]) == 0  # a conflict is no rejection
     first = next(f for f in report.landed[1:] if f != back["feature"])
     review = next(
         r
@@ -139,6 +140,7 @@ def test_a_pair_red_only_together_lands_both_after_one_send_back_for_the_tests(t
     assert sorted(report.landed) == ["F001", "F002", "F003"]
     (back,) = [e for e in log if e["kind"] == "sent_back"]
     assert back["why"] == "tests" and report.sent_back == (back["feature"],)
+    assert report.schedule.backlog.rejection_count(back["feature"]) == 1  # a red test is one
     kinds = [(e["kind"], e.get("feature")) for e in log if e["kind"] in ("merge_verified", "sent_back")]
     first = next(f for f in ("F002", "F003") if f != back["feature"])
     assert kinds.index(("merge_verified", first)) < kinds.index(("sent_back", back["feature"]))

@@ -161,14 +161,15 @@ def landed(schedule: Schedule, work: WorkItem, config: AgentConfig) -> tuple[Sch
 
 
 def sent_back(
-    schedule: Schedule, work: WorkItem, review_id: int, config: AgentConfig
+    schedule: Schedule, work: WorkItem, review_id: int, config: AgentConfig, *, rejection: bool = True
 ) -> tuple[Schedule, tuple[Event, ...]]:
     """The merge queue could not land approved work (a conflict, a red test; `review_id`: the
-    scheduler's review saying so): a feature's return counts as a rejection, and unless that
-    blocks it, the next free lane FIXes it against that review."""
+    scheduler's review saying so): unless that blocks it, the next free lane FIXes it against that
+    review. A red test counts as a rejection; a textual conflict (`rejection=False`) does not: it
+    is what building side by side costs, not the agent's fault, and its FIX merges `main`."""
     backlog = _unqueued(schedule.backlog, work)
     events: tuple[Event, ...] = ()
-    if work.feature_id is not None:
+    if work.feature_id is not None and rejection:
         before = backlog.blocked
         backlog = backlog.reject(work.feature_id, config.max_rejections)
         if work.feature_id in backlog.blocked:

@@ -118,6 +118,8 @@ class Lanes:
         """Sessions started in this run (reruns included): what --max-iterations counts."""
         self.sessions = 0
         self.working = lanes
+        self.alive = 0
+        """Threads (lanes and the queue) still running."""
         """Lanes whose thread still runs (the merge queue stops once none does and nothing waits)."""
         self.landed: list[str] = []
         self.returned: list[str] = []
@@ -182,28 +184,35 @@ class Lanes:
             for n in range(self.count)
         ]
         threads.append(threading.Thread(target=self._guarded, args=(self._land, None), name="merge-queue"))
+        self.alive = len(threads)
         for thread in threads:
             thread.start()
         try:
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(timeout=0.5)
+            self._wait_for_threads()
         except KeyboardInterrupt as stop:  # Ctrl-C, a stop signal: every lane's session is stopped
             with self.lock:
                 self.failed = self.failed or stop
                 self.lock.notify_all()
             for n in range(self.count):
                 processes.stop_with_tmpdir(private_tmp(workdirs.path_of(self.project, n)))
-            for thread in threads:
-                thread.join()
+            self._wait_for_threads()
             with self.lock:
                 self._save()
             raise
+        for thread in threads:
+            thread.join()
         if self.failed is not None:
             raise self.failed
         return LanesReport(
             self.schedule, self.sessions, tuple(self.landed), tuple(self.returned), self._report()
         )
+
+    def _wait_for_threads(self) -> None:
+        """Until every lane's and the queue's thread has ended (counted by the threads, not
+        `Thread.join`: a Ctrl-C that interrupts a join can leave a running thread looking ended)."""
+        with self.lock:
+            while self.alive:
+                self.lock.wait(timeout=0.5)
 
     def _report(self) -> RunReport:
         state = self.schedule.view(0)
@@ -271,10 +280,10 @@ class Lanes:
                 self.failed = self.failed or exc
                 self.lock.notify_all()
         finally:
-            if lane is not None:
-                with self.lock:
-                    self.working -= 1
-                    self.lock.notify_all()
+            with self.lock:
+                self.working -= lane is not None
+                self.alive -= 1
+                self.lock.notify_all()
 
     def _save(self) -> None:
         self.events.sync()
@@ -419,6 +428,8 @@ class Lanes:
         started = time.time()  # the OS's clock: compared with processes' start times
         result = anyio.run(self.runner.run, request)
         processes.stop_left_in(workdir, started)
+        if self._stopping(lane, number, role, folder):
+            return
         cut = cut_short(result, plan.model, capped_by_session=plan.capped_by_session, role=role.value)
         if cut is not None:
             self._cut(lane, number, state, plan.model, result, cut)
@@ -462,6 +473,29 @@ class Lanes:
             why = "" if outcome.ok else f" ({outcome.reason})"
             self._say(lane, f"session {number} {role.value}{verdict}: {classified.standing.value}{why}")
             self.lock.notify_all()
+
+    def _stopping(self, lane: int, number: int, role: SessionType, folder: SessionFolder) -> bool:
+        """Whether the run is being stopped (Ctrl-C, a stop signal: its sessions' CLIs were
+        stopped with it): then the session ended cut off, not by the agent, and runs again next
+        time under its number; nothing of it is verified."""
+        with self.lock:
+            if not isinstance(self.failed, KeyboardInterrupt):
+                return False
+            started = self.totals.in_flight.get(lane)
+            if started is not None and started.get("session") == number:
+                ended_partly(
+                    self.events,
+                    self.totals,
+                    self.clock.now(),
+                    role.value,
+                    started,
+                    folder.transcript,
+                )
+            flight = self.flights.get(lane)
+            if flight is not None:
+                self.flights[lane] = flight.cut(Standing.INTERRUPTED.value)
+            self._save()
+            return True
 
     def _verified_events(
         self, number: int, role: SessionType, work: WorkItem | None, outcome: Outcome
@@ -644,7 +678,9 @@ class Lanes:
                     self._say(None, f"{landing.branch} landed on main ({verdict.commit[:10]})")
                 else:
                     review = self._scheduler_review(work, verdict)
-                    self.schedule, events = sent_back(self.schedule, work, review, self.config)
+                    self.schedule, events = sent_back(
+                        self.schedule, work, review, self.config, rejection=isinstance(verdict, Red)
+                    )
                     self.returned.append(landing.feature)
                     why = "conflict" if isinstance(verdict, Conflict) else "tests"
                     self.events.emit(

@@ -68,7 +68,8 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).resolve().parents[2]
 SPEC_NAME = "app_spec.txt"
-OFFLINE_DEFAULTS: dict[str, Any] = {"test_command": "bash init.sh", "feature_count": 6}
+OFFLINE_DEFAULTS: dict[str, Any] = {"test_command": "bash init.sh"}
+"""The demo's options for a new project (its feature count is its scenario's)."""
 
 
 DEFAULT_GENERATIONS = HERE / "generations"
@@ -518,7 +519,8 @@ def run_cli(
         )
     scenario_data = load_scenario(scenario) if offline_demo else None
     if offline_demo and saved is None:  # the demo's defaults, for a new project only
-        options = {**OFFLINE_DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
+        demo = {**OFFLINE_DEFAULTS, "feature_count": scenario_data.features if scenario_data else 6}
+        options = {**demo, **{k: v for k, v in options.items() if v is not None}}
     config = merge_config(saved, {**options, "offline_demo": offline_demo})
     if dry:
         if project.exists() and spec is not None and (project / SPEC_NAME).exists():
