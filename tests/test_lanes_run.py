@@ -16,8 +16,7 @@ from helpers import cli_seams
 
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig, SessionType
-from session_scheduler.core.machine import Backlog, Lane, WorkItem
-from session_scheduler.core.schedule import MEMORY_PER_LANE, Schedule, lanes_refusal, resized
+from session_scheduler.core.schedule import MEMORY_PER_LANE
 from session_scheduler.run.agent import SessionRequest, SessionResult
 from session_scheduler.run.lanes import Lanes
 from session_scheduler.store import events, statefile
@@ -163,14 +162,6 @@ def _merges(project: Path) -> list[str]:
 
 
 # -- the machine, and a project's lane count --------------------------------------------------
-def test_a_machine_is_refused_more_lanes_than_its_free_memory_holds() -> None:
-    assert lanes_refusal(1, 0) is None  # one lane is never refused
-    assert lanes_refusal(4, None) is None  # a machine that cannot say
-    assert lanes_refusal(4, 4 * MEMORY_PER_LANE) is None
-    why = lanes_refusal(5, 4 * MEMORY_PER_LANE + 1)
-    assert why is not None and "use --lanes 4 or fewer" in why and "4.0 GiB free" in why
-
-
 def test_the_free_memory_is_the_kernel_s_estimate(tmp_path: Path) -> None:
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n")
@@ -208,22 +199,6 @@ def test_lanes_are_saved_with_the_project_and_a_rerun_goes_on_with_them(spec_fil
     assert "4/4 features passing" in second.output and "[lane 1]" in second.output
     runs = [e for e in events.read(events.log_path(project)) if e["kind"] == "run_started"]
     assert [e["lanes"] for e in runs] == [2, 2]
-
-
-def test_fewer_lanes_only_when_the_lanes_dropped_hold_nothing() -> None:
-    feature = WorkItem(feature_id="F002")
-    busy = Schedule(
-        Backlog(features=("F001", "F002")), (Lane(T.IMPLEMENT, WorkItem("F001")), Lane(T.REVIEW, feature))
-    )
-    assert len(resized(busy, 4).lanes) == 4 and resized(busy, 4).lanes[2:] == (Lane(T.WAIT),) * 2
-    with pytest.raises(ValueError, match=r"lane 1 \(REVIEW F002\) still hold"):
-        resized(busy, 1)
-    idle = dataclasses.replace(busy, lanes=(busy.lanes[0], Lane(T.WAIT)))
-    assert resized(idle, 1).lanes == (busy.lanes[0],)
-    queued = dataclasses.replace(idle, backlog=dataclasses.replace(idle.backlog, landing=(feature,)))
-    with pytest.raises(ValueError, match="wait in the merge queue"):
-        resized(queued, 1)
-    assert len(resized(queued, 2).lanes) == 2  # several lanes keep the queue
 
 
 def test_a_lanes_project_goes_on_with_one_lane_once_the_others_are_idle(spec_file: Path) -> None:

@@ -26,7 +26,17 @@ from session_scheduler.core.machine import (
     feature,
     transition,
 )
-from session_scheduler.core.schedule import IDLE, Schedule, landed, sent_back, transition_lane, wake
+from session_scheduler.core.schedule import (
+    IDLE,
+    MEMORY_PER_LANE,
+    Schedule,
+    landed,
+    lanes_refusal,
+    resized,
+    sent_back,
+    transition_lane,
+    wake,
+)
 from session_scheduler.run.invariants import dependency_problems, depends_of
 
 T = SessionType
@@ -408,3 +418,27 @@ def _outcome_of(schedule: Schedule, state: SessionState, verdict: str) -> Outcom
     if role in (T.IMPLEMENT, T.FIX):
         return outcome(schedule, 0)
     return outcome(schedule, 0, "PASS" if role is T.ARCHITECTURE and verdict == "REJECT" else verdict)
+
+
+def test_a_machine_is_refused_more_lanes_than_its_free_memory_holds() -> None:
+    assert lanes_refusal(1, 0) is None  # one lane is never refused
+    assert lanes_refusal(4, None) is None  # a machine that cannot say
+    assert lanes_refusal(4, 4 * MEMORY_PER_LANE) is None
+    why = lanes_refusal(5, 4 * MEMORY_PER_LANE + 1)
+    assert why is not None and "use --lanes 4 or fewer" in why and "4.0 GiB free" in why
+
+
+def test_fewer_lanes_only_when_the_lanes_dropped_hold_nothing() -> None:
+    f002 = feature("F002")
+    busy = Schedule(
+        Backlog(features=("F001", "F002")), (Lane(T.IMPLEMENT, feature("F001")), Lane(T.REVIEW, f002))
+    )
+    assert len(resized(busy, 4).lanes) == 4 and resized(busy, 4).lanes[2:] == (Lane(T.WAIT),) * 2
+    with pytest.raises(ValueError, match=r"lane 1 \(REVIEW F002\) still hold"):
+        resized(busy, 1)
+    idle = replace(busy, lanes=(busy.lanes[0], Lane(T.WAIT)))
+    assert resized(idle, 1).lanes == (busy.lanes[0],)
+    queued = replace(idle, backlog=replace(idle.backlog, landing=(f002,)))
+    with pytest.raises(ValueError, match="wait in the merge queue"):
+        resized(queued, 1)
+    assert len(resized(queued, 2).lanes) == 2  # several lanes keep the queue
