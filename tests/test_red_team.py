@@ -36,6 +36,9 @@ def test_every_attack_is_contained_and_every_ordinary_command_allowed(
     assert len(report.attacks()) >= 200 and len(report.classes) >= 20, report.line()
     assert len(report.ordinary()) >= 66, report.line()
     assert len(report.later()) >= 10, report.line()
+    lanes = [o for o in report.attacks() if o.call.kind.startswith("lane-")]
+    assert len(lanes) >= 65 and len({o.call.kind for o in lanes}) >= 6, report.line()
+    assert sum(o.call.label.startswith(("workdirs.", "merge_queue.")) for o in report.later()) >= 7
     assert failures(report) == []
     assert KNOWN_HOLES == {} and KNOWN_REFUSALS == {}, (
         "every attack contained, every ordinary command allowed"
