@@ -209,8 +209,9 @@ LANE_CASES: dict[str, tuple[str, ...]] = {
     "lanes state_saved#14": ("state_saved#14",),
     "lanes atomic_write_tmp#40": ("atomic_write_tmp#40",),
     "lanes atomic_write_tmp#90": ("atomic_write_tmp#90",),
-    "lanes event_half_written#25": ("event_half_written#25",),
-    "lanes event_half_written#45": ("event_half_written#45",),
+    "lanes event_half_written#14": ("event_half_written#14",),
+    "lanes event_half_written#22": ("event_half_written#22",),
+    "lanes event_half_written#28": ("event_half_written#28",),
     "lanes queue_landed#1": ("queue_landed#1",),
     "lanes queue_landed#2": ("queue_landed#2",),
     "lanes undo_branches_reset": ("undo_branches_reset",),
@@ -218,8 +219,17 @@ LANE_CASES: dict[str, tuple[str, ...]] = {
     "lanes twice": ("cli_message#110", "queue_landed#1"),
 }
 """Each lanes case: the kills in order, one per run (`point#n`: the n-th time in that run)."""
-LANES_REDUCED = ("lanes cli_message#110", "lanes queue_landed#1", "lanes event_half_written#45")
-"""The lanes cases CI runs."""
+LANES_REDUCED = ("lanes cli_message#110", "lanes queue_landed#1", "lanes event_half_written#14")
+"""The lanes cases CI runs. `event_half_written#14` is the first `session_ended` after the three
+IMPLEMENTs started together (the events before it do not depend on timing): a kill there, after
+the session's outbox was applied and its branch brought back but before the state says it
+ended, reruns it on top of its own work (see LANES_KNOWN)."""
+LANES_KNOWN = {
+    "lanes event_half_written#14": "run/lanes.py: a session killed after its outbox was applied (records, "
+    "branch brought back) and before the state was saved reruns on top of its own work: its progress entry "
+    "stays while its rerun fails ('no new commits'), and the feature's attempts run out",
+}
+"""Cases that fail because of a known bug (the test marks them expected to fail)."""
 SEVERAL_IN_FLIGHT = ("lanes cli_message#110", "lanes cli_message#170", "lanes twice")
 """Cases whose first kill must find two or more sessions in flight (checked in the saved state)."""
 
@@ -461,3 +471,23 @@ def check_lanes_log(log: list[dict[str, Any]], entries: list[int]) -> list[str]:
     if not finished:
         problems.append("no run ended in the event log")
     return problems
+
+
+def main(argv: list[str]) -> int:
+    """`python -m session_scheduler.testing.kills ROOT [CASE ...]`: run the lanes' cases (all of
+    them by default) under ROOT, one after another; print each one's problems; exit 1 if any."""
+    import tempfile
+
+    root = Path(argv[0]) if argv else Path(tempfile.mkdtemp(prefix="lane-kills-"))
+    failed = 0
+    for name in argv[1:] or list(LANE_CASES):
+        began = time.monotonic()
+        problems = run_lanes_case(root, name)
+        known = " (known: " + LANES_KNOWN[name] + ")" if name in LANES_KNOWN and problems else ""
+        print(f"{name}: {time.monotonic() - began:.0f} s, {problems or 'ok'}{known}", flush=True)
+        failed += bool(problems) and not known
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
