@@ -178,10 +178,11 @@ class Scenario:
 DEMO = Scenario.from_json(
     {
         "description": "The README demo: one feature sent back and fixed, one rejected and redone, "
-        "an architecture review that asks for changes.",
+        "an architecture review that asks for changes; every command uses F001's task store.",
         "features": 6,
         "reviews": {"F002": ["REQUEST_CHANGES", "PASS"], "F004": ["REJECT", "PASS"]},
         "buggy": ["F003"],
         "architecture": ["REQUEST_CHANGES"],
+        "depends": {f"F00{n}": ["F001"] for n in range(2, 7)},
     }
 )

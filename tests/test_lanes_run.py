@@ -258,3 +258,17 @@ def test_ctrl_c_stops_every_lane_and_their_sessions_run_again_uncounted(tmp_path
         f.number for f in saved.in_flight.values()
     }
     assert not [e for e in log if e["kind"] == "session_ended" and e["standing"] == "failed"]
+
+
+def test_a_clone_that_will_not_take_main_is_made_again_and_the_lane_goes_on(tmp_path: Path) -> None:
+    from session_scheduler.repo import workdirs
+
+    project = new_project(tmp_path)
+    scenario = Scenario.from_json(FOUR)
+    Lanes(project, CFG, InProcessRobotRunner(scenario), 2, echo=lambda _: None).run(max_iterations=1)
+    stale = workdirs.path_of(project, 0) / ".git" / "refs" / "heads" / "main.lock"
+    stale.write_text("")  # a git killed mid-update: the clone's main cannot move
+    lines: list[str] = []
+    report = Lanes(project, CFG, InProcessRobotRunner(scenario), 2, echo=lines.append).run()
+    assert report.run.status == "done" and not stale.exists()
+    assert any(line.startswith("[lane 0] its clone was made again: lane clone") for line in lines)

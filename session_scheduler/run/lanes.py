@@ -26,7 +26,14 @@ import git
 from session_scheduler.core import version
 from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
-from session_scheduler.core.errors import BadInput, NotLoggedIn, SchedulerError, StateError, UnknownModel
+from session_scheduler.core.errors import (
+    BadInput,
+    GitError,
+    NotLoggedIn,
+    SchedulerError,
+    StateError,
+    UnknownModel,
+)
 from session_scheduler.core.humane import duration, money, plural
 from session_scheduler.core.layout import LOG_DIR, STATE_FILE
 from session_scheduler.core.machine import (
@@ -603,7 +610,13 @@ class Lanes:
         if remade:
             self._say(lane, f"its clone was made again: {remade}")
         workdir = Path(clone.working_dir)
-        workdirs.sync_main(clone, self.project, main)
+        try:
+            workdirs.sync_main(clone, self.project, main)
+        except GitError as refused:  # a clone that will not take main is made again, once
+            shutil.rmtree(workdir)
+            clone, _ = workdirs.ensure(repo, self.project, lane)
+            self._say(lane, f"its clone was made again: {refused}")
+            workdirs.sync_main(clone, self.project, main)
         clone.git.checkout("-q", "-f", gitops.MAIN)  # what a session left uncommitted here is not kept
         if work is not None:  # the branch as the project has it (or none, as the project has none)
             if gitops.head(repo, work.branch) is not None:
