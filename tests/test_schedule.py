@@ -426,6 +426,9 @@ def test_a_machine_is_refused_more_lanes_than_its_free_memory_holds() -> None:
     assert lanes_refusal(4, 4 * MEMORY_PER_LANE) is None
     why = lanes_refusal(5, 4 * MEMORY_PER_LANE + 1)
     assert why is not None and "use --lanes 4 or fewer" in why and "4.0 GiB free" in why
+    assert "needs about 5 GiB" in why
+    two = lanes_refusal(2, MEMORY_PER_LANE // 2)  # two lanes are lanes: refused below 2 GiB
+    assert two is not None and "use --lanes 1 or fewer" in two and "0.5 GiB free" in two
 
 
 def test_fewer_lanes_only_when_the_lanes_dropped_hold_nothing() -> None:
@@ -434,8 +437,12 @@ def test_fewer_lanes_only_when_the_lanes_dropped_hold_nothing() -> None:
         Backlog(features=("F001", "F002")), (Lane(T.IMPLEMENT, feature("F001")), Lane(T.REVIEW, f002))
     )
     assert len(resized(busy, 4).lanes) == 4 and resized(busy, 4).lanes[2:] == (Lane(T.WAIT),) * 2
+    assert resized(busy, 2) == busy
     with pytest.raises(ValueError, match=r"lane 1 \(REVIEW F002\) still hold"):
         resized(busy, 1)
+    three = replace(busy, lanes=(*busy.lanes, Lane(T.INITIALIZER)))
+    with pytest.raises(ValueError, match=r"^lane 1 \(REVIEW F002\), lane 2 \(INITIALIZER \) still hold"):
+        resized(three, 1)
     idle = replace(busy, lanes=(busy.lanes[0], Lane(T.WAIT)))
     assert resized(idle, 1).lanes == (busy.lanes[0],)
     queued = replace(idle, backlog=replace(idle.backlog, landing=(f002,)))
