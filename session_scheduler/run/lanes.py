@@ -69,6 +69,8 @@ from session_scheduler.store.outbox import apply, open_outbox
 from session_scheduler.store.records import Records
 
 T = SessionType
+APPLYING = "applying"
+"""A session's folder's copies of the records taken just before its results are applied."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,7 @@ class Lanes:
         self.schedule = wake(schedule, self.config)[0]
         self._reconcile_queue(repo)
         for lane, flight in (saved.in_flight if saved else {}).items():
-            self._resume(lane, flight)
+            self._resume(repo, lane, flight)
         self._save()
         threads = [
             threading.Thread(target=self._guarded, args=(self._lane, n), name=f"lane-{n}")
@@ -238,13 +240,30 @@ class Lanes:
     def _ran(self, status: RunStatus, state: SessionState, message: str) -> RunReport:
         return RunReport(status, state, self.totals, self.run_totals, message, self.sessions)
 
-    def _resume(self, lane: int, flight: InFlight) -> None:
+    def _resume(self, repo: git.Repo, lane: int, flight: InFlight) -> None:
         """A session a killed or stopped run left in flight runs again in its lane, under its
-        number, from a clone made ready again (its outbox was never applied); its folder is set
-        aside, and its end is recorded if the killed run recorded none."""
+        number, from a clone made ready again; its folder is set aside, and its end is recorded
+        if the killed run recorded none. A run killed while it applied the session's results
+        (`copies` names the records as they were before) is undone first: the records come back
+        from those copies and the work's branch to the tip it had (the killed run's kept under
+        refs/scheduler/undone/), so the session does not run again on top of itself."""
         role = self.schedule.lanes[lane].role
         folder = Path(flight.log_dir)
         why = flight.why or Standing.INTERRUPTED.value
+        if flight.copies is not None and Path(flight.copies).is_dir():
+            progress.restore(self.records, Path(flight.copies), self.schedule.backlog.passing)
+            work = self.schedule.lanes[lane].work
+            tip = gitops.head(repo, work.branch) if work else None
+            if work is not None and tip != flight.branch_tip:
+                if tip is not None:
+                    gitops.keep_ref(repo, f"undone/session-{flight.number}/{work.branch}", tip)
+                if flight.branch_tip is None:
+                    gitops.delete_branch(repo, work.branch)
+                else:
+                    gitops.set_branch(repo, work.branch, flight.branch_tip)
+            self._say(
+                lane, f"session {flight.number}'s results, half recorded when the run was killed, were undone"
+            )
         started = self.totals.in_flight.get(lane)
         if started is not None and started.get("session") == flight.number:  # killed: it never ended
             ended_partly(
@@ -447,6 +466,11 @@ class Lanes:
         outcome = verify_session(outbox, clone, state, pre, self.config, lambda line: self._say(lane, line))
         classified = judged(result, outcome)
         with self.lock:
+            flight = self.flights.get(lane)
+            if flight is not None:  # what a kill before this block's save is undone to (`_resume`)
+                progress.snapshot(self.records, folder.path / APPLYING)
+                self.flights[lane] = replace(flight, copies=str(folder.path / APPLYING))
+                self._save()
             applied = apply(outbox, self.records, number)
             if outcome.review_id is not None:
                 outcome = replace(

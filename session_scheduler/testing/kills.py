@@ -223,12 +223,8 @@ LANES_REDUCED = ("lanes cli_message#110", "lanes queue_landed#1", "lanes event_h
 """The lanes cases CI runs. `event_half_written#14` is the first `session_ended` after the three
 IMPLEMENTs started together (the events before it do not depend on timing): a kill there, after
 the session's outbox was applied and its branch brought back but before the state says it
-ended, reruns it on top of its own work (see LANES_KNOWN)."""
-LANES_KNOWN = {
-    "lanes event_half_written#14": "run/lanes.py: a session killed after its outbox was applied (records, "
-    "branch brought back) and before the state was saved reruns on top of its own work: its progress entry "
-    "stays while its rerun fails ('no new commits'), and the feature's attempts run out",
-}
+ended, must undo what was applied before the session runs again (run/lanes.py `_resume`)."""
+LANES_KNOWN: dict[str, str] = {}
 """Cases that fail because of a known bug (the test marks them expected to fail)."""
 SEVERAL_IN_FLIGHT = ("lanes cli_message#110", "lanes cli_message#170", "lanes twice")
 """Cases whose first kill must find two or more sessions in flight (checked in the saved state)."""
