@@ -481,7 +481,7 @@ def real_cli(lanes: int, latency: float, count: int = FEATURES) -> Row:
             "--no-sandbox",
             "--quiet",
         ]
-        started = time.monotonic()
+        started, epoch = time.monotonic(), time.time()
         proc = subprocess.run(command, cwd=tmp, capture_output=True, text=True, check=False)
         wall = time.monotonic() - started
         if proc.returncode != 0:
@@ -519,10 +519,32 @@ def real_cli(lanes: int, latency: float, count: int = FEATURES) -> Row:
         queue_wait_s=statistics.median(waits) if waits else 0.0,
         land_s=0.0,
         merged_once=sorted(landed) == sorted(set(landed)) == passing and len(merged) == len(set(merged)),
-        calls=[],
+        calls=cli_calls(log, started - epoch, latency),
         phases={},
         started=started,
     )
+
+
+def cli_calls(log: list[dict[str, Any]], offset: float, latency: float) -> list[Call]:
+    """The sessions of a real CLI's run from its event log (times moved onto the monotonic clock;
+    the model's time taken as its turns times the latency)."""
+    started = {e["session"]: e for e in log if e["kind"] == "session_started"}
+    calls = []
+    for e in log:
+        if e["kind"] == "session_ended" and e["session"] in started:
+            begin = started[e["session"]]
+            calls.append(
+                Call(
+                    e["session"],
+                    e["role"],
+                    begin.get("feature"),
+                    f"lane-{begin.get('lane', 0)}",
+                    begin["ts"] + offset,
+                    e["ts"] + offset,
+                    e["receipt"]["turns"] * latency,
+                )
+            )
+    return sorted(calls, key=lambda c: c.start)
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -600,13 +622,14 @@ def main() -> None:
             args.save.write_bytes(pickle.dumps(rows))
     counts = [row.lanes for row in rows]
     base = rows[0]
-    bound = None if args.real_cli else ceiling(base)
+    bound = ceiling(base) if base.calls else None
     print()
     print(
         "| lanes | wall (s) | verified features / hour | speed-up | ceiling (critical path, work / lanes) | ideal list schedule "
-        "| sessions | redone | sent back (conflicts) | queue median wait (s) | same features, merged once |"
+        "| sessions | redone | extra sessions vs 1 lane | sent back (conflicts) | queue median wait (s) "
+        "| same features, merged once |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
         same = row.passing == base.passing and row.merged_once and len(row.passing) == len(ids(args.features))
         speed = row.per_hour / base.per_hour
@@ -617,7 +640,9 @@ def main() -> None:
             ceil = ideal = "-"
         print(
             f"| {row.lanes} | {row.wall_s:.1f} | {row.per_hour:.0f} | {speed:.2f}x | {ceil} | {ideal} | {row.sessions} | "
-            f"{row.redone} ({row.redone / row.sessions:.0%}) | {row.sent_back} ({row.conflicts}) | "
+            f"{row.redone} ({row.redone / row.sessions:.0%}) | "
+            f"{row.sessions - base.sessions} ({(row.sessions - base.sessions) / row.sessions:.1%}) | "
+            f"{row.sent_back} ({row.conflicts}) | "
             f"{row.queue_wait_s:.2f} | {'yes' if same else 'NO'} |{f' {row.note}' if row.note else ''}"
         )
     if bound is None:
