@@ -272,3 +272,26 @@ def test_a_clone_that_will_not_take_main_is_made_again_and_the_lane_goes_on(tmp_
     report = Lanes(project, CFG, InProcessRobotRunner(scenario), 2, echo=lines.append).run()
     assert report.run.status == "done" and not stale.exists()
     assert any(line.startswith("[lane 0] its clone was made again: lane clone") for line in lines)
+
+
+def test_an_architecture_review_runs_on_a_quiet_main_and_its_fixes_land_through_the_queue(
+    tmp_path: Path,
+) -> None:
+    project = new_project(tmp_path)
+    after_f001 = {f"F00{n}": ["F001"] for n in range(2, 6)}
+    scenario = Scenario.from_json({"features": 5, "depends": after_f001, "architecture": ["REQUEST_CHANGES"]})
+    config = dataclasses.replace(CFG, architecture_interval=2, feature_count=5)
+    report = Lanes(project, config, InProcessRobotRunner(scenario), 3, echo=lambda _: None).run()
+    assert report.run.status == "done", report.run.message
+    log = events.read(events.log_path(project))
+    started = [e for e in log if e["kind"] == "session_started"]
+    ended = {e["session"]: e for e in log if e["kind"] == "session_ended"}
+    (arch,) = [e for e in started if e["role"] == "ARCHITECTURE"][:1]
+    for other in started:  # main was quiet: no other lane's session overlapped the review
+        if other is not arch:
+            assert float(ended[other["session"]]["ts"]) <= float(arch["ts"]) or float(other["ts"]) >= float(
+                ended[arch["session"]]["ts"]
+            )
+    fixes = [e for e in log if e["kind"] == "merge_verified" and str(e["branch"]).startswith("arch/")]
+    assert len(fixes) == 1  # its FIX, reviewed, landed through the queue once
+    assert f"Merge {fixes[0]['branch']}" in "\n".join(_merges(project))

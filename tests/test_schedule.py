@@ -140,7 +140,8 @@ def test_an_architecture_review_waits_for_a_quiet_main() -> None:
     schedule, _ = landed(schedule, feature("F003"), cfg)
     assert held(schedule) == ["WAIT", "WAIT"]  # F004 still in the queue: main is not quiet
     schedule, events = landed(schedule, feature("F004"), cfg)
-    assert events == (Merged(feature("F004")), Done(), Done())  # every feature passes: no review left
+    assert events == (Merged(feature("F004")), ArchitectureDue(4))  # main is quiet: the review, then done
+    assert held(schedule) == ["ARCHITECTURE", "DONE"] and not schedule.settled
 
 
 def test_an_architecture_review_runs_alone_and_the_lanes_go_on_after_it() -> None:
@@ -449,3 +450,18 @@ def test_fewer_lanes_only_when_the_lanes_dropped_hold_nothing() -> None:
     with pytest.raises(ValueError, match="wait in the merge queue"):
         resized(queued, 1)
     assert len(resized(queued, 2).lanes) == 2  # several lanes keep the queue
+
+
+def test_an_architecture_review_due_when_the_lanes_finish_runs_before_the_project_is_done() -> None:
+    config = AgentConfig(architecture_interval=2)
+    backlog = Backlog(("F001", "F002"), passing=frozenset({"F001"}), landing=(feature("F002"),))
+    schedule = Schedule(backlog, (Lane(T.WAIT), Lane(T.WAIT)))
+    after, events = landed(schedule, feature("F002"), config)
+    assert after.lanes == (Lane(T.ARCHITECTURE), Lane(T.DONE)) and not after.settled
+    assert events == (Merged(feature("F002")), ArchitectureDue(2))  # not done yet
+    checked = replace(schedule, architecture_checked_at=2)
+    assert landed(checked, feature("F002"), config)[0].lanes == (Lane(T.DONE), Lane(T.DONE))
+    one = replace(schedule, lanes=(Lane(T.WAIT),))  # one lane: done, as the one-lane machine is
+    assert landed(one, feature("F002"), config)[0].lanes == (Lane(T.DONE),)
+    busy = replace(schedule, lanes=(Lane(T.WAIT), Lane(T.HALTED)))
+    assert landed(busy, feature("F002"), config)[0].lanes[0] is not Lane(T.ARCHITECTURE)

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field, replace
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
 from session_scheduler.core.machine import (
     Approved,
+    ArchitectureDue,
     Backlog,
     Blocked,
+    Done,
     Event,
     Lane,
     Merged,
@@ -31,6 +33,7 @@ from session_scheduler.core.machine import (
     Outcome,
     SessionState,
     WorkItem,
+    architecture_due,
     choose_work,
     transition,
 )
@@ -205,7 +208,21 @@ def wake(schedule: Schedule, config: AgentConfig) -> tuple[Schedule, tuple[Event
         step = choose_work(schedule.view(n), config)
         schedule = _apply(schedule, n, step.state)
         events += step.events
-    return schedule, events
+    return _review_before_done(schedule, config, events)
+
+
+def _review_before_done(
+    schedule: Schedule, config: AgentConfig, events: tuple[Event, ...]
+) -> tuple[Schedule, tuple[Event, ...]]:
+    """With several lanes, an architecture review that fell due while other lanes held work (it
+    waits for a quiet `main`) runs once they are all done, in lane 0, before the project is."""
+    if not schedule.queued or any(lane.role is not T.DONE for lane in schedule.lanes):
+        return schedule, events
+    if not architecture_due(schedule.view(0), config):
+        return schedule, events
+    lanes = (Lane(T.ARCHITECTURE), *schedule.lanes[1:])
+    due = ArchitectureDue(schedule.backlog.completed)
+    return replace(schedule, lanes=lanes), (*(e for e in events if not isinstance(e, Done)), due)
 
 
 MEMORY_PER_LANE = 1 << 30
