@@ -264,17 +264,7 @@ class Lanes:
             self._say(
                 lane, f"session {flight.number}'s results, half recorded when the run was killed, were undone"
             )
-        started = self.totals.in_flight.get(lane)
-        if started is not None and started.get("session") == flight.number:  # killed: it never ended
-            ended_partly(
-                self.events,
-                self.totals,
-                self.clock.now(),
-                role.value,
-                started,
-                folder / SessionFolder.TRANSCRIPT,
-                killed=True,
-            )
+        self._end_unended(lane, flight.number, role, SessionFolder(folder), killed=True)
         if folder.is_dir():
             folder.rename(_aside(folder, why, self.clock))
         self.reruns[lane] = (flight.number, self.schedule.view(lane))
@@ -505,6 +495,23 @@ class Lanes:
             self._say(lane, f"session {number} {role.value}{verdict}: {classified.standing.value}{why}")
             self.lock.notify_all()
 
+    def _end_unended(
+        self, lane: int, number: int, role: SessionType, folder: SessionFolder, *, killed: bool
+    ) -> None:
+        """The end of the lane's session `number` recorded from its transcript, if no end was
+        (a killed run's, or one this run stops)."""
+        started = self.totals.in_flight.get(lane)
+        if started is not None and started.get("session") == number:
+            ended_partly(
+                self.events,
+                self.totals,
+                self.clock.now(),
+                role.value,
+                started,
+                folder.transcript,
+                killed=killed,
+            )
+
     def _stopping(self, lane: int, number: int, role: SessionType, folder: SessionFolder) -> bool:
         """Whether the run is being stopped (Ctrl-C, a stop signal: its sessions' CLIs were
         stopped with it): then the session ended cut off, not by the agent, and runs again next
@@ -512,16 +519,7 @@ class Lanes:
         with self.lock:
             if not isinstance(self.failed, KeyboardInterrupt):
                 return False
-            started = self.totals.in_flight.get(lane)
-            if started is not None and started.get("session") == number:
-                ended_partly(
-                    self.events,
-                    self.totals,
-                    self.clock.now(),
-                    role.value,
-                    started,
-                    folder.transcript,
-                )
+            self._end_unended(lane, number, role, folder, killed=False)
             flight = self.flights.get(lane)
             if flight is not None:
                 self.flights[lane] = flight.cut(Standing.INTERRUPTED.value)
