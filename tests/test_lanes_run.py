@@ -221,6 +221,7 @@ class Interrupted(InProcessRobotRunner):
     def __init__(self, scenario: Scenario, number: int) -> None:
         super().__init__(scenario)
         self.number = number
+        self.lanes: Lanes
 
     def _run(self, request: SessionRequest) -> SessionResult:
         if request.plan.number == self.number:
@@ -228,15 +229,18 @@ class Interrupted(InProcessRobotRunner):
             import time
 
             _thread.interrupt_main()
-            time.sleep(0.5)  # the stop reaches the lanes while this session runs
+            while not isinstance(self.lanes.failed, KeyboardInterrupt):  # it reaches them while this runs
+                time.sleep(0.05)
         return super()._run(request)
 
 
 def test_ctrl_c_stops_every_lane_and_their_sessions_run_again_uncounted(tmp_path: Path) -> None:
     project = new_project(tmp_path)
     scenario = Scenario.from_json(FOUR)
+    runner = Interrupted(scenario, 4)
+    runner.lanes = Lanes(project, CFG, runner, 3, echo=lambda _: None)
     with pytest.raises(KeyboardInterrupt):
-        Lanes(project, CFG, Interrupted(scenario, 4), 3, echo=lambda _: None).run()
+        runner.lanes.run()
     log = events.read(events.log_path(project))
     cut = [e for e in log if e["kind"] == "session_ended" and e["standing"] == "interrupted"]
     assert 4 in [e["session"] for e in cut] and all(e["cut"]["by"] == "interrupt" for e in cut)
