@@ -118,6 +118,10 @@ EQUIVALENT: dict[str, str] = {
     "session_scheduler.core.machine.x_architecture_due__mutmut_4": "`checked / interval` for `checked // interval`: with "
     "architecture_checked_at <= completed (it is only ever set to the completed count, which never "
     "shrinks), completed // i > checked / i exactly when completed // i > checked // i",
+    "session_scheduler.core.schedule.x__review_before_done__mutmut_11": "lane 1's view for lane 0's: whether "
+    "an architecture review is due reads only the shared backlog and counters, the same in every lane's view",
+    "session_scheduler.core.schedule.x_resized__mutmut_2": "`>` for `>=`: the same count falls to the other "
+    "branch, which finds no lane to drop and keeps every lane",
     "session_scheduler.run.invariants.x__holders__mutmut_2": "the separator of a message listing the roles with a right; every "
     "right in policy.POLICIES belongs to exactly one role, so the join never places it",
     "session_scheduler.run.invariants.x__holders__mutmut_3": "the same separator, upper-cased; never placed for the same reason",
