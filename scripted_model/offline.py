@@ -81,7 +81,7 @@ def offline_environment(
     """Run the scripted model on loopback; yield the CLI environment that points at it."""
     chosen = scenario or (Scenario.load(scenario_path) if scenario_path else DEMO)
     with (
-        tempfile.TemporaryDirectory(prefix="agent-offline-") as home,
+        tempfile.TemporaryDirectory(prefix="agent-offline-", ignore_cleanup_errors=True) as home,
         robot_server(chosen, log_path) as server,
     ):
         # A gateway-style token rather than an API key: with it the CLI reads the usage-limit

@@ -172,6 +172,8 @@ def test_three_lanes_build_independent_features_at_once_and_land_each_once(side_
     together = {pair for pair in overlapping(log) if set(pair) <= after_f001}
     assert len(together) == 3, f"F002..F004's IMPLEMENT sessions did not all overlap: {overlapping(log)}"
     assert "Lanes: 3, each in its own clone" in side_by_side.proc.stdout
+    calls = [line for line in side_by_side.proc.stdout.splitlines() if "] Bash: " in line]
+    assert calls and all(line.startswith("[lane ") for line in calls)  # each tool call says its lane
     assert all(workdirs.path_of(side_by_side.project, n).is_dir() for n in range(3))
 
 

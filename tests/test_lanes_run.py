@@ -205,9 +205,12 @@ def test_a_lanes_project_goes_on_with_one_lane_once_the_others_are_idle(spec_fil
     args = ("--project-dir", "app", "--spec", str(spec_file), "--feature-count", "4")
     first = _cli(*args, "--lanes", "3", "--max-iterations", "4")
     assert first.exit_code == 3, first.output
+    config = resolve_project("app") / ".agent_config.json"
+    before = config.read_bytes()
     refused = _cli(*args, "--lanes", "1")
     assert refused.exit_code == 2 and "still hold work; run with --lanes 3" in refused.output
-    done = _cli(*args, "--lanes", "3")
+    assert config.read_bytes() == before and "Project:" not in refused.output  # refused before the run
+    done = _cli(*args)  # the saved count still holds
     assert done.exit_code == 0, done.output
     again = _cli(*args, "--lanes", "1")  # nothing left: the one-lane loop reads the lanes' schedule
     assert again.exit_code == 0, again.output

@@ -70,6 +70,8 @@ class SessionRequest:
     settings_path: Path
     log_dir: Path
     records: Records
+    lane: int | None = None
+    """The lane it runs in, with several lanes (its console lines say so); None with one."""
 
 
 @dataclass(frozen=True)
@@ -269,6 +271,10 @@ class ClaudeSessionRunner:
         self._env = dict(env or {})
         self._cli_path = cli_path
 
+    def _say(self, request: SessionRequest, line: str) -> None:
+        """One console line of the session (prefixed with its lane when it runs in one of several)."""
+        self._echo(line if request.lane is None else f"[lane {request.lane}] {line.lstrip()}")
+
     async def run(self, request: SessionRequest) -> SessionResult:
         request.log_dir.mkdir(parents=True, exist_ok=True)
         stderr_lines: list[str] = []
@@ -308,8 +314,9 @@ class ClaudeSessionRunner:
                             finally:
                                 left = await _close(stream, request.cwd, since)
                                 if left:
-                                    self._echo(
-                                        f"  [{request.plan.role.value}] stopped {plural(len(left), 'process', 'processes')} left running after the result (pids {', '.join(map(str, left))})"
+                                    self._say(
+                                        request,
+                                        f"  [{request.plan.role.value}] stopped {plural(len(left), 'process', 'processes')} left running after the result (pids {', '.join(map(str, left))})",
                                     )
                         except _StopAtOnce:
                             cause = (
@@ -317,8 +324,9 @@ class ClaudeSessionRunner:
                                 if values["api_error_status"] in UNRETRYABLE_STATUSES
                                 else "past the outage allowance (--max-outage-minutes)"
                             )
-                            self._echo(
-                                f"  [{request.plan.role.value}] stopped: the API answered {values['api_error_status'] or 'nothing'}, {cause}"
+                            self._say(
+                                request,
+                                f"  [{request.plan.role.value}] stopped: the API answered {values['api_error_status'] or 'nothing'}, {cause}",
                             )
                         except ProcessError as exc:
                             tail = _tail(stderr_lines) or str(exc)
@@ -343,7 +351,7 @@ class ClaudeSessionRunner:
             ):
                 if stopped:
                     values.update(error=why, terminal_reason=reason, is_error=True)
-                    self._echo(f"  [{plan.role.value}] stopped: {line}")
+                    self._say(request, f"  [{plan.role.value}] stopped: {line}")
         (SessionFolder(request.log_dir).cli_stderr).write_text("\n".join(stderr_lines), encoding="utf-8")
         if "subtype" not in values:  # no result: what the model calls used, as the transcript shows it
             values.update(tokens_in_transcript(SessionFolder(request.log_dir).transcript), cut_off=True)
@@ -371,7 +379,7 @@ class ClaudeSessionRunner:
             for block in message.content:
                 if isinstance(block, ToolUseBlock):
                     counter[0] += 1
-                    self._echo(f"  [{role}] {describe_tool_call(block, request.cwd)}")
+                    self._say(request, f"  [{role}] {describe_tool_call(block, request.cwd)}")
         elif isinstance(message, UserMessage) and SANDBOX_FAILED in str(message.content):
             values["sandbox_failed"] = True
         elif isinstance(message, RateLimitEvent) and message.rate_limit_info.status == "rejected":
@@ -393,9 +401,10 @@ class ClaudeSessionRunner:
                 )
                 raise _StopAtOnce
             status = data.get("error_status") or "no status"
-            self._echo(
+            self._say(
+                request,
                 f"  [{role}] API retry {data.get('attempt')}/{data.get('max_retries')}: "
-                f"{data.get('error', '')} ({status}), next in {data.get('retry_delay_ms')} ms"
+                f"{data.get('error', '')} ({status}), next in {data.get('retry_delay_ms')} ms",
             )
         elif isinstance(message, ResultMessage):
             values.update(_from_result(message))

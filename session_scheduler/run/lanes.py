@@ -12,6 +12,7 @@ goes back to a free lane as a FIX against a review the scheduler writes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -202,9 +203,15 @@ class Lanes:
             with self.lock:
                 self.failed = self.failed or stop
                 self.lock.notify_all()
-            for n in range(self.count):
-                processes.stop_with_tmpdir(private_tmp(workdirs.path_of(self.project, n)))
-            self._wait_for_threads()
+            with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: they are being stopped
+                for n in range(self.count):
+                    processes.stop_with_tmpdir(private_tmp(workdirs.path_of(self.project, n)))
+            while True:  # a second Ctrl-C while they stop does not leave them running
+                try:
+                    self._wait_for_threads()
+                    break
+                except KeyboardInterrupt:
+                    continue
             with self.lock:
                 self._save()
             raise
@@ -428,7 +435,7 @@ class Lanes:
             state, self.config, workdir, brief=brief_for(state, self.config, outbox), spent_usd=spent
         )
         pre = capture(outbox, clone, state, folder.path / SessionFolder.PRE)
-        request = SessionRequest(plan, workdir, write_plan(plan, workdir), folder.path, outbox)
+        request = SessionRequest(plan, workdir, write_plan(plan, workdir), folder.path, outbox, lane)
         with self.lock:
             self.events.emit(
                 "session_started",

@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from session_scheduler.run.agent import ClaudeSessionRunner, SessionRunner
+from session_scheduler.run.agent import ClaudeSessionRunner, SessionRunner, guarded_cli
 
 if TYPE_CHECKING:
     from scripted_model.scenario import Scenario
@@ -33,15 +33,21 @@ def runner_factory(scenario: Scenario | None) -> RunnerFactory:
 def open_runner(echo: Echo, log_dir: Path, scenario: Scenario | None = None) -> Iterator[SessionRunner]:
     """The real CLI with the inherited environment, or, given a scenario, the same CLI pointed
     at the scripted model (started here, stopped when the run ends; its requests logged)."""
-    if scenario is None:
-        yield ClaudeSessionRunner(echo)
-        return
-    from scripted_model.offline import offline_environment
+    import tempfile
 
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with offline_environment(scenario=scenario, log_path=log_dir / REQUEST_LOG) as env:
-        echo(f"Offline demo: scripted model at {env['ANTHROPIC_BASE_URL']} (no API key, no network)")
-        yield ClaudeSessionRunner(echo, env=env)
+    # the CLI's wrapper is written once, before any session starts: written per session, one
+    # lane's exec of its new wrapper failed ("Text file busy") while another lane's fork held it open
+    with tempfile.TemporaryDirectory(prefix="agent-cli-", ignore_cleanup_errors=True) as folder:
+        cli = guarded_cli(Path(folder))
+        if scenario is None:
+            yield ClaudeSessionRunner(echo, cli_path=cli)
+            return
+        from scripted_model.offline import offline_environment
+
+        log_dir.mkdir(parents=True, exist_ok=True)
+        with offline_environment(scenario=scenario, log_path=log_dir / REQUEST_LOG) as env:
+            echo(f"Offline demo: scripted model at {env['ANTHROPIC_BASE_URL']} (no API key, no network)")
+            yield ClaudeSessionRunner(echo, env=env, cli_path=cli)
 
 
 AUTH_STATUS_TIMEOUT_S = 30

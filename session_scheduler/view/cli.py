@@ -533,6 +533,7 @@ def run_cli(
         too_many = lanes_refusal(config.lanes, seams.memory())
         if too_many:
             raise BadInput(too_many)
+        refuse_lane_change(project, config.lanes)  # before the options are saved
     if (
         starts and not offline_demo
     ):  # before anything is created: a newcomer without credentials gets no folder
@@ -627,6 +628,17 @@ def _run(
             known = merge_config(saved, {}).models if saved is not None else dict(DEFAULT_MODELS)
             progress.save_config(project, {**config.to_json(), "models": known})
             raise
+
+
+def refuse_lane_change(project: Path, lanes: int) -> None:
+    """A lane count the project's schedule cannot change to now (`schedule.resized` says why)."""
+    saved = statefile.load(project) if (project / STATE_FILE).exists() else None
+    if saved is None or len(saved.schedule.lanes) == lanes:
+        return
+    try:
+        resized(saved.schedule, lanes)
+    except ValueError as exc:
+        raise BadInput(f"--lanes {lanes}: {exc}") from None
 
 
 def one_lane(project: Path, config: AgentConfig) -> None:
