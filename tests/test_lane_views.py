@@ -137,13 +137,15 @@ def test_with_several_lanes_the_console_keeps_a_line_per_lane_and_the_queue(tmp_
     assert headers[2].startswith("[lane 1] === Session 3: IMPLEMENT") and headers[3].startswith("[lane 2] ")
     block = lines[lines.index(headers[3]) + 1 :]  # printed when session 3 ended (not a terminal)
     assert block == [
-        f"  {status_line(view.totals, now)}",
-        f"  lane 0: IMPLEMENT · F001 · session 2 · since {clock_at(T0 + 61)} (2 min 04 s)",
-        "  lane 1: idle",
-        f"  lane 2: IMPLEMENT · F003 · session 4 · since {clock_at(T0 + 63)} (2 min 02 s)",
-        "  queue: F002 waiting 35 s",
+        f"  {status_line(view.totals, now)}"
+    ]  # the run's line only: the lanes' lines say the rest
+    assert view._status().plain.splitlines() == [  # the terminal's status lines
+        status_line(view.totals, now),
+        f"lane 0: IMPLEMENT · F001 · session 2 · since {clock_at(T0 + 61)} (2 min 04 s)",
+        "lane 1: idle",
+        f"lane 2: IMPLEMENT · F003 · session 4 · since {clock_at(T0 + 63)} (2 min 02 s)",
+        "queue: F002 waiting 35 s",
     ]
-    assert view._status().plain == "\n".join(line[2:] for line in block)  # the terminal's status lines
     waiting.clear()  # nothing waits to land: no queue line
     assert not any(line.startswith("queue") for line in view._status().plain.splitlines())
     view.close()
@@ -351,7 +353,8 @@ def test_a_three_lane_run_seen_through_the_console_and_the_report(tmp_path: Path
     view.close()
     text = out.getvalue()
     assert "[lane 0] === Session 1: INITIALIZER" in text and "[lane 2] === Session" in text
-    assert "\n  lane 0: " in text and "\n  lane 1: " in text and "\n  lane 2: " in text
+    assert "\n  lane 0: " not in text  # not a terminal: the lanes' own lines, no status block
+    assert [line.split()[1] for line in view._status().plain.splitlines()[1:4]] == ["0:", "1:", "2:"]
     data = gather(project)
     assert data.lanes == (0, 1, 2) and {r.lane for r in data.session_rows} == {0, 1, 2}
     assert data.queue is not None and data.queue.landed == 4 and len(data.queue.waits) == 4

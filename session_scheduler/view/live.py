@@ -163,9 +163,8 @@ class LiveConsole:
         elif kind == "session_started":
             self._print("")
             self._print(self._header(event), "bold")
-        elif kind == "session_ended" and not self._live:
-            for line in self._status_lines():
-                self._print(f"  {line}", "dim")
+        elif kind == "session_ended" and not self._live:  # not a terminal: the run's line, once a session
+            self._print(f"  {self._status_lines()[0]}", "dim")  # (each lane's own lines say the rest)
         elif kind == "run_ended":
             self.close()
 
