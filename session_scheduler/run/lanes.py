@@ -279,7 +279,8 @@ class Lanes:
         if flight.wait_until is not None and flight.wait_until > self.paused_until:
             self.paused_until = flight.wait_until
         self.events.emit("resumed", session=flight.number, role=role.value, cause=why, lane=lane)
-        self._say(lane, f"session {flight.number} ({role.value}) runs again: it was {why.replace('_', ' ')}")
+        cause = "interrupted" if why == Standing.INTERRUPTED.value else f"cut short ({why.replace('_', ' ')})"
+        self._say(lane, f"session {flight.number} ({role.value}) runs again: it was {cause}")
 
     def _reconcile_queue(self, repo: git.Repo) -> None:
         """The merge queue's file and the schedule agree (a kill between writing one and the other):
