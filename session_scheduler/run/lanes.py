@@ -13,7 +13,6 @@ goes back to a free lane as a FIX against a review the scheduler writes.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import threading
 import time
@@ -24,7 +23,6 @@ from pathlib import Path
 import anyio
 import git
 
-from session_scheduler.core import version
 from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
 from session_scheduler.core.errors import (
@@ -59,7 +57,7 @@ from session_scheduler.repo import gitops, merge_queue, workdirs
 from session_scheduler.repo.merge_queue import Conflict, Landed, Landing, Queue, Red
 from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
 from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged, receipt
-from session_scheduler.run.opening import open_project
+from session_scheduler.run.opening import open_project, run_started
 from session_scheduler.run.plan import brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.scheduler import ended_partly
@@ -144,14 +142,7 @@ class Lanes:
         self.totals = Totals.of(events.read(self.events.path))
         self.events.subscribe(self.totals.apply)
         self.events.subscribe(self.run_totals.apply)
-        self.events.emit(
-            "run_started",
-            pid=os.getpid(),
-            project=str(self.project),
-            version=version.VERSION,
-            cost_basis=self.cost_basis,
-            lanes=self.count,
-        )
+        run_started(self.events, self.project, self.cost_basis, lanes=self.count)
         status, message = "error", "an unexpected error (see the traceback)"
         try:
             report = self._run(repo)

@@ -4,17 +4,21 @@ run left behind."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import git
 
+from session_scheduler.core import version
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.humane import plural
 from session_scheduler.core.layout import HANDOFF_FILES, STATE_FILE
 from session_scheduler.guard import processes
 from session_scheduler.repo import adoption, git_backup, gitops
 from session_scheduler.store import crashpoints, progress
+from session_scheduler.store.events import EventLog
 from session_scheduler.store.records import Records
 
 
@@ -54,3 +58,15 @@ def open_project(
             )
     crashpoints.reached("repo_opened")
     return repo, stashed
+
+
+def run_started(log: EventLog, project: Path, cost_basis: str, **more: Any) -> None:
+    """The run's first event: this process, the project, the product's version, what the costs are."""
+    log.emit(
+        "run_started",
+        pid=os.getpid(),
+        project=str(project),
+        version=version.VERSION,
+        cost_basis=cost_basis,
+        **more,
+    )

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import git
 
-from session_scheduler.core import pricing, version
+from session_scheduler.core import pricing
 from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
 from session_scheduler.core.errors import GitError, NotLoggedIn, SchedulerError, StateError, UnknownModel
@@ -50,7 +50,7 @@ from session_scheduler.run.classify import (
     partial_receipt,
     receipt,
 )
-from session_scheduler.run.opening import open_project
+from session_scheduler.run.opening import open_project, run_started
 from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
@@ -196,13 +196,7 @@ class Scheduler:
             self.totals = Totals.of(events.read(self.events.path))
             self.events.subscribe(self.totals.apply)
             self.events.subscribe(self.run_totals.apply)
-            self.events.emit(
-                "run_started",
-                pid=os.getpid(),
-                project=str(self.project),
-                version=version.VERSION,
-                cost_basis=self.cost_basis,
-            )
+            run_started(self.events, self.project, self.cost_basis)
             self._record_set_aside()
             status, message = "error", "an unexpected error (see the traceback)"
             try:
