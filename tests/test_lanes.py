@@ -164,6 +164,39 @@ def test_a_usage_limit_pauses_every_lane_once_and_the_cut_session_runs_again(tmp
     assert sum("every lane waits" in line for line in lines) == 1
 
 
+def test_a_pause_that_comes_after_a_lane_looked_still_holds_its_session_back(tmp_path: Path) -> None:
+    """Another lane's usage limit can pause every lane just after this lane found no pause and
+    made its session ready: the session still waits for the pause to end before it starts."""
+    from session_scheduler.store.events import EventLog
+    from session_scheduler.testing.seams import VirtualClock
+
+    project = new_project(tmp_path)
+    clock = VirtualClock()
+    robot = InProcessRobotRunner(Scenario.from_json({"features": 4}), clock=clock)
+    lanes = Lanes(
+        project,
+        CFG,
+        robot,
+        2,
+        echo=lambda _: None,
+        events=EventLog(project, "run-1", clock=clock.now),
+        clock=clock,
+    )
+    looked, pauses = lanes._paused, list[float]()
+
+    def then_paused() -> None:
+        looked()
+        if not pauses:  # as a cut in another lane would, right after this lane looked
+            with lanes.lock:
+                lanes.paused_until = clock.now() + 600
+            pauses.append(lanes.paused_until)
+
+    lanes._paused = then_paused  # type: ignore[method-assign]
+    lanes.run(max_iterations=1)  # the INITIALIZER's, which only lane 0 can run
+    started = [e["ts"] for e in events.read(events.log_path(project)) if e["kind"] == "session_started"]
+    assert len(started) == 1 and started[0] >= pauses[0]
+
+
 def test_what_retrying_cannot_fix_stops_every_lane(tmp_path: Path) -> None:
     import pytest
 

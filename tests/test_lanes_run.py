@@ -267,6 +267,42 @@ def test_ctrl_c_stops_every_lane_and_their_sessions_run_again_uncounted(tmp_path
     assert not [e for e in log if e["kind"] == "session_ended" and e["standing"] == "failed"]
 
 
+class LimitedThenCtrlC(InProcessRobotRunner):
+    """The robot, but session 1 hits a usage limit an hour from its reset; a second later, while
+    every lane waits it out, the person presses Ctrl-C."""
+
+    def _run(self, request: SessionRequest) -> SessionResult:
+        import _thread
+        import threading
+        import time
+
+        threading.Timer(1.0, _thread.interrupt_main).start()
+        return SessionResult(rate_limit_resets_at=int(time.time()) + 3600, cost_usd=0.1)
+
+
+def test_ctrl_c_while_the_lanes_wait_out_a_usage_limit_stops_them_at_once_and_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    import time
+
+    project = new_project(tmp_path)
+    lanes = Lanes(project, CFG, LimitedThenCtrlC(Scenario.from_json(FOUR)), 2, echo=lambda _: None)
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        lanes.run()
+    assert time.monotonic() - began < 30  # not the hour, nor a long sleep's step
+    log = events.read(events.log_path(project))
+    assert [e["session"] for e in log if e["kind"] == "session_started"] == [1]  # its rerun never started
+    saved = statefile.load(project)
+    (waiting,) = saved.in_flight.values() if saved else ()
+    assert (
+        waiting.number == 1
+        and waiting.why == "interrupted"
+        and waiting.wait_until is not None
+        and waiting.wait_until > time.time() + 3000
+    )
+
+
 def test_a_clone_that_will_not_take_main_is_made_again_and_the_lane_goes_on(tmp_path: Path) -> None:
     from session_scheduler.repo import workdirs
 

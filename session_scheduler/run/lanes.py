@@ -312,7 +312,6 @@ class Lanes:
         assert lane is not None
         repo = safe_git.open(self.project)  # each thread its own: GitPython's helpers are not shared
         while True:
-            self._paused()
             with self.lock:
                 while (
                     self.failed is None
@@ -342,8 +341,9 @@ class Lanes:
                     str(folder.path),
                     main,
                     gitops.head(repo, work.branch) if work else None,
+                    wait_until=self.paused_until if self.paused_until > self.clock.now() else None,
                     lane=lane,
-                )
+                )  # a pause it waits out at its start (`_session`) holds after a stop, too
                 self.started += 1
                 self._save()
                 outbox = open_outbox(self.records, folder.path / "outbox")
@@ -428,18 +428,26 @@ class Lanes:
         )
         pre = capture(outbox, clone, state, folder.path / SessionFolder.PRE)
         request = SessionRequest(plan, workdir, write_plan(plan, workdir), folder.path, outbox, lane)
-        with self.lock:
-            self.events.emit(
-                "session_started",
-                session=number,
-                role=role.value,
-                model=plan.model,
-                feature=work.feature_id if work else None,
-                branch=work.branch if work else None,
-                attempt=state.lane.attempts + 1,
-                log_dir=str(folder.path.relative_to(self.project)),
-                lane=lane,
-            )
+        while True:  # no session starts while every lane is paused, however late the pause came
+            self._paused()
+            with self.lock:
+                if self.failed is not None:  # stopped before it started: it runs next time (`_resume`)
+                    self._stopping(lane, number, role, folder)
+                    return
+                if self.paused_until > self.clock.now():
+                    continue
+                self.events.emit(
+                    "session_started",
+                    session=number,
+                    role=role.value,
+                    model=plan.model,
+                    feature=work.feature_id if work else None,
+                    branch=work.branch if work else None,
+                    attempt=state.lane.attempts + 1,
+                    log_dir=str(folder.path.relative_to(self.project)),
+                    lane=lane,
+                )
+                break
         started = time.time()  # the OS's clock: compared with processes' start times
         result = anyio.run(self.runner.run, request)
         processes.stop_left_in(workdir, started)
@@ -521,7 +529,7 @@ class Lanes:
             self._end_unended(lane, number, role, folder, killed=False)
             flight = self.flights.get(lane)
             if flight is not None:
-                self.flights[lane] = flight.cut(Standing.INTERRUPTED.value)
+                self.flights[lane] = flight.cut(Standing.INTERRUPTED.value, flight.wait_until)
             self._save()
             return True
 
@@ -551,7 +559,7 @@ class Lanes:
                 delay = self.paused_until - self.clock.now()
                 if delay <= 0 or self.failed is not None:
                     return
-            self.clock.sleep(min(delay, 60.0))
+            self.clock.sleep(min(delay, 1.0))  # in short steps: a Ctrl-C reaches a waiting lane soon
 
     def _cut(
         self, lane: int, number: int, state: SessionState, model: str, result: SessionResult, cut: Classified
