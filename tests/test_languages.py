@@ -162,6 +162,15 @@ def test_python_lint_and_types_from_their_own_files(files: dict[str, str], gate:
     assert PY.gates(make(files)).gates == (gate,)
 
 
+@pytest.mark.parametrize(("floor", "named"), [("80.0", "80"), ("true", None), ("'90'", None)])
+def test_python_a_coverage_floor_is_a_number(floor: str, named: str | None) -> None:
+    text = f"[tool.pytest.ini_options]\n[tool.coverage.report]\nfail_under = {floor}\n"
+    found = PY.gates(make({"pyproject.toml": text}))
+    assert [g.command.rsplit("=", 1)[1] for g in found.gates if g.kind == "coverage"] == (
+        [named] if named else []
+    )
+
+
 def test_python_a_coverage_floor_without_tests_names_no_coverage_gate() -> None:
     assert PY.gates(make({"pyproject.toml": "[tool.coverage.report]\nfail_under = 90\n"})).gates == ()
 
@@ -226,6 +235,11 @@ def test_node_tsc_when_typescript_is_a_dependency_with_a_tsconfig() -> None:
     assert len(NODE.gates(make({"package.json": text})).gates) == 1  # no tsconfig: no tsc
     no_ts = package({"test": "jest"}, dependencies={"react": "^18"})
     assert len(NODE.gates(make({"package.json": no_ts, "tsconfig.json": "{}"})).gates) == 1
+
+
+def test_node_a_blank_or_odd_script_is_no_gate() -> None:
+    text = json.dumps({"scripts": {"test": " ", "lint": 5, "coverage": None}})
+    assert NODE.gates(make({"package.json": text})).gates == ()
 
 
 def test_node_a_malformed_package_json_names_nothing() -> None:

@@ -123,6 +123,25 @@ def test_a_gate_past_its_timeout_is_red_and_says_so_and_the_next_still_runs(repo
     assert lint.passed and lint.output == "ok\n"
 
 
+def test_the_guard_is_held_while_the_worktree_is_added_and_removed(repo: git.Repo) -> None:
+    held: list[int] = []
+
+    class Guard:
+        """A lock's shape (lanes pass one): what the worktree list holds when it is taken."""
+
+        def __enter__(self) -> None:
+            held.append(len(str(repo.git.worktree("list")).splitlines()))
+
+        def __exit__(self, *_: object) -> None:
+            return None
+
+    gates = GateSet((Gate("tests", "true"),))
+    repo_gates.run_gates_at(
+        repo, repo.head.commit.hexsha, gates, allowed_domains=(), sandboxed=False, guard=Guard()
+    )
+    assert held == [1, 2]  # entered before the worktree was added, and again before it was removed
+
+
 def test_run_tests_at_still_shares_the_worktree(repo: git.Repo) -> None:
     sha = repo.head.commit.hexsha
     assert gitops.run_tests_at(repo, sha, "cat app_spec.txt", sandboxed=False) == (True, "spec\n")
