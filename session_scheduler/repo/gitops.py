@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import tempfile
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -457,29 +459,66 @@ def run_tests_at(
     (passed, output tail). `sandboxed=False` (the project's --no-sandbox) runs it unconfined, with
     the scheduler's environment, as the person chose. `guard` is held while the worktree is added
     and removed (lanes: a fetch into the repository at that moment would see a half-made worktree)."""
+    with clean_worktree(repo, sha, guard) as tree:
+        try:
+            code, output = run_in_worktree(repo, tree, command, timeout, allowed_domains, sandboxed=sandboxed)
+        except subprocess.TimeoutExpired:
+            return False, f"test command timed out after {timeout:.0f}s"
+        return code == 0, output[-2000:]
+
+
+@contextlib.contextmanager
+def clean_worktree(
+    repo: git.Repo, sha: str, guard: AbstractContextManager[Any] | None = None
+) -> Iterator[Path]:
+    """A detached worktree of `sha` in a temp folder outside the project, removed afterwards (its
+    private temp for the sandbox beside it); `guard` held while it is added and removed."""
     guard = guard or contextlib.nullcontext()
     with tempfile.TemporaryDirectory(prefix="agent-tests-") as tmp:
         tree = Path(tmp) / "tree"
         with guard:
             repo.git.worktree("add", "--detach", str(tree), sha)
         try:
-            if not sandboxed:
-                done = subprocess.run(
-                    ["bash", "-c", command],
-                    cwd=tree,
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout,
-                    check=False,
-                )
-                return done.returncode == 0, (done.stdout + done.stderr)[-2000:]
-            profile = command_sandbox.host_profile(
-                tree, Path(tmp) / "tmp", Path(repo.working_dir), allowed_domains
-            )
-            code, output = command_sandbox.run_sandboxed(command, tree, profile, timeout)
-            return code == 0, output[-2000:]
-        except subprocess.TimeoutExpired:
-            return False, f"test command timed out after {timeout:.0f}s"
+            yield tree
         finally:
             with guard:
                 repo.git.worktree("remove", "--force", str(tree))
+
+
+def run_in_worktree(
+    repo: git.Repo,
+    tree: Path,
+    command: str,
+    timeout: float,
+    allowed_domains: Iterable[str],
+    *,
+    sandboxed: bool = True,
+) -> tuple[int, str]:
+    """Run `command` with bash in a `clean_worktree`: (exit code, output), inside the command
+    sandbox unless `sandboxed=False`; subprocess.TimeoutExpired at `timeout`."""
+    if not sandboxed:
+        return _run_unconfined(command, tree, timeout)
+    profile = command_sandbox.host_profile(tree, tree.parent / "tmp", Path(repo.working_dir), allowed_domains)
+    return command_sandbox.run_sandboxed(command, tree, profile, timeout)
+
+
+def _run_unconfined(command: str, cwd: Path, timeout: float) -> tuple[int, str]:
+    """`bash -c command` in its own process group, killed whole at `timeout` (a child that kept
+    the output pipes open would otherwise hold the scheduler until it ended)."""
+    proc = subprocess.Popen(
+        ["bash", "-c", command], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(command, timeout, output=out + err) from None
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return proc.returncode, out + err
