@@ -9,7 +9,10 @@ import dataclasses
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # core/gates reads core/schemas, which reads this module
+    from session_scheduler.core.gates import GateSet
 
 
 class SessionType(enum.StrEnum):
@@ -105,6 +108,13 @@ class AgentConfig:
     lanes: int = 1
     """How many features are worked on at once, each lane in its own clone (`--lanes`, saved; one
     lane is the one-lane scheduler's exact behaviour)."""
+    gates: GateSet | None = None
+    """The project's quality gates as the person declared them (`--gates FILE`, saved; the test
+    command is their `tests` gate when they name none): run on the branch before REVIEW and on
+    `main` after landing."""
+    detect_gates: bool = False
+    """With no gates declared, a language plugin names them from the project's files
+    (`--gates detect`, saved; core/languages.py)."""
     allow_repo_code: bool = False
     """Commits may add what makes git run code (nested repositories as gitlinks, filter, diff or merge
     drivers selected in .gitattributes); refused by verification otherwise."""
@@ -153,6 +163,7 @@ class AgentConfig:
         data = dataclasses.asdict(self)
         del data["sandbox"], data["wait_for_limits"]
         data["allowed_domains"] = list(self.allowed_domains)
+        data["gates"] = self.gates.to_json() if self.gates else None
         return data
 
     @classmethod
@@ -161,6 +172,9 @@ class AgentConfig:
         values = {k: v for k, v in data.items() if k in known}
         values["models"] = {**DEFAULT_MODELS, **values.get("models", {})}
         values["allowed_domains"] = tuple(values.get("allowed_domains", DEFAULT_ALLOWED_DOMAINS))
+        from session_scheduler.core.gates import GateSet
+
+        values["gates"] = GateSet.from_json(values["gates"]) if values.get("gates") else None
         return cls(**values)
 
 

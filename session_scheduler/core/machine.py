@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.core.gates import GateResult
 from session_scheduler.core.humane import plural
 
 Verdict = Literal["PASS", "REQUEST_CHANGES", "REJECT"]
@@ -208,6 +209,11 @@ class Outcome:
     reason: str = ""
     undone: str = ""
     """What the scheduler undid of a session that still counts (a merge whose tests failed)."""
+    gates: tuple[GateResult, ...] = ()
+    """The project's gates the scheduler ran after the session (on the branch, or on `main`)."""
+    gates_review: int | None = None
+    """IMPLEMENT / FIX: the review the scheduler wrote because a gate was red on the branch: the
+    work goes back to FIX with the gates' output, and no REVIEW runs on it."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +248,14 @@ class Approved:
 
 
 @dataclass(frozen=True)
+class GatesRed:
+    """A gate was red on the work's branch: the scheduler's review `review_id` sends it to FIX."""
+
+    work: WorkItem
+    review_id: int
+
+
+@dataclass(frozen=True)
 class Rejected:
     """The work is dropped: its branch goes, a feature is retried from `main` later."""
 
@@ -272,7 +286,7 @@ class Done:
     """Every feature passes or is blocked."""
 
 
-Event = Retry | GaveUp | Merged | Approved | Rejected | Blocked | ArchitectureDue | Halted | Done
+Event = Retry | GaveUp | Merged | Approved | GatesRed | Rejected | Blocked | ArchitectureDue | Halted | Done
 
 
 @dataclass(frozen=True)
@@ -299,7 +313,7 @@ def transition(state: SessionState, outcome: Outcome, config: AgentConfig) -> St
         listed = replace(state.backlog, features=outcome.feature_ids, depends=outcome.depends)
         return choose_work(replace(state, backlog=listed), config)
     if lane.role is T.IMPLEMENT or lane.role is T.FIX:
-        return _continue(state, T.REVIEW)
+        return _built(state, outcome, config)
     if lane.role is T.ARCHITECTURE:
         return _architecture_reviewed(state, outcome, config)
     return _reviewed(state, outcome, config)
@@ -321,6 +335,18 @@ def _failed(state: SessionState, outcome: Outcome, config: AgentConfig) -> Step:
         checked = replace(state, architecture_checked_at=state.backlog.completed)
         return choose_work(checked, config, gave_up)
     return _reject(state, config, gave_up)  # IMPLEMENT, REVIEW
+
+
+def _built(state: SessionState, outcome: Outcome, config: AgentConfig) -> Step:
+    """IMPLEMENT or FIX verified: to REVIEW, unless a gate was red on the branch; then back to FIX
+    while fix rounds are left, else the work is rejected."""
+    if outcome.gates_review is None:
+        return _continue(state, T.REVIEW)
+    assert state.lane.work is not None
+    red = GatesRed(state.lane.work, outcome.gates_review)
+    if state.lane.fix_rounds < config.max_fix_rounds:
+        return _continue(state, T.FIX, red, open_review=outcome.gates_review)
+    return _reject(state, config, red)
 
 
 def _reviewed(state: SessionState, outcome: Outcome, config: AgentConfig) -> Step:

@@ -255,6 +255,8 @@ AGENT_CONFIG: dict[str, Any] = {
         "max_session_budget_usd": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "notify": NULLABLE_STR,
         "test_command": NULLABLE_STR,
+        "gates": {"type": ["object", "null"]},  # its own schema: core/gates.GATES_SCHEMA, read by GateSet
+        "detect_gates": {"type": "boolean"},
         "allowed_domains": {"type": "array", "items": {"type": "string", "minLength": 1}},
         "spec_sha256": {"type": "string"},
         "models": {

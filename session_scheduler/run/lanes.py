@@ -33,6 +33,7 @@ from session_scheduler.core.errors import (
     StateError,
     UnknownModel,
 )
+from session_scheduler.core.gates import finding
 from session_scheduler.core.humane import duration, money, plural
 from session_scheduler.core.layout import LOG_DIR, STATE_FILE
 from session_scheduler.core.machine import (
@@ -55,8 +56,10 @@ from session_scheduler.guard import processes, safe_git
 from session_scheduler.guard.sandbox import private_tmp
 from session_scheduler.repo import gitops, merge_queue, workdirs
 from session_scheduler.repo.merge_queue import Conflict, Landed, Landing, Queue, Red
+from session_scheduler.run import gating
 from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
 from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged, receipt
+from session_scheduler.run.gating import Gatekeeper, gated
 from session_scheduler.run.opening import open_project, run_started
 from session_scheduler.run.plan import brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
@@ -473,6 +476,10 @@ class Lanes:
                 outcome = replace(
                     outcome, review_id=applied.review_ids.get(outcome.review_id, outcome.review_id)
                 )
+            if outcome.gates_review is not None:
+                outcome = replace(
+                    outcome, gates_review=applied.review_ids.get(outcome.gates_review, outcome.gates_review)
+                )
             if work is not None:
                 workdirs.bring_back(repo, workdir, work.branch)
             if role is T.INITIALIZER and outcome.ok:  # its skeleton: main is quiet while it runs alone
@@ -543,6 +550,15 @@ class Lanes:
             return
         if role is T.INITIALIZER:
             self.events.emit("features_listed", session=number, features=list(outcome.feature_ids))
+        where = "the lane's merge" if role is T.REVIEW else "branch"
+        gated(
+            self.events,
+            outcome.gates,
+            where,
+            session=number,
+            feature=work.feature_id if work else None,
+            lane=None,
+        )
         if outcome.verdict is not None:
             self.events.emit(
                 "verdict",
@@ -698,7 +714,8 @@ class Lanes:
                     return
                 landing = self.queue.pending()[0]
             began = time.time()
-            verdict = merge_queue.land(repo, landing, self._tests(repo), guard=self.lock)
+            tests = self._tests(repo, landing)
+            verdict = merge_queue.land(repo, landing, tests, guard=self.lock)
             timing = {
                 "waited_s": round(began - landing.queued_at, 3),
                 "land_s": round(time.time() - began, 3),
@@ -713,7 +730,7 @@ class Lanes:
                         feature=work.feature_id,
                         branch=landing.branch,
                         commit=verdict.commit,
-                        tests="passed" if self.config.test_command else "not configured",
+                        tests="passed" if tests is not None else "not configured",
                         lane=landing.lane,
                         **timing,
                     )
@@ -748,18 +765,28 @@ class Lanes:
             return True
         return not self.queue.pending() and (self.schedule.settled or self.working == 0)
 
-    def _tests(self, repo: git.Repo) -> merge_queue.Tests | None:
-        command = self.config.test_command
-        if not command:
+    def _tests(self, repo: git.Repo, landing: Landing) -> merge_queue.Tests | None:
+        """The project's gates on the merge (None: none to run); their results are an event."""
+        keeper = Gatekeeper.of(self.config, guard=self.lock)  # the lanes fetch into the project under it
+        main = gitops.head(repo, gitops.MAIN)
+        gates = keeper.gates(repo, main) if main is not None else None
+        if gates is None:
             return None
-        return lambda commit: gitops.run_tests_at(
-            repo,
-            commit,
-            command,
-            allowed_domains=self.config.allowed_domains,
-            sandboxed=self.config.sandbox,
-            guard=self.lock,  # the lanes fetch into the project under it
-        )
+
+        def run(commit: str) -> tuple[bool, str]:
+            results = keeper.check(repo, commit, gates)
+            with self.lock:
+                gated(
+                    self.events,
+                    results,
+                    "main",
+                    feature=_work_of(landing.branch).feature_id,
+                    lane=landing.lane,
+                )
+            failed = gating.red(results)
+            return not failed, finding(failed, "on main with this branch merged") if failed else ""
+
+        return run
 
     def _scheduler_review(self, work: WorkItem, verdict: Conflict | Red) -> int:
         """The review that sends work back (under the lock): what conflicted, or the tests' output."""
@@ -769,21 +796,7 @@ class Lanes:
         else:
             finding = "the tests fail on main with this branch merged"
             detail = verdict.output
-        data = progress.load_handoff(self.records).reviews or {"reviews": [], "fixes": []}
-        reviews = list(data.get("reviews", []))
-        review_id = max((int(r["review_id"]) for r in reviews), default=0) + 1
-        reviews.append(
-            {
-                "review_id": review_id,
-                "feature_id": work.feature_id,
-                "kind": "feature" if work.feature_id else "architecture",
-                "verdict": "REQUEST_CHANGES",
-                "issues": {"critical": [finding], "major": [], "minor": []},
-                "scheduler_findings": [detail.strip()[-1500:]],
-            }
-        )
-        progress.atomic_write_json(self.records.path("reviews.json"), {**data, "reviews": reviews})
-        return review_id
+        return progress.scheduler_review(self.records, work.feature_id, finding, detail)
 
 
 def _work_of(branch: str) -> WorkItem:

@@ -50,6 +50,7 @@ from session_scheduler.run.classify import (
     partial_receipt,
     receipt,
 )
+from session_scheduler.run.gating import gated
 from session_scheduler.run.opening import open_project, run_started
 from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
@@ -698,6 +699,8 @@ class Scheduler:
             return
         if plan.role is SessionType.INITIALIZER:
             self.events.emit("features_listed", session=plan.number, features=list(outcome.feature_ids))
+        where = "main" if plan.role is SessionType.REVIEW else "branch"
+        gated(self.events, outcome.gates, where, session=plan.number, feature=feature)
         if outcome.verdict is not None:
             self.events.emit(
                 "verdict",
@@ -713,7 +716,7 @@ class Scheduler:
                 feature=feature,
                 branch=plan.work.branch,
                 commit=gitops.head(repo, gitops.MAIN),
-                tests="passed" if self.config.test_command else "not configured",
+                tests="passed" if outcome.gates else "not configured",
             )
 
     def _ended(

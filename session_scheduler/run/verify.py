@@ -17,13 +17,23 @@ import git
 
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.errors import StateError
+from session_scheduler.core.gates import GateResult, GateSet, finding
 from session_scheduler.core.layout import is_scheduler_path
 from session_scheduler.core.machine import Outcome, SessionState, WorkItem
 from session_scheduler.core.policy import policy
 from session_scheduler.repo import gitops, refs
+from session_scheduler.run import gating
+from session_scheduler.run.gating import Gatekeeper
 from session_scheduler.run.invariants import check_invariants, depends_of
 from session_scheduler.store import crashpoints
-from session_scheduler.store.progress import Handoff, atomic_write_json, load_handoff, restore, snapshot
+from session_scheduler.store.progress import (
+    Handoff,
+    atomic_write_json,
+    load_handoff,
+    restore,
+    scheduler_review,
+    snapshot,
+)
 from session_scheduler.store.records import Records, records_of
 
 
@@ -146,9 +156,12 @@ def verify_session(
     pre: PreSession,
     config: AgentConfig,
     echo: Callable[[str], None] = print,
+    gatekeeper: Gatekeeper | None = None,
 ) -> Outcome:
     """The verified outcome of the session that just ran in `state` (its hand-off files read
-    from the records, its git from the repository; a correction written to the records)."""
+    from the records, its git from the repository; a correction written to the records). The
+    project's gates (`gatekeeper`, by default the config's) run on an IMPLEMENT's or FIX's branch
+    and on `main` after a REVIEW's merge."""
     records = records_of(where)
     role = state.lane.role
     try:
@@ -159,7 +172,8 @@ def verify_session(
         problems = check_invariants(pre.handoff, after, role)
         if problems:
             raise ClaimRefused("; ".join(problems))
-        return _CHECKS[role](Ran(records, repo, state, pre, after, config, echo))
+        keeper = gatekeeper or Gatekeeper.of(config)
+        return _CHECKS[role](Ran(records, repo, state, pre, after, config, echo, keeper))
     except ClaimRefused as exc:
         undo(records, repo, state, pre, echo)
         return Outcome(role, ok=False, reason=str(exc))
@@ -201,6 +215,7 @@ class Ran:
     after: Handoff
     config: AgentConfig
     echo: Callable[[str], None]
+    gatekeeper: Gatekeeper
 
     @property
     def role(self) -> SessionType:
@@ -297,7 +312,32 @@ def _initializer(ran: Ran) -> Outcome:
 def _implement(ran: Ran) -> Outcome:
     ran.main_untouched()
     ran.new_commits_on_branch()
-    return ran.outcome()
+    return _gated(ran)
+
+
+def _gated(ran: Ran) -> Outcome:
+    """The work's branch through the project's gates: all green, it goes to REVIEW; a red gate
+    sends it back to FIX with a review the scheduler writes (the gates' output in it)."""
+    gates = ran.gatekeeper.on_branch(ran.repo, ran.pre.main)
+    if gates is None:
+        return ran.outcome()
+    branch = ran.work.branch
+    tip = gitops.head(ran.repo, branch)
+    assert tip is not None  # new_commits_on_branch checked it
+    results = ran.gatekeeper.check(ran.repo, tip, gates)
+    failed = gating.red(results)
+    if not failed:
+        ran.echo(f"  verified: the gates pass on {branch} ({gating.names(results)})")
+        return ran.outcome(gates=results)
+    review_id = scheduler_review(
+        ran.records,
+        ran.work.feature_id,
+        f"the project's gates are red on {branch}: {gating.names(failed)}",
+        finding(failed, f"on {branch}"),
+        session=ran.state.next_number,
+    )
+    ran.echo(f"  gates red on {branch}: {gating.names(failed)}; back to FIX with review {review_id}")
+    return ran.outcome(gates=results, gates_review=review_id)
 
 
 def _fix(ran: Ran) -> Outcome:
@@ -307,7 +347,7 @@ def _fix(ran: Ran) -> Outcome:
     review = ran.state.lane.open_review
     if not any(fix["review_id"] == review for fix in fixes):
         raise ClaimRefused(f"no fix entry for review {review} in reviews.json")
-    return ran.outcome()
+    return _gated(ran)
 
 
 def _architecture(ran: Ran) -> Outcome:
@@ -348,27 +388,35 @@ def _review(ran: Ran) -> Outcome:
         )
     ran.no_scheduler_files_committed(ran.pre.main, main)
     ran.no_repo_code_committed(ran.pre.main, main)
-    if ran.config.test_command:
-        passed, output = gitops.run_tests_at(
-            ran.repo,
-            main,
-            ran.config.test_command,
-            allowed_domains=ran.config.allowed_domains,
-            sandboxed=ran.config.sandbox,
-        )
-        crashpoints.reached("merge_tested")
-        if not passed:
-            return _undo_failed_merge(ran, main, review_id, output)
-        ran.echo(f"  verified: `{ran.config.test_command}` passes on main")
-    return ran.outcome(verdict="PASS", review_id=review_id)
+    gates = ran.gatekeeper.gates(ran.repo, ran.pre.main)
+    if gates is None:
+        return ran.outcome(verdict="PASS", review_id=review_id)
+    results = ran.gatekeeper.check(ran.repo, main, gates)
+    crashpoints.reached("merge_tested")
+    failed = gating.red(results)
+    if failed:
+        return _undo_failed_merge(ran, main, review_id, failed, results)
+    ran.echo(f"  verified: {_passed(gates)} on main")
+    return ran.outcome(verdict="PASS", review_id=review_id, gates=results)
 
 
-def _undo_failed_merge(ran: Ran, merged: str, review_id: int, output: str) -> Outcome:
-    """Tests fail on `main` after the merge: undo it and turn the PASS into REQUEST_CHANGES."""
+def _passed(gates: GateSet) -> str:
+    if gates.source == "test_command":
+        return f"`{gates.gates[0].command}` passes"
+    return f"the gates pass ({', '.join(g.name for g in gates.gates)})"
+
+
+def _undo_failed_merge(
+    ran: Ran, merged: str, review_id: int, failed: list[GateResult], results: tuple[GateResult, ...]
+) -> Outcome:
+    """A gate (the tests) fails on `main` after the merge: undo it and turn the PASS into
+    REQUEST_CHANGES."""
     feature = ran.work.feature_id
     gitops.keep_ref(ran.repo, f"undone/session-{ran.state.next_number}/main", merged)
     gitops.set_branch(ran.repo, gitops.MAIN, ran.pre.main)
-    finding = f"tests failed on main after merging: {output.strip()[-500:]}"
+    what = "tests" if [r.kind for r in failed] == ["tests"] else f"the gates ({gating.names(failed)})"
+    output = "\n".join(r.output.strip() for r in failed)
+    finding = f"{what} failed on main after merging: {output.strip()[-500:]}"
     reviews = dict(ran.after.reviews or {})
     reviews["reviews"] = [
         {**r, "verified_verdict": "REQUEST_CHANGES", "scheduler_findings": [finding]}
@@ -380,14 +428,15 @@ def _undo_failed_merge(ran: Ran, merged: str, review_id: int, output: str) -> Ou
     features = dict(ran.after.feature_list or {})
     features["features"] = [{**f, "passes": False} if f["id"] == feature else f for f in features["features"]]
     atomic_write_json(ran.records.path("feature_list.json"), features)
-    ran.echo("  undo: merge reverted, tests fail on main; PASS counts as REQUEST_CHANGES")
+    ran.echo(f"  undo: merge reverted, {what} fail on main; PASS counts as REQUEST_CHANGES")
     return Outcome(
         SessionType.REVIEW,
         ok=True,
         verdict="REQUEST_CHANGES",
         review_id=review_id,
         passing=ran.after.passing() - {feature},
-        undone="tests failed on main after the merge; the merge was undone and the PASS counts as REQUEST_CHANGES",
+        undone=f"{what} failed on main after the merge; the merge was undone and the PASS counts as REQUEST_CHANGES",
+        gates=results,
     )
 
 

@@ -517,3 +517,28 @@ def load_config(project: Path) -> dict[str, Any] | None:
 def save_config(project: Path, data: dict[str, Any]) -> None:
     validate(data, AGENT_CONFIG, CONFIG_FILE)
     atomic_write_json(project / CONFIG_FILE, data)
+
+
+def scheduler_review(
+    where: Records | Path, feature_id: str | None, finding: str, detail: str, session: int | None = None
+) -> int:
+    """A REQUEST_CHANGES the scheduler itself writes (a conflict or red tests on landing, a red
+    gate on the branch), appended to reviews.json: its id. `session` marks it as that session's
+    (lanes: an outbox's entries are applied by their session)."""
+    records = records_of(where)
+    data = load_handoff(records).reviews or {"reviews": [], "fixes": []}
+    reviews = list(data.get("reviews", []))
+    review_id = max((int(r["review_id"]) for r in reviews), default=0) + 1
+    reviews.append(
+        {
+            "review_id": review_id,
+            "feature_id": feature_id,
+            "kind": "feature" if feature_id else "architecture",
+            "verdict": "REQUEST_CHANGES",
+            "issues": {"critical": [finding], "major": [], "minor": []},
+            "scheduler_findings": [detail.strip()[-1500:]],
+            **({"session_id": session} if session is not None else {}),
+        }
+    )
+    atomic_write_json(records.path("reviews.json"), {**data, "reviews": reviews})
+    return review_id

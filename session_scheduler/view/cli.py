@@ -48,6 +48,7 @@ from session_scheduler.core.errors import (
     SchedulerError,
     UnknownModel,
 )
+from session_scheduler.core.gates import GateSet, weakened
 from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE, STATE_FILE
 from session_scheduler.core.machine import SessionState, resume
 from session_scheduler.core.schedule import lanes_refusal, resized, wake
@@ -195,6 +196,39 @@ def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
     return None
 
 
+def read_gates(choice: str) -> tuple[dict[str, Any] | None, bool]:
+    """`--gates`: (the declared gates' saved form, whether to detect them)."""
+    if choice == "detect":
+        return None, True
+    if choice == "none":
+        return None, False
+    path = Path(choice).expanduser()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInput(
+            f"--gates {choice}: no such file; give a JSON file (docs/gates.md), `detect` or `none`"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(
+            f"--gates {choice}: not readable JSON ({exc}); see docs/gates.md for the format"
+        ) from None
+    return GateSet.from_json(data).to_json(), False
+
+
+def weaker_gates(saved: dict[str, Any] | None, config: AgentConfig) -> list[str]:
+    """The ways the person's saved gates get weaker with this command line's options."""
+    before = (saved or {}).get("gates")
+    try:
+        old = GateSet.from_json(before) if before else None
+    except SchedulerError:
+        return []
+    lines = weakened(old, config.gates)
+    if old is not None and config.gates is None:
+        lines = [f"the declared gates ({', '.join(g.name for g in old.gates)}) are dropped"]
+    return lines
+
+
 def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentConfig:
     """Saved options, overridden by those given on this command line."""
     data: dict[str, Any] = dict(saved or {})
@@ -202,6 +236,9 @@ def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentCo
     if extra:
         known = list(data.get("allowed_domains", DEFAULT_ALLOWED_DOMAINS))
         data["allowed_domains"] = known + [d for d in extra if d not in known]
+    choice = given.pop("gates_choice", None)
+    if choice is not None:
+        data["gates"], data["detect_gates"] = read_gates(choice)
     models = {**DEFAULT_MODELS, **data.get("models", {})}
     for role in ROLES:
         value = given.pop(f"{role.value.lower()}_model", None)
@@ -382,6 +419,14 @@ class FiniteFloat(click.FloatRange):
     help="The project's test command, run on main after every merge; a failing merge is undone.",
 )
 @click.option(
+    "--gates",
+    "gates_choice",
+    metavar="FILE|detect|none",
+    help="The project's quality gates (saved): a JSON file declaring them (docs/gates.md), `detect` to let "
+    "a language plugin name them from the project's files, `none` for the test command alone. They run on "
+    "each branch before its REVIEW and on main after each merge; a red gate sends the work back to FIX.",
+)
+@click.option(
     "--no-sandbox",
     is_flag=True,
     help="Run Bash without Claude Code's OS sandbox (not recommended: commands can then write anywhere this user can). Given per invocation, never saved.",
@@ -522,6 +567,8 @@ def run_cli(
         demo = {**OFFLINE_DEFAULTS, "feature_count": scenario_data.features if scenario_data else 6}
         options = {**demo, **{k: v for k, v in options.items() if v is not None}}
     config = merge_config(saved, {**options, "offline_demo": offline_demo})
+    for line in weaker_gates(saved, config):  # never weaker without a line saying so
+        console.print(f"Gates weaker: {line}", markup=False)
     if dry:
         if project.exists() and spec is not None and (project / SPEC_NAME).exists():
             place_spec(project, spec, console.print)  # refuses a different spec

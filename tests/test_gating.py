@@ -1,0 +1,162 @@
+"""The project's gates in the loop: on an IMPLEMENT's or FIX's branch before REVIEW (a red gate
+sends the work to FIX with the scheduler's review), on `main` after a merge, in the events."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_verify_rules import implement, start
+
+from session_scheduler.core.config import AgentConfig
+from session_scheduler.core.config import SessionType as T
+from session_scheduler.core.gates import Gate, GateSet
+from session_scheduler.core.machine import GatesRed, Lane, Outcome, SessionState, feature, transition
+from session_scheduler.run.verify import capture
+from session_scheduler.store import progress
+
+LINT = Gate("lint", "! grep -rq FIXME .", "lint")
+TESTS = Gate("tests", "bash init.sh", "tests")
+DECLARED = AgentConfig(gates=GateSet((TESTS, LINT)), sandbox=False)
+
+
+def test_a_red_gate_on_the_branch_sends_the_implement_to_fix_with_its_output(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    world.sh(
+        "git checkout -qb feature/F001 && echo '# FIXME later' > code.py && git add code.py && git commit -qm feat"
+    )
+    outcome = world.verify(DECLARED)
+    assert outcome.ok and outcome.gates_review == 1
+    assert [(r.name, r.passed) for r in outcome.gates] == [("tests", True), ("lint", False)]
+    (review,) = progress.load_handoff(world.project).review_list()
+    assert review["verdict"] == "REQUEST_CHANGES" and review["feature_id"] == "F001"
+    assert "lint" in review["issues"]["critical"][0] and review["session_id"] == world.state.next_number
+    assert "gates red on feature/F001: lint; back to FIX with review 1" in world.lines[-1]
+
+
+def test_green_gates_on_the_branch_go_on_to_review(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    outcome = world.verify(DECLARED)
+    assert outcome.ok and outcome.gates_review is None and all(r.passed for r in outcome.gates)
+    assert progress.load_handoff(world.project).review_list() == []
+    assert world.lines[-1] == "  verified: the gates pass on feature/F001 (tests, lint)"
+
+
+def test_the_bare_test_command_runs_on_main_only_as_before(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    world.sh("git checkout -qb feature/F001 && printf 'exit 1\\n' > init.sh && git commit -qam red")
+    assert world.verify(AgentConfig(test_command="bash init.sh", sandbox=False)) == Outcome(T.IMPLEMENT, True)
+
+
+def test_gates_are_detected_from_the_commit_the_work_started_from(tmp_path: Path) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    world.sh(
+        "mkdir -p tests && printf 'import unittest\\n' > tests/test_x.py && touch app.py && git add tests app.py && git commit -qm tests"
+    )
+    world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
+    world.sh(
+        "git checkout -qb feature/F001 && printf 'raise SystemExit(1)\\n' > tests/test_x.py && git commit -qam broken"
+    )
+    outcome = world.verify(AgentConfig(detect_gates=True, sandbox=False))
+    assert outcome.gates_review == 1 and [r.name for r in outcome.gates] == ["tests"]
+
+
+def test_a_fix_whose_gates_are_red_goes_back_to_fix(tmp_path: Path) -> None:
+    world = start(tmp_path, T.FIX, feature("F001"), fix_rounds=1, open_review=1)
+    world.sh("echo 'FIXME' > more.py && git add more.py && git commit -qm fix")
+    data = json.loads((world.project / "reviews.json").read_text())
+    data["fixes"].append({"fix_id": 1, "review_id": 1, "issues_fixed": ["x"]})
+    (world.project / "reviews.json").write_text(json.dumps(data))
+    outcome = world.verify(DECLARED)
+    assert outcome.ok and outcome.gates_review == 2
+
+
+def test_the_machine_sends_red_gates_to_fix_and_rejects_when_rounds_run_out() -> None:
+    config = AgentConfig(max_fix_rounds=1)
+    work = feature("F001")
+    state = SessionState(lane=Lane(T.IMPLEMENT, work))
+    step = transition(state, Outcome(T.IMPLEMENT, True, gates_review=4), config)
+    assert step.state.lane == Lane(T.FIX, work, fix_rounds=1, open_review=4)
+    assert step.events == (GatesRed(work, 4),)
+    fixed = transition(step.state, Outcome(T.FIX, True, gates_review=5), config)
+    assert fixed.state.lane.role is not T.FIX and GatesRed(work, 5) in fixed.events
+    assert any(type(e).__name__ == "Rejected" for e in fixed.events)
+    assert transition(state, Outcome(T.IMPLEMENT, True), config).state.lane.role is T.REVIEW
+
+
+def _robot_run(tmp_path: Path, lanes: int) -> tuple[Path, list[dict[str, object]]]:
+    from scripted_model.scenario import Scenario
+    from session_scheduler.run.lanes import Lanes
+    from session_scheduler.run.scheduler import Scheduler
+    from session_scheduler.store import events
+    from session_scheduler.testing.inprocess import InProcessRobotRunner
+
+    spec = Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
+    project = tmp_path / "app"
+    project.mkdir(parents=True)
+    (project / "app_spec.txt").write_text(spec.read_text())
+    config = AgentConfig(architecture_interval=100, feature_count=3, gates=GateSet((TESTS,)), sandbox=False)
+    runner = InProcessRobotRunner(
+        Scenario.from_json(
+            {"features": 3, "buggy": ["F003"], "depends": {"F002": ["F001"], "F003": ["F001"]}}
+        )
+    )
+    if lanes == 1:
+        assert Scheduler(project, config, runner, echo=lambda _: None).run().status == "done"
+    else:
+        assert Lanes(project, config, runner, lanes, echo=lambda _: None).run().run.status == "done"
+    return project, events.read(events.log_path(project))
+
+
+def test_the_robot_s_buggy_feature_is_sent_back_by_its_gates_before_any_review(tmp_path: Path) -> None:
+    for lanes in (1, 2):
+        project, log = _robot_run(tmp_path / str(lanes), lanes)
+        roles = [e["role"] for e in log if e["kind"] == "session_started" and e.get("feature") == "F003"]
+        assert roles == ["IMPLEMENT", "FIX", "REVIEW"], (lanes, roles)  # no REVIEW spent on red work
+        ran = [
+            (e["where"], e["passed"]) for e in log if e["kind"] == "gates_ran" and e.get("feature") == "F003"
+        ]
+        assert ran[:2] == [("branch", False), ("branch", True)] and ("main", True) in ran, (lanes, ran)
+        red = next(e for e in log if e["kind"] == "gates_ran" and not e["passed"])
+        assert red["gates"][0]["name"] == "tests" and "FAIL" in red["red"]["tests"]
+        first = next(r for r in progress.load_handoff(project).review_list() if r["feature_id"] == "F003")
+        assert first["verdict"] == "REQUEST_CHANGES" and "tests" in first["issues"]["critical"][0]
+
+
+def test_gates_on_the_command_line_are_checked_saved_and_never_weaker_in_silence(
+    spec_file: Path, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+    from helpers import cli_seams
+
+    from scripted_model.scenario import Scenario
+    from session_scheduler.testing.inprocess import InProcessRobotRunner
+    from session_scheduler.view.cli import main, resolve_project
+
+    def cli(*args: str) -> object:
+        obj = cli_seams(lambda _: InProcessRobotRunner(Scenario.from_json({"features": 1})))
+        return CliRunner().invoke(main, ["--project-dir", "g", "--spec", str(spec_file), *args], obj=obj)
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"gates": [{"name": "Lint!", "command": "ruff check ."}]}))
+    for given, said in (
+        (bad, "the gates are invalid at gates/0/name"),
+        (tmp_path / "none.json", "no such file"),
+    ):
+        refused = cli("--gates", str(given))
+        assert refused.exit_code == 2 and said in refused.output, refused.output  # type: ignore[attr-defined]
+        assert len(refused.output.strip().splitlines()) == 1  # type: ignore[attr-defined]
+        assert not resolve_project("g").exists()  # refused before anything is written
+    good = tmp_path / "gates.json"
+    good.write_text(json.dumps({"gates": [{"name": "tests", "command": "bash init.sh", "kind": "tests"}]}))
+    ran = cli("--gates", str(good), "--max-iterations", "1", "--no-sandbox")
+    assert ran.exit_code == 3, ran.output  # type: ignore[attr-defined]
+    saved = json.loads((resolve_project("g") / ".agent_config.json").read_text())
+    assert saved["gates"]["gates"] == [{"name": "tests", "command": "bash init.sh", "kind": "tests"}]
+    again = cli("--gates", "detect", "--max-iterations", "1", "--no-sandbox")
+    assert "Gates weaker: the declared gates (tests) are dropped" in again.output  # type: ignore[attr-defined]
+    saved = json.loads((resolve_project("g") / ".agent_config.json").read_text())
+    assert saved["gates"] is None and saved["detect_gates"] is True
+    quiet = cli("--max-iterations", "1", "--no-sandbox")
+    assert "Gates weaker" not in quiet.output  # type: ignore[attr-defined]
