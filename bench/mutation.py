@@ -72,6 +72,11 @@ TARGETS: dict[str, Target] = {
         0.85,
     ),
     "git_backup": Target(("session_scheduler/repo/git_backup.py",), ("tests/test_git_backup.py",), 0.85),
+    "gates": Target(
+        ("session_scheduler/core/gates.py", "session_scheduler/core/languages.py"),
+        ("tests/test_gates.py", "tests/test_languages.py"),
+        0.85,
+    ),
 }
 
 EQUIVALENT: dict[str, str] = {

@@ -11,7 +11,7 @@ from test_verify_rules import implement, start
 from session_scheduler.core.config import AgentConfig
 from session_scheduler.core.config import SessionType as T
 from session_scheduler.core.gates import Gate, GateSet
-from session_scheduler.core.machine import GatesRed, Lane, Outcome, SessionState, feature, transition
+from session_scheduler.core.machine import Outcome, feature
 from session_scheduler.run.verify import capture
 from session_scheduler.store import progress
 
@@ -70,19 +70,6 @@ def test_a_fix_whose_gates_are_red_goes_back_to_fix(tmp_path: Path) -> None:
     (world.project / "reviews.json").write_text(json.dumps(data))
     outcome = world.verify(DECLARED)
     assert outcome.ok and outcome.gates_review == 2
-
-
-def test_the_machine_sends_red_gates_to_fix_and_rejects_when_rounds_run_out() -> None:
-    config = AgentConfig(max_fix_rounds=1)
-    work = feature("F001")
-    state = SessionState(lane=Lane(T.IMPLEMENT, work))
-    step = transition(state, Outcome(T.IMPLEMENT, True, gates_review=4), config)
-    assert step.state.lane == Lane(T.FIX, work, fix_rounds=1, open_review=4)
-    assert step.events == (GatesRed(work, 4),)
-    fixed = transition(step.state, Outcome(T.FIX, True, gates_review=5), config)
-    assert fixed.state.lane.role is not T.FIX and GatesRed(work, 5) in fixed.events
-    assert any(type(e).__name__ == "Rejected" for e in fixed.events)
-    assert transition(state, Outcome(T.IMPLEMENT, True), config).state.lane.role is T.REVIEW
 
 
 def _robot_run(tmp_path: Path, lanes: int) -> tuple[Path, list[dict[str, object]]]:

@@ -471,3 +471,20 @@ def test_a_single_attempt_is_told_in_the_singular() -> None:
         S(T.INITIALIZER, features=(), count=0), failed(T.INITIALIZER), replace(CFG, max_attempts=1)
     )
     assert step.state.halt_reason == "INITIALIZER failed 1 time: bad"
+
+
+def test_red_gates_on_the_branch_send_the_work_to_fix_and_reject_it_when_rounds_run_out_red_gates_to_fix_and_rejects_when_rounds_run_out() -> (
+    None
+):
+    from session_scheduler.core.machine import GatesRed
+
+    config = AgentConfig(max_fix_rounds=1)
+    work = feature("F001")
+    state = SessionState(lane=Lane(T.IMPLEMENT, work))
+    step = transition(state, Outcome(T.IMPLEMENT, True, gates_review=4), config)
+    assert step.state.lane == Lane(T.FIX, work, fix_rounds=1, open_review=4)
+    assert step.events == (GatesRed(work, 4),)
+    fixed = transition(step.state, Outcome(T.FIX, True, gates_review=5), config)
+    assert fixed.state.lane.role is not T.FIX and GatesRed(work, 5) in fixed.events
+    assert any(type(e).__name__ == "Rejected" for e in fixed.events)
+    assert transition(state, Outcome(T.IMPLEMENT, True), config).state.lane.role is T.REVIEW
