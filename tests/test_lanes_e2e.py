@@ -293,7 +293,7 @@ def test_a_usage_limit_pauses_every_lane_once_and_the_cut_session_runs_again(
     assert wait["session"] == 5 and wait["why"] == "usage_limit"
     assert float(wait["until"]) >= float(wait["ts"]) + 5
     assert result.output.count("every lane waits") == 1
-    assert clock.sleeps and max(clock.sleeps) >= 5
+    assert clock.sleeps and sum(clock.sleeps) >= 5  # the lanes waited it out (in short steps)
     # three lanes were in flight when the limit came
     at = float(wait["ts"])
     running = {lane for number, lane, begin, end in spans(log) if begin <= at <= end}
