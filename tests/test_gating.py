@@ -147,3 +147,18 @@ def test_gates_on_the_command_line_are_checked_saved_and_never_weaker_in_silence
     assert saved["gates"] is None and saved["detect_gates"] is True
     quiet = cli("--max-iterations", "1", "--no-sandbox")
     assert "Gates weaker" not in quiet.output  # type: ignore[attr-defined]
+
+
+def test_the_dry_run_says_what_the_gates_are() -> None:
+    from session_scheduler.view.cli import gates_line
+
+    assert gates_line(AgentConfig()) == "none (declare them with --gates FILE, or --gates detect)"
+    assert gates_line(AgentConfig(detect_gates=True)).startswith("detected by a language plugin")
+    assert (
+        gates_line(AgentConfig(test_command="bash init.sh"))
+        == "tests (`bash init.sh`); run on main after each merge"
+    )
+    assert (
+        gates_line(DECLARED)
+        == "tests (`bash init.sh`), lint (`! grep -rq FIXME .`); run on each branch and on main"
+    )

@@ -48,7 +48,7 @@ from session_scheduler.core.errors import (
     SchedulerError,
     UnknownModel,
 )
-from session_scheduler.core.gates import GateSet, weakened
+from session_scheduler.core.gates import GateSet, of_options, weakened
 from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE, STATE_FILE
 from session_scheduler.core.machine import SessionState, resume
 from session_scheduler.core.schedule import lanes_refusal, resized, wake
@@ -229,6 +229,20 @@ def weaker_gates(saved: dict[str, Any] | None, config: AgentConfig) -> list[str]
     return lines
 
 
+def gates_line(config: AgentConfig) -> str:
+    """What the project's gates are, in a line (the dry run's)."""
+    declared = of_options(config.test_command, config.gates)
+    if declared is not None:
+        named = ", ".join(f"{g.name} (`{g.command}`)" for g in declared.gates)
+        where = (
+            "on main after each merge" if declared.source == "test_command" else "on each branch and on main"
+        )
+        return f"{named}; run {where}"
+    if config.detect_gates:
+        return "detected by a language plugin from the project's files (--gates detect)"
+    return "none (declare them with --gates FILE, or --gates detect)"
+
+
 def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentConfig:
     """Saved options, overridden by those given on this command line."""
     data: dict[str, Any] = dict(saved or {})
@@ -292,6 +306,9 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     console.print(
         f"Feature: {(work.feature_id if work else None) or '-'}  Branch: {work.branch if work else '-'}"
     )
+    console.print(f"Gates: {gates_line(config)}", markup=False)
+    if config.lanes > 1:
+        console.print(f"Lanes: {config.lanes} (this is what the next free lane would run)", markup=False)
     console.print(f"Prompt template: {template_path(role)}", markup=False)
     console.print("\n--- appended to Claude Code's system prompt ---", markup=False)
     console.print(plan.system_prompt, markup=False, highlight=False)
