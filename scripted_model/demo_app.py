@@ -134,6 +134,24 @@ def find(tasks: list[dict], task_id: str) -> dict:
 '''
 
 
+TASKS_JSON = (
+    '[{"id":1,"title":"milk","done":false},{"id":2,"title":"Eggs","done":true},'
+    '{"id":3,"title":"tea","done":false}]'
+)
+"""Three tasks, the second done: the store an acceptance step starts from (`seeded`)."""
+
+
+def step(command: str, output: str) -> str:
+    """An acceptance step in the documented form (prompts/schemas.md): a command run in an
+    empty folder that holds the app's code, and the last line it must print."""
+    return f"Run `{command}` -> prints `{output}`"
+
+
+def seeded(command: str, output: str) -> str:
+    """A step that first writes TASKS_JSON to the store (tasks.json), then runs `command`."""
+    return step(f"echo '{TASKS_JSON}' > tasks.json && {command}", output)
+
+
 def _test(name: str, body: str) -> str:
     return f"""import unittest
 
@@ -153,8 +171,15 @@ FEATURES: tuple[DemoFeature, ...] = (
         "F001",
         "Tasks are stored in a JSON file (TODO_FILE or tasks.json); a corrupt file is an error",
         (
-            "save two tasks and load them back",
-            "load a corrupt file and see an error naming it",
+            step(
+                "python3 -c \"from todo import store; store.save([{'id': 1, 'title': 'milk'}]); "
+                "print(store.load()[0]['title'])\"",
+                "milk",
+            ),
+            step(
+                "echo '[' > tasks.json && python3 -c 'from todo import store; store.load()'",
+                "ValueError: tasks.json is corrupt: Expecting value",
+            ),
         ),
         {
             "todo/store.py": STORE,
@@ -179,7 +204,11 @@ FEATURES: tuple[DemoFeature, ...] = (
     DemoFeature(
         "F002",
         "`add TITLE [--due DATE]` adds a task and prints its id",
-        ("run `python3 -m todo add milk`", "see `1`", "an empty title is an error"),
+        (
+            step("python3 -m todo add milk", "1"),
+            step("python3 -m todo add eggs --due 2026-01-02", "2"),
+            step("python3 -m todo add", "error: a task needs a title"),
+        ),
         {
             "todo/cmd_add.py": '''"""add TITLE [--due YYYY-MM-DD]"""
 
@@ -224,7 +253,10 @@ def run(args: list[str]) -> int:
     DemoFeature(
         "F003",
         "`list [--all]` prints open tasks as `ID [ ] TITLE`; --all includes done ones",
-        ("add two tasks", "run `python3 -m todo list`", "see both lines"),
+        (
+            seeded("python3 -m todo list", "3 [ ] tea"),
+            step("python3 -m todo list --all | grep Eggs", "2 [x] Eggs"),
+        ),
         {
             "todo/cmd_list.py": '''"""list [--all]"""
 
@@ -272,7 +304,10 @@ def run(args: list[str]) -> int:
     DemoFeature(
         "F004",
         "`done ID` marks a task done; an unknown id is an error",
-        ("add a task", "run `python3 -m todo done 1`", "`list --all` shows it as [x]"),
+        (
+            seeded("python3 -m todo done 3 && grep -c '\"done\": true' tasks.json", "2"),
+            step("python3 -m todo done 9", "error: no task with id 9"),
+        ),
         {
             "todo/cmd_done.py": '''"""done ID"""
 
@@ -304,7 +339,10 @@ def run(args: list[str]) -> int:
     DemoFeature(
         "F005",
         "`remove ID` deletes a task; an unknown id is an error",
-        ("add a task", "run `python3 -m todo remove 1`", "the list is empty"),
+        (
+            seeded("python3 -m todo remove 1 && grep -c '\"id\"' tasks.json", "2"),
+            step("python3 -m todo remove 1", "error: no task with id 1"),
+        ),
         {
             "todo/cmd_remove.py": '''"""remove ID"""
 
@@ -336,11 +374,7 @@ def run(args: list[str]) -> int:
     DemoFeature(
         "F006",
         "`stats` prints `open: N, done: M, overdue: K`",
-        (
-            "add two tasks, finish one",
-            "run `python3 -m todo stats`",
-            "see `open: 1, done: 1, overdue: 0`",
-        ),
+        (seeded("python3 -m todo stats", "open: 2, done: 1, overdue: 0"),),
         {
             "todo/cmd_stats.py": '''"""stats [--today YYYY-MM-DD]"""
 
@@ -401,7 +435,7 @@ MORE_FEATURES: tuple[DemoFeature, ...] = (
         "F007",
         "count",
         "`count [--all]` prints how many open tasks there are; --all counts done ones too",
-        ("add three tasks, finish one", "run `python3 -m todo count`", "see `2`"),
+        (seeded("python3 -m todo count", "2"), step("python3 -m todo count --all", "3")),
         _command(
             "count [--all]",
             """def run(args: list[str]) -> int:
@@ -424,7 +458,7 @@ MORE_FEATURES: tuple[DemoFeature, ...] = (
         "F008",
         "clear",
         "`clear` deletes every done task and prints how many it deleted",
-        ("add two tasks, finish one", "run `python3 -m todo clear`", "see `1`; one task is left"),
+        (seeded("python3 -m todo clear", "1"), step("python3 -m todo clear", "0")),
         _command(
             "clear",
             """def run(args: list[str]) -> int:
@@ -452,7 +486,10 @@ MORE_FEATURES: tuple[DemoFeature, ...] = (
         "F009",
         "rename",
         "`rename ID TITLE` changes a task's title; an unknown id or an empty title is an error",
-        ("add a task", "run `python3 -m todo rename 1 oat milk`", "`list` shows the new title"),
+        (
+            seeded("python3 -m todo rename 1 oat milk && grep -c 'oat milk' tasks.json", "1"),
+            step("python3 -m todo rename 9 x", "error: no task with id 9"),
+        ),
         _command(
             "rename ID TITLE",
             """def run(args: list[str]) -> int:
@@ -479,7 +516,7 @@ MORE_FEATURES: tuple[DemoFeature, ...] = (
         "F010",
         "undo",
         "`undo ID` marks a done task open again; an unknown id is an error",
-        ("finish a task", "run `python3 -m todo undo 1`", "`list` shows it open"),
+        (seeded("python3 -m todo undo 2 && grep -c '\"done\": false' tasks.json", "3"),),
         _command(
             "undo ID",
             """def run(args: list[str]) -> int:
@@ -505,7 +542,7 @@ MORE_FEATURES: tuple[DemoFeature, ...] = (
         "F011",
         "search",
         "`search TEXT` prints the tasks whose title contains TEXT (any case) as `ID TITLE`",
-        ("add `milk` and `tea`", "run `python3 -m todo search MIL`", "see `1 milk`"),
+        (seeded("python3 -m todo search EGG", "2 Eggs"),),
         _command(
             "search TEXT",
             """def run(args: list[str]) -> int:
@@ -532,7 +569,7 @@ MORE_FEATURES: tuple[DemoFeature, ...] = (
         "F012",
         "first",
         "`first` prints the oldest open task as `ID TITLE`; no open task is an error",
-        ("add two tasks", "run `python3 -m todo first`", "see the first one"),
+        (seeded("python3 -m todo first", "1 milk"),),
         _command(
             "first",
             """def run(args: list[str]) -> int:
@@ -557,7 +594,7 @@ MORE_FEATURES: tuple[DemoFeature, ...] = (
         "F013",
         "last",
         "`last` prints the newest task as `ID TITLE`; an empty list is an error",
-        ("add two tasks", "run `python3 -m todo last`", "see the second one"),
+        (seeded("python3 -m todo last", "3 tea"),),
         _command(
             "last",
             """def run(args: list[str]) -> int:
@@ -582,7 +619,10 @@ MORE_FEATURES: tuple[DemoFeature, ...] = (
         "F014",
         "priority",
         "`priority ID N` sets a task's priority (1 to 5); anything else is an error",
-        ("add a task", "run `python3 -m todo priority 1 5`", "the task has priority 5"),
+        (
+            seeded("python3 -m todo priority 3 5 && grep -c '\"priority\": 5' tasks.json", "1"),
+            step("python3 -m todo priority 3 9", "error: usage: priority ID N (N from 1 to 5)"),
+        ),
         _command(
             "priority ID N",
             """def run(args: list[str]) -> int:
@@ -609,7 +649,10 @@ MORE_FEATURES: tuple[DemoFeature, ...] = (
         "F015",
         "tag",
         "`tag ID TAG` adds a tag to a task once; a tag with spaces is an error",
-        ("add a task", "run `python3 -m todo tag 1 shop` twice", "the task has the tag once"),
+        (
+            seeded("python3 -m todo tag 1 shop && grep -c shop tasks.json", "1"),
+            step("python3 -m todo tag 1 shop && grep -c shop tasks.json", "1"),
+        ),
         _command(
             "tag ID TAG",
             """def run(args: list[str]) -> int:
@@ -638,7 +681,10 @@ MORE_FEATURES: tuple[DemoFeature, ...] = (
         "F016",
         "export",
         "`export` prints every task as CSV: `id,title,done,due`",
-        ("add a task with a comma in its title", "run `python3 -m todo export`", "see it quoted"),
+        (
+            seeded("python3 -m todo export | tail -1", "3,tea,no,"),
+            step("python3 -m todo export | grep done", "id,title,done,due"),
+        ),
         '''"""export"""
 
 import csv
@@ -741,5 +787,9 @@ def feature(feature_id: str) -> DemoFeature:
             return item
     note = f"# {feature_id}\n\nDone by the scripted agent.\n"
     return DemoFeature(
-        feature_id, f"feature {feature_id}", ("read the note",), {f"notes/{feature_id}.md": note}, {}
+        feature_id,
+        f"feature {feature_id}",
+        (step(f"cat notes/{feature_id}.md", "Done by the scripted agent."),),
+        {f"notes/{feature_id}.md": note},
+        {},
     )

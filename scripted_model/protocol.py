@@ -23,6 +23,16 @@ FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 SYSTEM_REMINDER = "<system-reminder>"
 HANDOFF_TOOLS = "mcp__handoff__"
 """How the scheduler's hand-off tools are named to the model (its MCP server `handoff`)."""
+HANDOFF_ARGS: dict[str, tuple[str, ...]] = {
+    "brief": (),
+    "show_feature": ("feature_id",),
+    "append_session": ("outcome", "notes", "features_touched", "commit_range", "verdict", "review_id"),
+    "record_review": ("verdict", "issues", "acceptance"),
+    "record_fix": ("issues_fixed",),
+    "mark_passing": (),
+}
+"""The hand-off tools the robot calls, and the arguments it passes each (`acceptance`: the
+feature review's step results, `[{step, passed, evidence}]`)."""
 
 
 @dataclass(frozen=True)

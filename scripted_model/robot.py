@@ -22,13 +22,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from scripted_model import demo_app
-from scripted_model.protocol import HANDOFF_TOOLS, ToolCall
+from scripted_model.protocol import HANDOFF_ARGS, HANDOFF_TOOLS, ToolCall
 from scripted_model.scenario import Scenario
 
 Script = Generator[list[ToolCall], list[str], str]
 Steps = Generator[list[ToolCall], list[str], Any]
 _NUMBERED = re.compile(r"^\s*\d+(?:\t|→)", re.MULTILINE)
 _CONFLICT = re.compile(r"^CONFLICT \([^)]*\): Merge conflict in (.+)$", re.MULTILINE)
+_STEP = re.compile(r"^Run `(?P<command>.+)` -> prints `(?P<output>.*)`$")
+"""An acceptance step in the documented form (demo_app.step)."""
+APP_CODE = ("todo", "notes")
+"""What a step's empty folder holds of the project: links to the app's code."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,11 @@ def write_json(path: str, data: Any) -> ToolCall:
 
 
 def handoff(name: str, **args: Any) -> ToolCall:
-    """A call of one of the scheduler's hand-off tools."""
+    """A call of one of the scheduler's hand-off tools (those the protocol names, as it names them)."""
+    if not set(args) <= set(HANDOFF_ARGS[name]):
+        raise ValueError(
+            f"the protocol gives {name} no argument {sorted(set(args) - set(HANDOFF_ARGS[name]))}"
+        )
     return ToolCall(HANDOFF_TOOLS + name, args)
 
 
@@ -251,16 +259,57 @@ def implement(ctx: Ctx) -> Script:
     return f"{feature_id} is ready for review on {branch}."
 
 
+def check_steps(ctx: Ctx, files: Files, feature_id: str | None, tests_pass: bool) -> Steps:
+    """Grade the feature's acceptance steps, in order, on the checked-out branch: each step's
+    command run in one empty folder (the steps share its store) holding links to the app's code,
+    its last line compared with what the step says it prints. Returns the `acceptance` results."""
+    if not feature_id:
+        return []
+    (shown,) = yield [handoff("show_feature", feature_id=feature_id)]
+    steps = [str(s) for s in parse_json(shown).get("steps") or []]
+    if ctx.scenario.has_fault(ctx.session, "ignore_tests"):  # it claims what it did not check
+        return [{"step": n, "passed": True, "evidence": "looked fine"} for n in range(1, len(steps) + 1)]
+    links = "; ".join(
+        f"os.path.exists({name!r}) and os.symlink(os.path.abspath({name!r}), os.path.join(d, {name!r}))"
+        for name in APP_CODE
+    )
+    (made,) = yield [bash(f'python3 -c "import os, tempfile; d = tempfile.mkdtemp(); {links}; print(d)"')]
+    folder = shlex.quote(last_line(made))
+    results = []
+    for n, text in enumerate(steps, 1):
+        found = _STEP.match(text)
+        if found is None:  # no command to run: the test suite stands for it
+            evidence = f"no command in the step; the test suite {'passes' if tests_pass else 'fails'}"
+            results.append({"step": n, "passed": tests_pass, "evidence": evidence})
+            continue
+        (output,) = yield [bash(f"(cd {folder} && {found['command']}) 2>&1")]
+        seen = last_line(output)
+        results.append(
+            {
+                "step": n,
+                "passed": seen == found["output"],
+                "evidence": f"printed `{seen[-200:]}`"
+                + ("" if seen == found["output"] else f", not `{found['output']}`"),
+            }
+        )
+    return results
+
+
 def review(ctx: Ctx) -> Script:
     files, _ = yield from orient()
     feature_id, branch = files.feature, files.branch
     _, tests = yield [bash(f"git checkout -q {branch}"), bash(RUN_TESTS)]
+    acceptance = yield from check_steps(ctx, files, feature_id, tests_passed(tests))
+    failed = [r for r in acceptance if not r["passed"]]
     key = feature_id or branch
     verdict = ctx.scenario.verdict(key, int(files.facts.get("earlier_reviews") or 0))
     issues: dict[str, list[str]] = {"critical": [], "major": [], "minor": []}
     if not tests_passed(tests) and not ctx.scenario.has_fault(ctx.session, "ignore_tests"):
         verdict = "REJECT" if verdict == "REJECT" else "REQUEST_CHANGES"
         issues["critical"].append(f"the test suite fails: {tests.strip()[-200:]}")
+    elif failed and verdict == "PASS":
+        verdict = "REQUEST_CHANGES"
+        issues["major"] += [f"acceptance step {r['step']} fails: {r['evidence']}" for r in failed]
     elif verdict == "REQUEST_CHANGES":
         issues["major"].append(f"{key}: add a test for the error path and document the module")
     elif verdict == "REJECT":
@@ -293,7 +342,8 @@ def review(ctx: Ctx) -> Script:
             )
     else:
         yield [bash("git checkout -q main")]
-    (recorded,) = yield [handoff("record_review", verdict=verdict, issues=issues)]
+    extra = {"acceptance": acceptance} if feature_id else {}
+    (recorded,) = yield [handoff("record_review", verdict=verdict, issues=issues, **extra)]
     review_id = int(parse_json(recorded).get("review_id") or 0)
     if verdict == "PASS" and feature_id:
         yield [handoff("mark_passing")]

@@ -18,7 +18,7 @@ from session_scheduler.core.machine import architecture_fixes, feature
 from session_scheduler.core.schemas import HANDOFF_SCHEMAS, schema_error
 from session_scheduler.run import brief
 from session_scheduler.store import handoff_history, progress
-from session_scheduler.store.handoff_tools import PREFIX, HandoffTools, permission_rules, tool_names
+from session_scheduler.store.handoff_tools import PREFIX, SPECS, HandoffTools, permission_rules, tool_names
 from session_scheduler.store.records import Records, records_of
 
 T = SessionType
@@ -104,6 +104,41 @@ def test_the_brief_has_the_feature_its_steps_neighbours_reviews_and_last_session
     }
 
 
+def test_the_brief_numbers_the_acceptance_steps_and_says_when_it_cut_them() -> None:
+    steps = ["Run `a` -> prints `1`", "Run `b` -> prints `" + "x" * 300 + "`"]
+    facts = brief.Facts(role="REVIEW", session=4, feature={"id": "F1", "description": "d", "steps": steps})
+    text = brief.render(facts)
+    assert (
+        "Acceptance steps (build to them; REVIEW grades each, in order):\n1. Run `a` -> prints `1`\n2. Run `b`"
+        in text
+    )
+    assert "(steps cut to fit the brief: `show_feature F1` has them whole)" in text
+    whole = brief.render(
+        brief.Facts(role="REVIEW", session=4, feature={"id": "F1", "description": "d", "steps": steps[:1]})
+    )
+    assert "steps cut" not in whole
+
+
+def test_a_fix_brief_names_the_failed_acceptance_steps_with_their_evidence() -> None:
+    open_review = {
+        **review(5, "F1"),
+        "acceptance": [
+            {"step": 1, "passed": True, "evidence": "printed 1"},
+            {"step": 2, "passed": False, "evidence": "printed `3 tea`, not `3 [ ] tea`"},
+        ],
+    }
+    facts = brief.Facts(
+        role="FIX",
+        session=6,
+        feature={"id": "F1", "description": "d", "steps": ["a", "b"]},
+        open_review=open_review,
+    )
+    text = brief.render(facts)
+    assert "- acceptance step 2 failed: printed `3 tea`, not `3 [ ] tea`" in text
+    assert "step 1 failed" not in text
+    assert json.loads(text.rsplit("```json", 1)[1].split("```")[0])["open_review"]["failed_steps"] == [2]
+
+
 def test_the_feature_is_found_where_the_state_puts_it_or_anywhere_else() -> None:
     listed = features(5)["features"]
     order = tuple(f["id"] for f in listed)
@@ -139,6 +174,7 @@ def test_the_brief_stays_under_its_budget_whatever_the_project_holds(
         "verdict": "REJECT",
         "issues": {"critical": [text] * 50, "major": [text] * 50, "minor": []},
         "scheduler_findings": [text] * 20,
+        "acceptance": [{"step": k, "passed": False, "evidence": text} for k in range(1, 40)],
     }
     facts = brief.Facts(
         role="FIX",
@@ -242,6 +278,20 @@ def test_a_review_is_numbered_after_the_history_and_passing_needs_a_pass_first(t
         "record_review", {"verdict": "MAYBE", "issues": {}}
     )
     assert bad[1] and "would not match its schema" in bad[0]
+
+
+def test_a_review_records_its_acceptance_results_and_refuses_a_malformed_one(tmp_path: Path) -> None:
+    project = project_with(tmp_path)
+    graded = [{"step": 1, "passed": True, "evidence": "printed 1"}]
+    bad = tools(project, T.REVIEW, work=feature("F00002")).call(
+        "record_review", {"verdict": "PASS", "issues": {}, "acceptance": [{"step": 0, "passed": True}]}
+    )
+    assert bad[1] and "would not match its schema" in bad[0]
+    t = tools(project, T.REVIEW, number=6, work=feature("F00002"))
+    assert not t.call("record_review", {"verdict": "PASS", "issues": {}, "acceptance": graded})[1]
+    assert json.loads((project / "reviews.json").read_text())["reviews"][-1]["acceptance"] == graded
+    spec = next(s for s in SPECS if s.name == "record_review")
+    assert "acceptance" in spec.schema["properties"] and "acceptance" in spec.description
 
 
 def test_the_tools_never_change_the_version_the_scheduler_validated(tmp_path: Path) -> None:
@@ -496,9 +546,13 @@ def test_a_torn_last_line_is_passed_over_and_the_next_move_starts_a_line_of_its_
 
 
 def test_the_scripted_model_names_the_hand_off_tools_as_the_scheduler_serves_them() -> None:
-    from scripted_model.protocol import HANDOFF_TOOLS
+    from scripted_model.protocol import HANDOFF_ARGS, HANDOFF_TOOLS
 
     assert HANDOFF_TOOLS == PREFIX
+    served = {spec.name: spec.schema["properties"] for spec in SPECS}
+    assert {name: set(args) - set(served[name]) for name, args in HANDOFF_ARGS.items()} == {
+        name: set() for name in HANDOFF_ARGS
+    }
 
 
 # -- what each tool writes, refuses and numbers ------------------------------------------------------

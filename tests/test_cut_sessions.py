@@ -302,6 +302,10 @@ def reviewed_project(tmp_path: Path) -> tuple[Path, str]:
                 "kind": "feature",
                 "verdict": "REQUEST_CHANGES",
                 "issues": {"critical": [], "major": ["no test for\n  `add --due`"], "minor": ["typo"]},
+                "acceptance": [
+                    {"step": 1, "passed": True, "evidence": "printed `1`"},
+                    {"step": 2, "passed": False, "evidence": "printed <b>nothing</b>"},
+                ],
             },
             {
                 "review_id": 3,
@@ -357,6 +361,11 @@ def test_status_and_the_report_list_review_findings_and_set_aside_work(tmp_path:
     )
     assert "    F002    #4 REJECT (1 critical): wrong | approach <b>" in text
     assert [r["review_id"] for r in status["findings"]["F001"]] == [2, 3]
+    assert status["findings"]["F001"][0]["acceptance"] == [
+        {"step": 1, "passed": True, "evidence": "printed `1`"},
+        {"step": 2, "passed": False, "evidence": "printed <b>nothing</b>"},
+    ]
+    assert status["findings"]["F001"][1]["acceptance"] == []  # a review from before steps were graded
     # the person stashed on top of ours: ours is stash@{1} now, and the commands say so
     assert (
         "  set aside: stash@{1} (On main: scheduler: leftovers before checking out main): "
@@ -376,8 +385,15 @@ def test_status_and_the_report_list_review_findings_and_set_aside_work(tmp_path:
     page, md = render_html(data), render_markdown(data)
     assert "<li><b>major</b>: no test for `add --due`</li>" in page and "wrong | approach &lt;b&gt;" in page
     assert "<code>git stash pop stash@{1}</code>" in page and "split the store" in page
-    assert "| F001 | #2 | REQUEST_CHANGES | major: no test for `add --due`; minor: typo | #1 |" in md
-    assert r"| F002 | #4 | REJECT | critical: wrong \| approach \<b\> |  |" in md
+    assert (
+        "<li>2 <b>failed</b>: printed &lt;b&gt;nothing&lt;/b&gt;</li>" in page
+        and "<li>1 passed: printed `1`</li>" in page
+    )
+    assert (
+        "| F001 | #2 | REQUEST_CHANGES | major: no test for `add --due`; minor: typo | 1 of 2 steps passed; "
+        r"step 2 failed: printed \<b\>nothing\</b\> | #1 |" in md
+    )
+    assert r"| F002 | #4 | REJECT | critical: wrong \| approach \<b\> |  |  |" in md
     assert (
         "- stash `stash@{1}` (On main: scheduler: leftovers before checking out main): "
         "`git stash show -p --include-untracked stash@{1}` shows it, `git stash pop stash@{1}` brings it back"

@@ -66,6 +66,7 @@ def test_a_review_that_moves_the_branch_instead_of_merging_is_refused(tmp_path: 
                 "kind": "feature",
                 "verdict": "PASS",
                 "issues": {"critical": [], "major": [], "minor": []},
+                "acceptance": [{"step": n, "passed": True, "evidence": "seen"} for n in (1, 2)],
             }
         )
         (cwd / "reviews.json").write_text(json.dumps(reviews))

@@ -40,14 +40,14 @@ def sh(cwd: Path, command: str) -> str:
     return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, check=True).stdout
 
 
-def features(*passing: str) -> dict[str, Any]:
+def features(*passing: str, steps: tuple[str, ...] = ()) -> dict[str, Any]:
     return {
         "features": [
             {
                 "id": f,
                 "category": "functional",
                 "description": f"feature {f}",
-                "steps": [],
+                "steps": list(steps),
                 "passes": f in passing,
             }
             for f in ("F001", "F002")
@@ -64,6 +64,7 @@ class World:
     state: SessionState
     pre: PreSession
     lines: list[str] = field(default_factory=list)
+    steps: tuple[str, ...] = ()
 
     def sh(self, command: str) -> str:
         return sh(self.project, command)
@@ -83,7 +84,7 @@ class World:
         )
 
     def mark_passing(self, *ids: str) -> None:
-        self.write("feature_list.json", features(*ids))
+        self.write("feature_list.json", features(*ids, steps=self.steps))
 
     def verify(self, config: AgentConfig = CFG) -> Outcome:
         return verify_session(self.project, self.repo, self.state, self.pre, config, self.lines.append)
@@ -92,7 +93,9 @@ class World:
         return gitops.head(self.repo, branch)
 
 
-def start(tmp_path: Path, role: SessionType, work: WorkItem | None = None, **lane: Any) -> World:
+def start(
+    tmp_path: Path, role: SessionType, work: WorkItem | None = None, steps: tuple[str, ...] = (), **lane: Any
+) -> World:
     """Build the project as the scheduler leaves it before a `role` session on `work`."""
     project = tmp_path / "app"
     project.mkdir()
@@ -101,7 +104,7 @@ def start(tmp_path: Path, role: SessionType, work: WorkItem | None = None, **lan
     progress.ensure_handoff_files(project, "app")
     backlog = Backlog()
     if role is not T.INITIALIZER:
-        (project / "feature_list.json").write_text(json.dumps(features()))
+        (project / "feature_list.json").write_text(json.dumps(features(steps=steps)))
         sh(project, "printf 'exit 0\\n' > init.sh && git add init.sh && git commit -qm skeleton")
         backlog = Backlog(("F001", "F002"))
     if work is not None:
@@ -120,7 +123,7 @@ def start(tmp_path: Path, role: SessionType, work: WorkItem | None = None, **lan
         )
     state = SessionState(backlog, Lane(role, work, **lane), session_count=3)
     pre = capture(project, repo, state, project / ".agent_logs" / "pre")
-    return World(project, repo, state, pre)
+    return World(project, repo, state, pre, steps=steps)
 
 
 def refused(world: World, rule: str, *, exact: bool = True) -> Outcome:
@@ -461,6 +464,38 @@ def test_review_pass_must_set_passes_on_its_feature_alone(tmp_path: Path, passin
     world.add_review("PASS")
     world.mark_passing(*passing)
     refused(world, f"a PASS must set `passes` on F001 and nothing else (changed: {sorted(passing)})")
+
+
+STEPS = ("Run `todo add milk` -> prints `1`", "Run `todo list` -> prints `1 milk`")
+GRADED = [{"step": 1, "passed": True, "evidence": "printed 1"}, {"step": 2, "passed": True, "evidence": "ok"}]
+
+
+def test_review_pass_verified_with_every_acceptance_step_passed(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"), steps=STEPS)
+    merge(world)
+    world.add_review("PASS", acceptance=GRADED)
+    world.mark_passing("F001")
+    assert world.verify() == Outcome(T.REVIEW, True, verdict="PASS", review_id=2, passing=frozenset({"F001"}))
+
+
+def test_review_pass_without_its_acceptance_results_is_refused(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"), steps=STEPS)
+    merge(world)
+    world.add_review("PASS")
+    world.mark_passing("F001")
+    refused(world, "a PASS must grade every acceptance step: no result for step(s) 1, 2", exact=False)
+
+
+def test_review_request_changes_without_a_failed_step_or_an_issue_is_refused(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"), steps=STEPS)
+    world.add_review("REQUEST_CHANGES", acceptance=GRADED)
+    refused(world, "a REQUEST_CHANGES names what to change: a failed acceptance step or an issue")
+
+
+def test_review_request_changes_with_a_failed_step_verified(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"), steps=STEPS)
+    world.add_review("REQUEST_CHANGES", acceptance=[GRADED[0], {**GRADED[1], "passed": False}])
+    assert world.verify() == Outcome(T.REVIEW, True, verdict="REQUEST_CHANGES", review_id=2)
 
 
 def test_review_pass_without_a_merge(tmp_path: Path) -> None:

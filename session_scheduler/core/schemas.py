@@ -14,6 +14,19 @@ NULLABLE_STR = {"type": ["string", "null"]}
 LANE_ID = "^(0|[1-9][0-9]{0,3})$"
 """A lane's id as a key of a JSON object: 0 to 9999, written as `str(int)` writes it."""
 ISSUE_LIST = {"type": "array", "items": {"type": "string"}}
+ACCEPTANCE: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["step", "passed", "evidence"],
+        "properties": {
+            "step": {"type": "integer", "minimum": 1},
+            "passed": {"type": "boolean"},
+            "evidence": {"type": "string"},
+        },
+    },
+}
+"""A feature review's grades of the feature's acceptance steps (1-based), in order; optional."""
 
 FEATURE_LIST: dict[str, Any] = {
     "type": "object",
@@ -110,6 +123,7 @@ REVIEWS: dict[str, Any] = {
                             "minor": ISSUE_LIST,
                         },
                     },
+                    "acceptance": ACCEPTANCE,
                 },
                 "allOf": [
                     {

@@ -24,6 +24,8 @@ BUDGET = 6_000
 """Bytes a brief may take, whatever the number of features or sessions."""
 FIELD = 500
 """Characters of one description, note or issue."""
+STEP = 240
+"""Characters of one acceptance step."""
 STEPS, ISSUES, SESSIONS, NEIGHBOURS, EARLIER = 12, 8, 3, 2, 3
 
 
@@ -58,6 +60,11 @@ def _issues(review: dict[str, Any]) -> dict[str, list[str]]:
     }
 
 
+def _failed_steps(review: dict[str, Any]) -> list[dict[str, Any]]:
+    """The review's acceptance results that failed, in step order."""
+    return [r for r in review.get("acceptance") or [] if isinstance(r, dict) and r.get("passed") is not True]
+
+
 def render(facts: Facts) -> str:
     """The brief as Markdown with its facts as JSON at the end, under BUDGET bytes."""
     lines = [f"# Session {facts.session} brief ({facts.role})", ""]
@@ -71,9 +78,12 @@ def render(facts: Facts) -> str:
             f"## Your feature: {feature['id']} (branch `{facts.branch}`)",
             clip(feature.get("description")),
             "",
-            "Steps (the acceptance criteria):",
+            "Acceptance steps (build to them; REVIEW grades each, in order):",
         ]
-        lines += [f"{n}. {clip(step, 200)}" for n, step in enumerate((feature.get("steps") or [])[:STEPS], 1)]
+        steps = [str(step) for step in feature.get("steps") or []]
+        lines += [f"{n}. {clip(step, STEP)}" for n, step in enumerate(steps[:STEPS], 1)]
+        if len(steps) > STEPS or any(len(" ".join(step.split())) > STEP for step in steps[:STEPS]):
+            lines.append(f"(steps cut to fit the brief: `show_feature {feature['id']}` has them whole)")
     elif facts.branch:
         lines += ["", f"## Your branch: `{facts.branch}`"]
     if facts.neighbours:
@@ -89,6 +99,10 @@ def render(facts: Facts) -> str:
             lines += [f"- {level}: {item}" for item in items]
         for finding in (review.get("scheduler_findings") or [])[:ISSUES]:
             lines.append(f"- major (found by the scheduler): {clip(finding)}")
+        lines += [
+            f"- acceptance step {r.get('step')} failed: {clip(r.get('evidence'), 300)}"
+            for r in _failed_steps(review)[:STEPS]
+        ]
     if facts.earlier_reviews:
         lines += ["", f"## Earlier reviews of this work ({facts.earlier_review_count} in all, newest last)"]
         lines += [
@@ -106,7 +120,11 @@ def render(facts: Facts) -> str:
         "role": facts.role,
         "feature": feature.get("id") if feature else None,
         "branch": facts.branch,
-        "open_review": {"review_id": facts.open_review.get("review_id"), "issues": _issues(facts.open_review)}
+        "open_review": {
+            "review_id": facts.open_review.get("review_id"),
+            "issues": _issues(facts.open_review),
+            "failed_steps": [r.get("step") for r in _failed_steps(facts.open_review)][:STEPS],
+        }
         if facts.open_review
         else None,
         "earlier_reviews": facts.earlier_review_count,
@@ -123,6 +141,7 @@ def render(facts: Facts) -> str:
     if len(text.encode("utf-8")) > BUDGET and data["open_review"]:  # the issues are in the lines kept above
         data["open_review"] = {
             "review_id": data["open_review"]["review_id"],
+            "failed_steps": data["open_review"]["failed_steps"],
             "issues": "cut to fit the brief: the review is in reviews.json (or reviews_history.jsonl) under its review_id",
         }
         text = whole([*lines, "- (cut to fit the brief)"])

@@ -31,6 +31,17 @@ class Finding:
     """(severity, text), critical first."""
     fixed_by: tuple[int, ...]
     """The fix entries that answered it."""
+    acceptance: tuple[tuple[int, bool, str], ...] = ()
+    """(step, passed, evidence) of each acceptance step it graded, in its order (none before
+    reviews graded steps)."""
+
+    def steps(self) -> str:
+        """'2 of 3 steps passed; step 3 failed: printed `x`' ('' when it graded none)."""
+        if not self.acceptance:
+            return ""
+        passed = sum(1 for _, ok, _ in self.acceptance if ok)
+        failed = [f"step {n} failed: {evidence}" for n, ok, evidence in self.acceptance if not ok]
+        return "; ".join([f"{passed} of {len(self.acceptance)} steps passed", *failed])
 
     def counts(self) -> str:
         """'1 critical, 2 major' ('no issues' when it raised none)."""
@@ -79,6 +90,13 @@ def reviews(project: Path, *, history: bool = True) -> list[Finding]:
             or (ARCHITECTURE if review.get("kind") == ARCHITECTURE else review.get("branch"))
             or "?"
         )
+        graded = review.get("acceptance")
+        graded = graded if isinstance(graded, list) else []
+        acceptance = tuple(
+            (int(r.get("step") or 0), r.get("passed") is True, " ".join(str(r.get("evidence") or "").split()))
+            for r in graded
+            if isinstance(r, dict)
+        )
         found.append(
             Finding(
                 number,
@@ -86,6 +104,7 @@ def reviews(project: Path, *, history: bool = True) -> list[Finding]:
                 str(review.get("verdict") or "?"),
                 issues,
                 tuple(sorted(fixes.get(number, ()))),
+                acceptance,
             )
         )
     return sorted(found, key=lambda f: f.review_id)

@@ -22,7 +22,7 @@ from session_scheduler.core.layout import is_scheduler_path
 from session_scheduler.core.machine import Outcome, SessionState, WorkItem
 from session_scheduler.core.policy import policy
 from session_scheduler.repo import gitops, refs
-from session_scheduler.run import gating
+from session_scheduler.run import acceptance, gating
 from session_scheduler.run.gating import Gatekeeper
 from session_scheduler.run.invariants import check_invariants, depends_of
 from session_scheduler.store import crashpoints
@@ -364,6 +364,9 @@ def _review(ran: Ran) -> Outcome:
     if not reviews:
         raise ClaimRefused(f"no review of {feature or branch} was appended to reviews.json")
     verdict, review_id = reviews[-1]["verdict"], reviews[-1]["review_id"]
+    steps = next((f.get("steps") or [] for f in ran.after.features() if f["id"] == feature), [])
+    if wrong := acceptance.problems(steps, verdict, reviews[-1].get("acceptance"), reviews[-1]["issues"]):
+        raise ClaimRefused("; ".join(wrong))
     changed = ran.after.passing() ^ ran.pre.handoff.passing()
     if verdict != "PASS":
         ran.only_own_branches_changed()

@@ -22,6 +22,7 @@ from session_scheduler.core.config import SessionType
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.machine import WorkItem
 from session_scheduler.core.policy import RolePolicy, policy
+from session_scheduler.core.schemas import ACCEPTANCE
 from session_scheduler.store.handoff_history import largest_archived_id
 from session_scheduler.store.progress import (
     Handoff,
@@ -89,10 +90,17 @@ SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "record_review",
-        "Append your review to reviews.json; answers with its review_id.",
+        "Append your review to reviews.json; answers with its review_id. A feature review grades "
+        "each of the feature's acceptance steps, in order: acceptance=[{step (1-based), passed, "
+        "evidence (what you ran and saw)}]; a PASS needs every step passed.",
         {
             "type": "object",
-            "properties": {"verdict": {"type": "string"}, "issues": _ISSUES, "summary": {"type": "string"}},
+            "properties": {
+                "verdict": {"type": "string"},
+                "issues": _ISSUES,
+                "summary": {"type": "string"},
+                "acceptance": ACCEPTANCE,
+            },
             "required": ["verdict", "issues"],
         },
         lambda p: p.review_kind is not None,
@@ -211,6 +219,8 @@ class HandoffTools:
             review["branch"] = self.work.branch
         if args.get("summary"):
             review["summary"] = str(args["summary"])
+        if args.get("acceptance") is not None and kind == "feature":
+            review["acceptance"] = args["acceptance"]  # checked by the file's schema on saving
         reviews.append(review)
         self._save("reviews.json", data)
         self._passed_review = review["verdict"] == "PASS"

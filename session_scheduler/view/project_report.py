@@ -655,6 +655,10 @@ def _findings_html(data: ReportData) -> str:
         for f in found:
             issues = "".join(f"<li><b>{escape(sev)}</b>: {escape(text)}</li>" for sev, text in f.issues)
             fixed = ", ".join(f"#{n}" for n in f.fixed_by)
+            steps = "".join(
+                f"<li>{n} {'passed' if ok else '<b>failed</b>'}: {escape(_cut(evidence, ISSUE_CHARS))}</li>"
+                for n, ok, evidence in f.acceptance
+            )
             rows.append(
                 (
                     "findings" if f.issues else "",
@@ -663,11 +667,17 @@ def _findings_html(data: ReportData) -> str:
                         f"#{f.review_id}",
                         escape(f.verdict),
                         f"<ul>{issues}</ul>" if issues else "none",
+                        f'<ol class="steps">{steps}</ol>' if steps else "",
                         escape(fixed),
                     ],
                 )
             )
-    return _table("findings", ["Feature", "Review", "Verdict", "Issues raised", "Fixed by"], rows, set())
+    return _table(
+        "findings",
+        ["Feature", "Review", "Verdict", "Issues raised", "Acceptance steps", "Fixed by"],
+        rows,
+        set(),
+    )
 
 
 def _set_aside_html(data: ReportData) -> str:
@@ -802,13 +812,14 @@ def render_markdown(data: ReportData) -> str:
             f"#{f.review_id}",
             _md(f.verdict),
             "; ".join(f"{sev}: {_md(_cut(text, ISSUE_CHARS))}" for sev, text in f.issues) or "none",
+            _md(_cut(f.steps(), ISSUE_CHARS)),
             ", ".join(f"#{n}" for n in f.fixed_by),
         ]
         for subject, found in data.findings
         for f in found
     ]
     lines += (
-        _md_table(["Feature", "Review", "Verdict", "Issues raised", "Fixed by"], rows)
+        _md_table(["Feature", "Review", "Verdict", "Issues raised", "Acceptance steps", "Fixed by"], rows)
         if rows
         else ["No review yet."]
     )

@@ -204,6 +204,9 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
                     "verdict": f.verdict,
                     "issues": [{"severity": sev, "text": text} for sev, text in f.issues],
                     "fixed_by": list(f.fixed_by),
+                    "acceptance": [
+                        {"step": n, "passed": ok, "evidence": evidence} for n, ok, evidence in f.acceptance
+                    ],
                 }
                 for f in found
             ]
