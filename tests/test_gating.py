@@ -162,3 +162,17 @@ def test_the_dry_run_says_what_the_gates_are() -> None:
         gates_line(DECLARED)
         == "tests (`bash init.sh`), lint (`! grep -rq FIXME .`); run on each branch and on main"
     )
+
+
+def test_the_report_shows_each_feature_s_gates_on_its_branch_and_on_main(tmp_path: Path) -> None:
+    from session_scheduler.view import project_report
+
+    project, log = _robot_run(tmp_path, 1)
+    data = project_report.gather(project)
+    row = next(r for r in data.features if r.id == "F003")
+    assert row.tests == "branch: tests passed; main: tests passed"  # the last run of each
+    assert project_report.gates_of(
+        log[: next(i for i, e in enumerate(log) if e["kind"] == "gates_ran") + 1]
+    ) == {"F001": "branch: tests passed"}
+    assert "<th>Gates</th>" in project_report.render_html(data)
+    assert "branch: tests passed; main: tests passed" in project_report.render_markdown(data)

@@ -184,6 +184,7 @@ def gather(project: Path, now: float | None = None) -> ReportData:
     backlog = saved.state.backlog if saved else None
     old_passing, old_blocked = (backlog.passing, backlog.blocked) if backlog else (frozenset(), frozenset())
     described = _descriptions(project / "feature_list.json")
+    gated = gates_of(log)
     rows = []
     for fid in totals.features or (backlog.features if backlog else ()):
         ev, spend = totals.evidence.get(fid, {}), totals.by_feature.get(fid, events.Spend())
@@ -205,7 +206,7 @@ def gather(project: Path, now: float | None = None) -> ReportData:
                 spend.cost_usd,
                 str(ev.get("commit") or "")[:10],
                 review,
-                str(ev.get("tests") or ""),
+                gated.get(fid) or str(ev.get("tests") or ""),
                 totals.passing.get(fid),
             )
         )
@@ -253,6 +254,23 @@ def gather(project: Path, now: float | None = None) -> ReportData:
         lanes=tuple(lanes) if any(lanes) else (),
         queue=queue_waits(log),
     )
+
+
+def gates_of(log: list[Event]) -> dict[str, str]:
+    """Per feature, its gates as they last ran on its branch and on `main` (`gates_ran` events):
+    "branch: tests passed, lint red; main: tests passed"."""
+    last: dict[str, dict[str, Event]] = {}
+    for event in log:
+        if event["kind"] == "gates_ran" and event.get("feature"):
+            last.setdefault(str(event["feature"]), {})[str(event["where"])] = event
+    return {
+        feature: "; ".join(
+            f"{where}: "
+            + ", ".join(f"{g['name']} {'passed' if g['passed'] else 'red'}" for g in event["gates"])
+            for where, event in ran.items()
+        )
+        for feature, ran in last.items()
+    }
 
 
 def _descriptions(path: Path) -> dict[str, str]:
@@ -602,7 +620,7 @@ def render_html(data: ReportData) -> str:
 <header><h1>{escape(data.name)} <span id="run-status" class="status {escape(data.status)}">{escape(data.status)}</span></h1>
 <div class="path">{escape(data.path)} · {escape(data.detail)} · made {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.generated_at))}</div>
 <div class="figures">{figures}</div>{f'<p class="note" id="cost-note">Cost: {escape(note)}.</p>' if note else ""}</header>
-<section><h2>Features</h2>{_table("features", ["Feature", "Description", "Status", "Attempts", "Sessions", "Cost", "Merge", "Review", "Tests"], feature_rows, {3, 4, 5})}</section>
+<section><h2>Features</h2>{_table("features", ["Feature", "Description", "Status", "Attempts", "Sessions", "Cost", "Merge", "Review", "Gates"], feature_rows, {3, 4, 5})}</section>
 <section>{charts}{_table("roles", ["Role", "Sessions", "Failed", "Tokens", "Cost"], role_rows, {1, 2, 3, 4})}</section>
 <section><h2>Burndown</h2>{_burndown(data)}<p class=legend>Features not yet passing; a red dot marks a feature blocked.</p></section>
 <section><h2>Review findings</h2>{_findings_html(data)}</section>
@@ -736,7 +754,7 @@ def render_markdown(data: ReportData) -> str:
         "",
     ]
     lines += _md_table(
-        ["Feature", "Description", "Status", "Attempts", "Sessions", "Cost", "Merge", "Review", "Tests"],
+        ["Feature", "Description", "Status", "Attempts", "Sessions", "Cost", "Merge", "Review", "Gates"],
         [
             [
                 _md(f.id),
