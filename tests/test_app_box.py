@@ -293,6 +293,13 @@ def test_a_boxed_app_does_not_see_the_host_s_service_sockets(box: Path, runtime:
         assert "run: 0" in app.log.read_text()
 
 
+def test_a_boxed_app_cannot_make_a_user_namespace_though_it_may_make_unix_sockets(
+    box: Path, runtime: str
+) -> None:
+    with start(box, "unshare -Ur true || echo no-userns; exec python3 app.py") as app:
+        assert "no-userns" in app.log.read_text()
+
+
 class _Listener:
     """An HTTP server on the host's loopback that counts the requests it got."""
 
