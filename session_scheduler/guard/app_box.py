@@ -101,7 +101,8 @@ class _Forwarder:
 
     def _start(self, target: Callable[..., None], *args: object) -> None:
         thread = threading.Thread(target=target, args=args, daemon=True, name=f"app-forwarder-{self.port}")
-        self._threads.append(thread)
+        with self._lock:  # finished connections' threads are dropped: a long run keeps no list of them
+            self._threads = [*(t for t in self._threads if t.is_alive()), thread]
         thread.start()
 
     def _accept(self) -> None:
@@ -146,13 +147,16 @@ class _Forwarder:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
             conn.close()
-        for thread in self._threads:
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=5)
 
     @property
     def alive(self) -> bool:
-        return any(thread.is_alive() for thread in self._threads)
+        with self._lock:
+            return any(thread.is_alive() for thread in self._threads)
 
 
 def _carry(source: socket.socket, target: socket.socket) -> None:
