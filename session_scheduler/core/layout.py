@@ -19,6 +19,9 @@ CONSOLE_DIR = "console"
 ADOPTION_FILE = "adoption.json"
 """Inside LOG_DIR: the person's CLAUDE.md and branch as the first run found them (adoption.py)."""
 SETTINGS_FILE = ".claude_settings.json"
+APP_FILE = "app.json"
+"""At the project's root, in git: how to start the app (core/app.AppSpec; the INITIALIZER proposes
+it, the scheduler validates it, the person may override it; docs/gates.md, "The app gate")."""
 CLAUDE_DIR = ".claude"
 """The folder Claude Code creates in its working directory."""
 

@@ -5,8 +5,8 @@ package.json; bubblewrap + socat on Linux, network only through its proxy).
 A command writes only its worktree and a private temp folder; it reads neither home folders,
 nor Claude Code's config, nor other projects, nor the temp folders beside its own (toolchains on
 PATH are re-opened: confinement.py's rules, shared with the session's sandbox); it reaches only the project's allowed domains; its environment is built
-from scratch (no credentials). `profile_for` and `srt_settings` are pure; `run_sandboxed` is the
-one place a command starts.
+from scratch (no credentials). `profile_for` and `srt_settings` are pure; `spawn` is the one place
+a command starts (`run_sandboxed` waits for it; guard/app_box keeps an app running in it).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from session_scheduler.core.confinement import Host, denied_regions, kept_denied, reopened
 from session_scheduler.core.errors import SchedulerError
@@ -61,6 +61,11 @@ class Profile:
     denied_reads: tuple[str, ...]
     reopened_reads: tuple[str, ...]
     """Folders inside the denied regions it may read (toolchains)."""
+    read_only: tuple[str, ...] = ()
+    """Folders it may read but not write (the app box's tree)."""
+    unix_sockets: bool = False
+    """May create Unix sockets (the app box's bridge): srt then drops its seccomp layer and gives
+    bubblewrap `--disable-userns` instead, so no new user namespace either way."""
 
 
 def profile_for(
@@ -82,14 +87,17 @@ def srt_settings(profile: Profile, runtime_dir: str) -> dict[str, Any]:
     """The srt settings file: writes only the worktree and private temp; reads denied by region,
     re-opened for the worktree, the temp, toolchains and the runtime's own helpers."""
     writable = [*profile.writable, profile.private_tmp]
+    network: dict[str, Any] = {"allowedDomains": list(profile.allowed_domains), "deniedDomains": []}
+    if profile.unix_sockets:
+        network["allowAllUnixSockets"] = True
     return {
         "filesystem": {
             "denyRead": list(profile.denied_reads),
-            "allowRead": [*writable, *profile.reopened_reads, runtime_dir],
+            "allowRead": [*writable, *profile.read_only, *profile.reopened_reads, runtime_dir],
             "allowWrite": writable,
             "denyWrite": list(SHARED_WRITE_DENIED),
         },
-        "network": {"allowedDomains": list(profile.allowed_domains), "deniedDomains": []},
+        "network": network,
     }
 
 
@@ -138,11 +146,33 @@ def _tail(path: Path) -> str:
         return f.read().decode("utf-8", errors="replace")
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """Kill srt, its proxies and bubblewrap (the sandbox's pid namespace dies with it)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def spawn(
+    command: str,
+    cwd: Path,
+    profile: Profile,
+    settings: Path,
+    sink: IO[bytes],
+    extra_env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start `command` (bash) in `cwd` inside the sandbox, in its own process group (`kill_group`
+    ends it whole), output to `sink`; `settings` is where srt's settings file is written (a folder
+    the command cannot see). The environment is `scrubbed_env` plus `extra_env`."""
+    runtime = find_runtime()
+    Path(profile.private_tmp, "home").mkdir(parents=True, exist_ok=True)
+    env = {**scrubbed_env(profile, os.environ.get("PATH", os.defpath)), **(extra_env or {})}
+    settings.write_text(json.dumps(srt_settings(profile, runtime_dir(runtime))), encoding="utf-8")
+    return subprocess.Popen(
+        [runtime, "--settings", str(settings), "-c", command],
+        cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
 
 
 def run_sandboxed(command: str, cwd: Path, profile: Profile, timeout: float) -> tuple[int, str]:
@@ -150,29 +180,21 @@ def run_sandboxed(command: str, cwd: Path, profile: Profile, timeout: float) -> 
 
     subprocess.TimeoutExpired after the whole process group is killed at `timeout`;
     SandboxUnavailable when the runtime is missing or fails before the command starts."""
-    runtime = find_runtime()
-    Path(profile.private_tmp, "home").mkdir(parents=True, exist_ok=True)
-    env = scrubbed_env(profile, os.environ.get("PATH", os.defpath))
     a, b = secrets.token_hex(8), secrets.token_hex(8)
     started = f"{a}{b}\n"  # printed first (spelled apart in the line, so no echo of the line forges it)
     with tempfile.TemporaryDirectory(prefix="agent-srt-") as work:
         settings, out = Path(work, "settings.json"), Path(work, "output")
-        settings.write_text(json.dumps(srt_settings(profile, runtime_dir(runtime))), encoding="utf-8")
         with out.open("wb") as sink:
-            proc = subprocess.Popen(
-                [runtime, "--settings", str(settings), "-c", f"echo {a}''{b}\n{command}"],
-                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )  # fmt: skip
+            proc = spawn(f"echo {a}''{b}\n{command}", cwd, profile, settings, sink)
             try:
                 code = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _kill_group(proc)
+                kill_group(proc)
                 raise subprocess.TimeoutExpired(
                     command, timeout, output=_tail(out).replace(started, "", 1)
                 ) from None
             except BaseException:
-                _kill_group(proc)
+                kill_group(proc)
                 raise
         with out.open("rb") as f:
             ran = started.encode() in f.read(OUTPUT_LIMIT)

@@ -1,5 +1,6 @@
-"""Gates on agents' code: the files of a commit for the language plugins, and a commit's gates run in
-one clean worktree outside the project, inside the command sandbox."""
+"""Gates on agents' code: the files of a commit for the language plugins, a commit's gates run in
+one clean worktree outside the project, inside the command sandbox, and the app gate (the app
+started in its box: guard/app_box)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,23 @@ import subprocess
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 import git
 
+from session_scheduler.core.app import AppSpec
 from session_scheduler.core.gates import Gate, GateResult, GateSet
 from session_scheduler.core.languages import Tree
+from session_scheduler.guard import app_box
 from session_scheduler.repo import gitops
 
 READ_LIMIT = 1_000_000
 """Bytes beyond which a file is not read for detection (configuration files are small)."""
 INSTALL = "install"
 """The name of the install step's result when it fails."""
+APP = "app"
+"""The app gate's name and kind."""
 
 
 def tree_at(repo: git.Repo, sha: str) -> Tree:
@@ -77,6 +83,48 @@ def run_gates_at(
             if not installed.passed:
                 return (installed,)
         return tuple(run(gate) for gate in gates.gates)
+
+
+def app_gate(
+    repo: git.Repo,
+    sha: str,
+    spec: AppSpec,
+    *,
+    allowed_domains: tuple[str, ...],
+    sandboxed: bool = True,
+    guard: AbstractContextManager[Any] | None = None,
+    install: str | None = None,
+    timeout: float = 900,
+    clock: Callable[[], float] = time.monotonic,
+) -> GateResult:
+    """Commit `sha`'s app, started in its box from ONE clean worktree, waited for, stopped: green
+    when it answered; red (the reason and the end of its log) when it exited first or never
+    answered. `install` (the gates' install step, in the command sandbox, which may write the
+    worktree) runs first, within `timeout`; when it fails the gate is red and the app never starts."""
+    with gitops.clean_worktree(repo, sha, guard) as tree:
+        started = clock()
+        if install is not None:
+            try:
+                code, out = gitops.run_in_worktree(
+                    repo, tree, install, timeout, allowed_domains, sandboxed=sandboxed
+                )
+            except subprocess.TimeoutExpired as exc:
+                code, out = -1, f"{_text(exc.output).rstrip()}\n`{INSTALL}` timed out after {timeout:.0f}s"
+            if code != 0:
+                said = f"the install step failed (exit {code}), so the app was not started"
+                return GateResult(
+                    APP, APP, spec.start, False, clock() - started, f"{out.rstrip()}\n{said}".lstrip()
+                )
+        try:
+            with app_box.start_app(
+                spec, tree, tree.parent / "tmp", tree.parent / "app.log",
+                allowed_domains=allowed_domains, sandboxed=sandboxed, project=Path(repo.working_dir),
+            ) as app:  # fmt: skip
+                passed, said = True, f"the app answered GET {spec.ready_path}"
+            output = f"{app_box.log_tail(app.log).rstrip()}\n{said}".lstrip()
+        except app_box.AppDidNotStart as exc:  # the reason last: a result keeps the end of its output
+            passed, output = False, f"{exc.log_tail.rstrip()}\n{exc.reason}".lstrip()
+        return GateResult(APP, APP, spec.start, passed, clock() - started, output)
 
 
 def _text(output: str | bytes | None) -> str:
