@@ -150,17 +150,22 @@ def test_gates_on_the_command_line_are_checked_saved_and_never_weaker_in_silence
 
 
 def test_the_dry_run_says_what_the_gates_are() -> None:
+    from session_scheduler.core.app import AppSpec
     from session_scheduler.view.cli import gates_line
 
-    assert gates_line(AgentConfig()) == "none (declare them with --gates FILE, or --gates detect)"
-    assert gates_line(AgentConfig(detect_gates=True)).startswith("detected by a language plugin")
+    project_app = "; the app: the project's app.json, if any"
     assert (
-        gates_line(AgentConfig(test_command="bash init.sh"))
-        == "tests (`bash init.sh`); run on main after each merge"
+        gates_line(AgentConfig()) == "none (declare them with --gates FILE, or --gates detect)" + project_app
     )
-    assert (
-        gates_line(DECLARED)
-        == "tests (`bash init.sh`), lint (`! grep -rq FIXME .`); run on each branch and on main"
+    assert gates_line(AgentConfig(detect_gates=True)).startswith("detected by a language plugin")
+    assert gates_line(AgentConfig(test_command="bash init.sh")) == (
+        "tests (`bash init.sh`); run on main after each merge" + project_app
+    )
+    assert gates_line(DECLARED) == (
+        "tests (`bash init.sh`), lint (`! grep -rq FIXME .`); run on each branch and on main" + project_app
+    )
+    assert gates_line(AgentConfig(app=AppSpec("python3 web.py"))).endswith(
+        "; the app: `python3 web.py` (--app)"
     )
 
 
@@ -176,3 +181,80 @@ def test_the_report_shows_each_feature_s_gates_on_its_branch_and_on_main(tmp_pat
     ) == {"F001": "branch: tests passed"}
     assert "<th>Gates</th>" in project_report.render_html(data)
     assert "branch: tests passed; main: tests passed" in project_report.render_markdown(data)
+
+
+def _with_app(tmp_path: Path, app_json: str):  # type: ignore[no-untyped-def]
+    """An IMPLEMENT's world whose `main` has this app.json; the branch adds a page."""
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    (world.project / "app.json").write_text(app_json)
+    world.sh("git add app.json && git commit -qm app")
+    world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
+    world.sh(
+        "git checkout -qb feature/F001 && echo '<h1>todo</h1>' > index.html && git add index.html && git commit -qm page"
+    )
+    return world
+
+
+SERVE = json.dumps({"start": "exec python3 -m http.server $PORT --bind 127.0.0.1", "ready_timeout_s": 20})
+
+
+def test_the_project_s_app_is_started_and_must_answer_on_the_branch(tmp_path: Path) -> None:
+    world = _with_app(tmp_path, SERVE)
+    outcome = world.verify(AgentConfig(sandbox=False))
+    assert outcome.ok and outcome.gates_review is None
+    ((name, passed, output),) = [(r.name, r.passed, r.output) for r in outcome.gates]
+    assert (name, passed) == ("app", True) and "the app answered GET /" in output
+
+
+def test_an_app_that_does_not_start_or_an_invalid_app_json_is_a_red_gate(tmp_path: Path) -> None:
+    for n, (app_json, said) in enumerate(
+        (
+            (json.dumps({"start": "echo broken; exit 3", "ready_timeout_s": 5}), "broken"),
+            ('{"start": ', "app.json is not JSON"),
+            (json.dumps({"start": "x", "ready_path": "no-slash"}), "app.json is invalid"),
+        )
+    ):
+        (tmp_path / str(n)).mkdir()
+        world = _with_app(tmp_path / str(n), app_json)
+        outcome = world.verify(AgentConfig(sandbox=False))
+        assert outcome.gates_review == 1, outcome
+        ((result),) = outcome.gates
+        assert result.name == "app" and not result.passed and said in result.output
+        (review,) = progress.load_handoff(world.project).review_list()
+        assert "app" in review["issues"]["critical"][0]
+
+
+def test_the_person_s_app_overrides_the_project_s(tmp_path: Path) -> None:
+    from session_scheduler.core.app import AppSpec
+
+    world = _with_app(tmp_path, '{"start": ')  # the project's is broken; the person's is used
+    outcome = world.verify(AgentConfig(sandbox=False, app=AppSpec.from_json(json.loads(SERVE))))
+    assert [(r.name, r.passed) for r in outcome.gates] == [("app", True)]
+
+
+def test_the_app_on_the_command_line_is_checked_and_saved(spec_file: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from helpers import cli_seams
+
+    from scripted_model.scenario import Scenario
+    from session_scheduler.testing.inprocess import InProcessRobotRunner
+    from session_scheduler.view.cli import main, resolve_project
+
+    def cli(*args: str) -> object:
+        obj = cli_seams(lambda _: InProcessRobotRunner(Scenario.from_json({"features": 1})))
+        return CliRunner().invoke(main, ["--project-dir", "a", "--spec", str(spec_file), *args], obj=obj)
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"start": "x", "port_env": "HOME"}))
+    refused = cli("--app", str(bad))
+    assert refused.exit_code == 2 and "app.json is invalid" in refused.output  # type: ignore[attr-defined]
+    assert len(refused.output.strip().splitlines()) == 1 and not resolve_project("a").exists()  # type: ignore[attr-defined]
+    good = tmp_path / "app.json"
+    good.write_text(SERVE)
+    assert cli("--app", str(good), "--dry-run").exit_code == 0  # type: ignore[attr-defined]
+    ran = cli("--app", str(good), "--max-iterations", "1", "--no-sandbox")
+    assert ran.exit_code == 3, ran.output  # type: ignore[attr-defined]
+    saved = json.loads((resolve_project("a") / ".agent_config.json").read_text())
+    assert saved["app"]["start"] == json.loads(SERVE)["start"]
+    cli("--app", "none", "--max-iterations", "1", "--no-sandbox")
+    assert json.loads((resolve_project("a") / ".agent_config.json").read_text())["app"] is None

@@ -475,7 +475,9 @@ def test_review_pass_verified_with_every_acceptance_step_passed(tmp_path: Path) 
     merge(world)
     world.add_review("PASS", acceptance=GRADED)
     world.mark_passing("F001")
-    assert replace(world.verify(), gates=()) == Outcome(T.REVIEW, True, verdict="PASS", review_id=2, passing=frozenset({"F001"}))
+    assert replace(world.verify(), gates=()) == Outcome(
+        T.REVIEW, True, verdict="PASS", review_id=2, passing=frozenset({"F001"})
+    )
 
 
 def test_review_pass_without_its_acceptance_results_is_refused(tmp_path: Path) -> None:

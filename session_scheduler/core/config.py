@@ -11,7 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # core/gates reads core/schemas, which reads this module
+if TYPE_CHECKING:  # core/gates and core/app read core/schemas, which reads this module
+    from session_scheduler.core.app import AppSpec
     from session_scheduler.core.gates import GateSet
 
 
@@ -112,6 +113,9 @@ class AgentConfig:
     """The project's quality gates as the person declared them (`--gates FILE`, saved; the test
     command is their `tests` gate when they name none): run on the branch before REVIEW and on
     `main` after landing."""
+    app: AppSpec | None = None
+    """How the person starts the project's web app (`--app FILE`, saved), instead of the app.json
+    the INITIALIZER proposed; the app answering is a gate (run/gating.py)."""
     detect_gates: bool = False
     """With no gates declared, a language plugin names them from the project's files
     (`--gates detect`, saved; core/languages.py)."""
@@ -164,6 +168,7 @@ class AgentConfig:
         del data["sandbox"], data["wait_for_limits"]
         data["allowed_domains"] = list(self.allowed_domains)
         data["gates"] = self.gates.to_json() if self.gates else None
+        data["app"] = self.app.to_json() if self.app else None
         return data
 
     @classmethod
@@ -172,9 +177,11 @@ class AgentConfig:
         values = {k: v for k, v in data.items() if k in known}
         values["models"] = {**DEFAULT_MODELS, **values.get("models", {})}
         values["allowed_domains"] = tuple(values.get("allowed_domains", DEFAULT_ALLOWED_DOMAINS))
+        from session_scheduler.core.app import AppSpec
         from session_scheduler.core.gates import GateSet
 
         values["gates"] = GateSet.from_json(values["gates"]) if values.get("gates") else None
+        values["app"] = AppSpec.from_json(values["app"]) if values.get("app") else None
         return cls(**values)
 
 

@@ -271,6 +271,7 @@ AGENT_CONFIG: dict[str, Any] = {
         "test_command": NULLABLE_STR,
         "gates": {"type": ["object", "null"]},  # its own schema: core/gates.GATES_SCHEMA, read by GateSet
         "detect_gates": {"type": "boolean"},
+        "app": {"type": ["object", "null"]},  # its own schema: core/app.APP_SCHEMA, read by AppSpec
         "allowed_domains": {"type": "array", "items": {"type": "string", "minLength": 1}},
         "spec_sha256": {"type": "string"},
         "models": {

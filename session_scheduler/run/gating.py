@@ -2,14 +2,17 @@
 
 The gates are the person's (`--gates FILE`, the test command their `tests` gate), or, with
 `--gates detect` and none declared, a language plugin's, named from the project as the commit
-before the work has it (an agent's branch cannot drop a gate by deleting its config). They run
-on the work's branch after an IMPLEMENT or FIX (not the bare `--test-command`, which runs on
-`main` after a merge as it always has) and on `main` after a merge or a landing; each run is one
-clean worktree inside the command sandbox (repo/gates.py).
+before the work has it (an agent's branch cannot drop a gate by deleting its config). A web
+project's app is a gate too: the person's (`--app FILE`) or the `app.json` the INITIALIZER
+proposed, read from that same commit and validated (an invalid one is a red gate), started in
+its own box and waited for (guard/app_box.py). They run on the work's branch after an IMPLEMENT
+or FIX (not the bare `--test-command`, which runs on `main` after a merge as it always has) and
+on `main` after a merge or a landing; each run is one clean worktree (repo/gates.py).
 """
 
 from __future__ import annotations
 
+import json
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -17,10 +20,30 @@ from typing import Any
 import git
 
 from session_scheduler.core import languages
+from session_scheduler.core.app import AppSpec
 from session_scheduler.core.config import AgentConfig
+from session_scheduler.core.errors import SchedulerError
 from session_scheduler.core.gates import GateResult, GateSet, of_options
-from session_scheduler.repo.gates import run_gates_at, tree_at
+from session_scheduler.core.layout import APP_FILE
+from session_scheduler.repo.gates import app_gate, run_gates_at, tree_at
 from session_scheduler.store.events import EventLog
+
+APP = "app"
+
+
+@dataclass(frozen=True)
+class Check:
+    """What one check runs: gates (None: none of them), the app (None: no app), or why the
+    project's app.json could not be read (a red `app` gate)."""
+
+    gates: GateSet | None
+    app: AppSpec | None = None
+    app_refused: str | None = None
+
+    @property
+    def names(self) -> list[str]:
+        named = [g.name for g in self.gates.gates] if self.gates else []
+        return named + ([APP] if self.app is not None or self.app_refused is not None else [])
 
 
 @dataclass(frozen=True)
@@ -28,6 +51,8 @@ class Gatekeeper:
     declared: GateSet | None
     """The person's gates (with the test command as `tests`), or the test command alone."""
     detect: bool
+    app: AppSpec | None
+    """The person's app (`--app FILE`); None: the project's app.json, if it has one."""
     allowed_domains: tuple[str, ...]
     sandboxed: bool
     guard: AbstractContextManager[Any] | None = None
@@ -38,32 +63,68 @@ class Gatekeeper:
         return cls(
             of_options(config.test_command, config.gates),
             config.detect_gates,
+            config.app,
             config.allowed_domains,
             config.sandbox,
             guard,
         )
 
-    def gates(self, repo: git.Repo, base: str) -> GateSet | None:
-        """The gates of a check whose work started from `base` (None: nothing to run)."""
-        if self.declared is not None:
-            return self.declared
-        return languages.detect(tree_at(repo, base)) if self.detect else None
+    def plan(self, repo: git.Repo, base: str, *, branch: bool) -> Check | None:
+        """What a check of work that started from `base` runs (None: nothing). On a branch
+        (`branch`) the bare test command does not run: it keeps its place on `main`."""
+        gates = self.declared
+        if gates is None and self.detect:
+            gates = languages.detect(tree_at(repo, base))
+        if branch and gates is not None and gates.source == "test_command":
+            gates = None
+        app, refused = self.app, None
+        if app is None:
+            app, refused = _project_app(repo, base)
+        if gates is None and app is None and refused is None:
+            return None
+        return Check(gates, app, refused)
 
-    def on_branch(self, repo: git.Repo, base: str) -> GateSet | None:
-        """The gates run on a branch before its REVIEW: declared or detected ones, not the bare
-        test command."""
-        gates = self.gates(repo, base)
-        return gates if gates is not None and gates.source != "test_command" else None
+    def check(self, repo: git.Repo, sha: str, check: Check) -> tuple[GateResult, ...]:
+        results: tuple[GateResult, ...] = ()
+        if check.gates is not None:
+            results = run_gates_at(
+                repo,
+                sha,
+                check.gates,
+                allowed_domains=self.allowed_domains,
+                sandboxed=self.sandboxed,
+                guard=self.guard,
+            )
+        if check.app_refused is not None:
+            results += (GateResult(APP, APP, APP_FILE, False, 0.0, check.app_refused),)
+        elif check.app is not None:
+            install = check.gates.install if check.gates else None
+            results += (
+                app_gate(
+                    repo,
+                    sha,
+                    check.app,
+                    allowed_domains=self.allowed_domains,
+                    sandboxed=self.sandboxed,
+                    guard=self.guard,
+                    install=install,
+                ),
+            )
+        return results
 
-    def check(self, repo: git.Repo, sha: str, gates: GateSet) -> tuple[GateResult, ...]:
-        return run_gates_at(
-            repo,
-            sha,
-            gates,
-            allowed_domains=self.allowed_domains,
-            sandboxed=self.sandboxed,
-            guard=self.guard,
-        )
+
+def _project_app(repo: git.Repo, base: str) -> tuple[AppSpec | None, str | None]:
+    """The app.json of commit `base`, validated: (the app, None), (None, why it is refused), or
+    (None, None) when the project has none."""
+    text = tree_at(repo, base).read(APP_FILE)
+    if text is None:
+        return None, None
+    try:
+        return AppSpec.from_json(json.loads(text)), None
+    except json.JSONDecodeError as exc:
+        return None, f"{APP_FILE} is not JSON ({exc}); fix it, or override it with --app FILE"
+    except SchedulerError as exc:
+        return None, f"{exc}; or override it with --app FILE"
 
 
 def red(results: tuple[GateResult, ...]) -> list[GateResult]:

@@ -769,12 +769,12 @@ class Lanes:
         """The project's gates on the merge (None: none to run); their results are an event."""
         keeper = Gatekeeper.of(self.config, guard=self.lock)  # the lanes fetch into the project under it
         main = gitops.head(repo, gitops.MAIN)
-        gates = keeper.gates(repo, main) if main is not None else None
-        if gates is None:
+        check = keeper.plan(repo, main, branch=False) if main is not None else None
+        if check is None:
             return None
 
         def run(commit: str) -> tuple[bool, str]:
-            results = keeper.check(repo, commit, gates)
+            results = keeper.check(repo, commit, check)
             with self.lock:
                 gated(
                     self.events,

@@ -17,13 +17,13 @@ import git
 
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.errors import StateError
-from session_scheduler.core.gates import GateResult, GateSet, finding
+from session_scheduler.core.gates import GateResult, finding
 from session_scheduler.core.layout import is_scheduler_path
 from session_scheduler.core.machine import Outcome, SessionState, WorkItem
 from session_scheduler.core.policy import policy
 from session_scheduler.repo import gitops, refs
 from session_scheduler.run import acceptance, gating
-from session_scheduler.run.gating import Gatekeeper
+from session_scheduler.run.gating import Check, Gatekeeper
 from session_scheduler.run.invariants import check_invariants, depends_of
 from session_scheduler.store import crashpoints
 from session_scheduler.store.progress import (
@@ -318,13 +318,13 @@ def _implement(ran: Ran) -> Outcome:
 def _gated(ran: Ran) -> Outcome:
     """The work's branch through the project's gates: all green, it goes to REVIEW; a red gate
     sends it back to FIX with a review the scheduler writes (the gates' output in it)."""
-    gates = ran.gatekeeper.on_branch(ran.repo, ran.pre.main)
-    if gates is None:
+    check = ran.gatekeeper.plan(ran.repo, ran.pre.main, branch=True)
+    if check is None:
         return ran.outcome()
     branch = ran.work.branch
     tip = gitops.head(ran.repo, branch)
     assert tip is not None  # new_commits_on_branch checked it
-    results = ran.gatekeeper.check(ran.repo, tip, gates)
+    results = ran.gatekeeper.check(ran.repo, tip, check)
     failed = gating.red(results)
     if not failed:
         ran.echo(f"  verified: the gates pass on {branch} ({gating.names(results)})")
@@ -391,22 +391,22 @@ def _review(ran: Ran) -> Outcome:
         )
     ran.no_scheduler_files_committed(ran.pre.main, main)
     ran.no_repo_code_committed(ran.pre.main, main)
-    gates = ran.gatekeeper.gates(ran.repo, ran.pre.main)
-    if gates is None:
+    check = ran.gatekeeper.plan(ran.repo, ran.pre.main, branch=False)
+    if check is None:
         return ran.outcome(verdict="PASS", review_id=review_id)
-    results = ran.gatekeeper.check(ran.repo, main, gates)
+    results = ran.gatekeeper.check(ran.repo, main, check)
     crashpoints.reached("merge_tested")
     failed = gating.red(results)
     if failed:
         return _undo_failed_merge(ran, main, review_id, failed, results)
-    ran.echo(f"  verified: {_passed(gates)} on main")
+    ran.echo(f"  verified: {_passed(check)} on main")
     return ran.outcome(verdict="PASS", review_id=review_id, gates=results)
 
 
-def _passed(gates: GateSet) -> str:
-    if gates.source == "test_command":
-        return f"`{gates.gates[0].command}` passes"
-    return f"the gates pass ({', '.join(g.name for g in gates.gates)})"
+def _passed(check: Check) -> str:
+    if check.gates is not None and check.gates.source == "test_command" and check.names == ["tests"]:
+        return f"`{check.gates.gates[0].command}` passes"
+    return f"the gates pass ({', '.join(check.names)})"
 
 
 def _undo_failed_merge(

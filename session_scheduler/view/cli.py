@@ -27,6 +27,7 @@ import click
 from rich.console import Console
 
 from scripted_model.scenario import DEMO, Scenario
+from session_scheduler.core.app import AppSpec
 from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import (
     DEFAULT_ALLOWED_DOMAINS,
@@ -202,18 +203,21 @@ def read_gates(choice: str) -> tuple[dict[str, Any] | None, bool]:
         return None, True
     if choice == "none":
         return None, False
-    path = Path(choice).expanduser()
+    return GateSet.from_json(read_json_option("--gates", choice)).to_json(), False
+
+
+def read_json_option(option: str, given: str) -> Any:
+    """The JSON file an option names, read; a one-line error that says what to give instead."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(Path(given).expanduser().read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BadInput(
-            f"--gates {choice}: no such file; give a JSON file (docs/gates.md), `detect` or `none`"
+            f"{option} {given}: no such file; give a JSON file (docs/gates.md) or `none`"
         ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInput(
-            f"--gates {choice}: not readable JSON ({exc}); see docs/gates.md for the format"
+            f"{option} {given}: not readable JSON ({exc}); see docs/gates.md for the format"
         ) from None
-    return GateSet.from_json(data).to_json(), False
 
 
 def weaker_gates(saved: dict[str, Any] | None, config: AgentConfig) -> list[str]:
@@ -232,15 +236,20 @@ def weaker_gates(saved: dict[str, Any] | None, config: AgentConfig) -> list[str]
 def gates_line(config: AgentConfig) -> str:
     """What the project's gates are, in a line (the dry run's)."""
     declared = of_options(config.test_command, config.gates)
+    app = (
+        f"; the app: `{config.app.start}` (--app)"
+        if config.app
+        else "; the app: the project's app.json, if any"
+    )
     if declared is not None:
         named = ", ".join(f"{g.name} (`{g.command}`)" for g in declared.gates)
         where = (
             "on main after each merge" if declared.source == "test_command" else "on each branch and on main"
         )
-        return f"{named}; run {where}"
+        return f"{named}; run {where}{app}"
     if config.detect_gates:
-        return "detected by a language plugin from the project's files (--gates detect)"
-    return "none (declare them with --gates FILE, or --gates detect)"
+        return "detected by a language plugin from the project's files (--gates detect)" + app
+    return "none (declare them with --gates FILE, or --gates detect)" + app
 
 
 def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentConfig:
@@ -253,6 +262,9 @@ def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentCo
     choice = given.pop("gates_choice", None)
     if choice is not None:
         data["gates"], data["detect_gates"] = read_gates(choice)
+    app = given.pop("app_choice", None)
+    if app is not None:
+        data["app"] = None if app == "none" else AppSpec.from_json(read_json_option("--app", app)).to_json()
     models = {**DEFAULT_MODELS, **data.get("models", {})}
     for role in ROLES:
         value = given.pop(f"{role.value.lower()}_model", None)
@@ -442,6 +454,14 @@ class FiniteFloat(click.FloatRange):
     help="The project's quality gates (saved): a JSON file declaring them (docs/gates.md), `detect` to let "
     "a language plugin name them from the project's files, `none` for the test command alone. They run on "
     "each branch before its REVIEW and on main after each merge; a red gate sends the work back to FIX.",
+)
+@click.option(
+    "--app",
+    "app_choice",
+    metavar="FILE|none",
+    help="How to start the project's web app (saved): a JSON file like the app.json the INITIALIZER proposes "
+    "(docs/gates.md, 'The app gate'), used instead of it; `none` goes back to the project's app.json. The app "
+    "starting and answering is a gate.",
 )
 @click.option(
     "--no-sandbox",
