@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from click.testing import CliRunner
 from helpers import cli_seams
@@ -42,14 +44,21 @@ class Priced(InProcessRobotRunner):
     def __init__(self, scenario: Scenario) -> None:
         super().__init__(scenario)
         self.running = self.most = 0
+        self.lock, self.together = threading.Lock(), threading.Event()
 
     async def run(self, request: SessionRequest) -> SessionResult:
-        self.running += 1
-        self.most = max(self.most, self.running)
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            if self.running > 1:
+                self.together.set()
         try:
+            if request.plan.number > 1:  # a session waits (a while) for another to run beside it
+                await anyio.to_thread.run_sync(self.together.wait, 10.0)
             return dataclasses.replace(await super().run(request), cost_usd=1.0)
         finally:
-            self.running -= 1
+            with self.lock:
+                self.running -= 1
 
 
 def test_lanes_start_no_session_the_budget_left_cannot_cover_with_those_in_flight(tmp_path: Path) -> None:
