@@ -547,7 +547,7 @@ def test_review_pass_whose_merge_adds_a_scheduler_file(tmp_path: Path) -> None:
 def test_review_pass_whose_tests_fail_on_main_is_undone(tmp_path: Path) -> None:
     world = start(tmp_path, T.REVIEW, feature("F001"))
     world.sh(
-        "git checkout -q main && printf 'printf \"%%0600d\" 7; exit 1\\n' > init.sh && git commit -qam 'break main'"
+        "git checkout -q feature/F001 && printf 'printf \"%%0600d\" 7; exit 1\\n' > init.sh && git commit -qam 'break the tests'"
     )
     world.add_review("REQUEST_CHANGES", review_id=1)
     world.mark_passing("F002")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import git
@@ -73,8 +73,11 @@ class Gatekeeper:
         """What a check of work that started from `base` runs (None: nothing). On a branch
         (`branch`) the bare test command does not run: it keeps its place on `main`."""
         gates = self.declared
-        if gates is None and self.detect:
-            gates = languages.detect(tree_at(repo, base))
+        if self.detect and (gates is None or gates.source == "test_command"):
+            found = languages.detect(tree_at(repo, base))
+            if found is not None and gates is not None:  # the person's test command is the tests gate
+                found = replace(found, gates=(*gates.gates, *(g for g in found.gates if g.kind != "tests")))
+            gates = found or gates
         if branch and gates is not None and gates.source == "test_command":
             gates = None
         app, refused = self.app, None
@@ -111,6 +114,26 @@ class Gatekeeper:
                 ),
             )
         return results
+
+
+def held(
+    keeper: Gatekeeper, repo: git.Repo, base: str, check: Check, results: tuple[GateResult, ...]
+) -> tuple[list[GateResult], list[str]]:
+    """Of the red gates, those the work answers for, and the names of those red on `base` too:
+    a gate already red before the work (an install step that cannot run, a lint the skeleton
+    fails) is the gates' or `main`'s problem, said in a line, never held against the work."""
+    failed = red(results)
+    if not failed:
+        return [], []
+    before = {r.name for r in red(keeper.check(repo, base, check))}
+    return [r for r in failed if r.name not in before], [r.name for r in failed if r.name in before]
+
+
+def excused_line(names: list[str], where: str) -> str:
+    return (
+        f"  gates red on {where} before this work too ({', '.join(names)}): not held against it; "
+        "fix the gates (--gates FILE, --app FILE) or main"
+    )
 
 
 def _project_app(repo: git.Repo, base: str) -> tuple[AppSpec | None, str | None]:

@@ -324,8 +324,11 @@ def _gated(ran: Ran) -> Outcome:
     branch = ran.work.branch
     tip = gitops.head(ran.repo, branch)
     assert tip is not None  # new_commits_on_branch checked it
+    ran.echo(f"  gates: running {', '.join(check.names)} on {branch}")
     results = ran.gatekeeper.check(ran.repo, tip, check)
-    failed = gating.red(results)
+    failed, excused = gating.held(ran.gatekeeper, ran.repo, ran.pre.main, check, results)
+    if excused:
+        ran.echo(gating.excused_line(excused, "main"))
     if not failed:
         ran.echo(f"  verified: the gates pass on {branch} ({gating.names(results)})")
         return ran.outcome(gates=results)
@@ -396,7 +399,9 @@ def _review(ran: Ran) -> Outcome:
         return ran.outcome(verdict="PASS", review_id=review_id)
     results = ran.gatekeeper.check(ran.repo, main, check)
     crashpoints.reached("merge_tested")
-    failed = gating.red(results)
+    failed, excused = gating.held(ran.gatekeeper, ran.repo, ran.pre.main, check, results)
+    if excused:
+        ran.echo(gating.excused_line(excused, "main"))
     if failed:
         return _undo_failed_merge(ran, main, review_id, failed, results)
     ran.echo(f"  verified: {_passed(check)} on main")
