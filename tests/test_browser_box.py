@@ -421,3 +421,15 @@ def test_an_unconfined_browser_serves_the_same_tools_on_ports_of_its_own(
         seen = call(running, ("browser_navigate", {"url": running.app_origin}), ("browser_snapshot", {}))[1]
     assert sorted(names) == sorted(BROWSER_TOOLS) and "Hello from the boxed app" in mcp_client.text(seen)
     assert not running.forwarding and refused(running.url)
+
+
+def test_the_wait_reads_the_injected_clock(app: RunningApp, short: Path) -> None:
+    """The first try comes before node has even loaded the server; the clock then says time is up."""
+    assert app.socket_path is not None
+    now = iter([0.0, 1000.0])
+    with pytest.raises(BrowserDidNotStart, match="did not list its tools within 90s") as caught:
+        start_browser(
+            app.socket_path, short / "evidence", short / "tmp", short / "browser.log", sandboxed=False,
+            clock=lambda: next(now), sleep=lambda _: None,
+        )  # fmt: skip
+    assert "\n" not in caught.value.reason
