@@ -201,6 +201,7 @@ def gone(app: RunningApp, mark: str) -> bool:
 def test_an_unconfined_app_answers_on_its_own_free_host_port(box: Path) -> None:
     with start(box, "exec python3 app.py unconfined-body", sandboxed=False) as app:
         assert get(app.url) == "unconfined-body"
+        assert app.socket_path is None  # no bridge: no socket for another box
         assert f"listening on {app.url.rsplit(':', 1)[1]}" in app.log.read_text()
 
 
@@ -254,6 +255,7 @@ def runtime() -> str:
 def test_a_boxed_app_answers_through_its_url(box: Path, runtime: str) -> None:
     with start(box, "exec python3 app.py boxed-body") as app:
         assert get(app.url) == "boxed-body"
+        assert app.socket_path == box / "tmp-a" / app_box.SOCKET_NAME and app.socket_path.is_socket()
         for _ in range(10):  # more connections through the forwarder: each one's threads end with it
             assert get(app.url) == "boxed-body"
         name = f"app-forwarder-{app.url.rsplit(':', 1)[1]}"

@@ -24,10 +24,11 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
+from typing import IO, Self
 
 from session_scheduler.core.app import AppSpec
 from session_scheduler.core.errors import SchedulerError
@@ -63,20 +64,38 @@ def box_profile(tree: Path, private_tmp: Path, project: Path, allowed_domains: t
     """The command sandbox's profile for `tree`, made read-only, with Unix sockets allowed and
     SOCKET_DIRS hidden."""
     base = command_sandbox.host_profile(tree, private_tmp, project, allowed_domains)
+    return with_unix_sockets(base, writable=(), read_only=(str(tree),))
+
+
+def with_unix_sockets(base: Profile, *, writable: tuple[str, ...], read_only: tuple[str, ...]) -> Profile:
+    """`base` writing only `writable` (and its private temp), reading `read_only` too, allowed to
+    make Unix sockets and so with SOCKET_DIRS hidden: the rules every box with a bridge shares."""
     return replace(
         base,
-        writable=(),
-        read_only=(str(tree),),
+        writable=writable,
+        read_only=read_only,
         denied_reads=(*base.denied_reads, *SOCKET_DIRS),
         unix_sockets=True,
     )
 
 
+def check_socket_path(sock: Path) -> None:
+    """ValueError when `sock` is too long for a Unix socket (SOCKET_PATH_MAX)."""
+    if len(os.fsencode(sock)) >= SOCKET_PATH_MAX:
+        raise ValueError(f"{sock} is too long for a Unix socket: give the box a shorter private temp")
+
+
 def boxed_command(start: str, sock: Path, port: int = INSIDE_PORT) -> str:
     """What runs in the box: the bridge in the background (its connection errors while the app
     starts are not the app's log), then the app in the foreground: the box ends when the app does."""
+    return f"{bridge_out(sock, port)}\n{start}\n"
+
+
+def bridge_out(sock: Path, port: int) -> str:
+    """The line that carries each connection to the Unix socket `sock` on to 127.0.0.1:`port` in
+    the box, in the background (how the host reaches a server in the box)."""
     listen = shlex.quote(f"UNIX-LISTEN:{sock},fork,unlink-early")
-    return f"socat {listen} TCP:127.0.0.1:{port} 2>/dev/null &\n{start}\n"
+    return f"socat {listen} TCP:127.0.0.1:{port} 2>/dev/null &"
 
 
 def free_port() -> int:
@@ -85,12 +104,13 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class _Forwarder:
+class Forwarder:
     """127.0.0.1:<a port the OS chose> on the host -> the box's Unix socket; a thread accepts, a
     thread per direction carries each connection."""
 
-    def __init__(self, sock: Path) -> None:
+    def __init__(self, sock: Path, name: str = "app-forwarder") -> None:
         self.sock = sock
+        self.name = name
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self.listener.getsockname()[1])
         self._open: set[socket.socket] = set()
@@ -100,7 +120,7 @@ class _Forwarder:
         self._start(self._accept)
 
     def _start(self, target: Callable[..., None], *args: object) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True, name=f"app-forwarder-{self.port}")
+        thread = threading.Thread(target=target, args=args, daemon=True, name=f"{self.name}-{self.port}")
         with self._lock:  # finished connections' threads are dropped: a long run keeps no list of them
             self._threads = [*(t for t in self._threads if t.is_alive()), thread]
         thread.start()
@@ -169,14 +189,15 @@ def _carry(source: socket.socket, target: socket.socket) -> None:
 
 
 class RunningApp:
-    """An app that answered: its `url` (on the host's loopback) and `log`; `stop()` ends it whole."""
+    """An app that answered: its `url` (on the host's loopback) and `log`; `stop()` ends it whole.
+    Also what runs a box with a host forwarder (guard/browser_box's RunningBrowser)."""
 
     def __init__(
         self,
         proc: subprocess.Popen[bytes],
         url: str,
         log: Path,
-        forwarder: _Forwarder | None,
+        forwarder: Forwarder | None,
         work: tempfile.TemporaryDirectory[str] | None,
     ) -> None:
         self.proc = proc
@@ -185,6 +206,12 @@ class RunningApp:
         self._forwarder = forwarder
         self._work = work
         self._stopped = False
+
+    @property
+    def socket_path(self) -> Path | None:
+        """In the box: the Unix socket its bridge listens on (another box, the browser's, reaches
+        the app there); None unconfined."""
+        return self._forwarder.sock if self._forwarder is not None else None
 
     @property
     def pid(self) -> int:
@@ -209,7 +236,7 @@ class RunningApp:
             self._work.cleanup()
             self._work = None
 
-    def __enter__(self) -> RunningApp:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -235,29 +262,22 @@ def start_app(
     does not answer within `spec.ready_timeout_s`, with nothing of it left running. `project` is
     the checkout `tree` was made from (its neighbours are hidden; `tree` itself by default)."""
     private_tmp.mkdir(parents=True, exist_ok=True)
-    forwarder: _Forwarder | None = None
+    forwarder: Forwarder | None = None
     work: tempfile.TemporaryDirectory[str] | None = None
     with log.open("wb") as sink:
         if sandboxed:
             sock = private_tmp / SOCKET_NAME
-            if len(os.fsencode(sock)) >= SOCKET_PATH_MAX:
-                raise ValueError(f"{sock} is too long for a Unix socket: give the app a shorter private temp")
+            check_socket_path(sock)
             profile = box_profile(tree, private_tmp, project or tree, allowed_domains)
-            work = tempfile.TemporaryDirectory(prefix="agent-app-")
-            forwarder = _Forwarder(sock)
-            try:
-                proc = command_sandbox.spawn(
-                    boxed_command(spec.start, sock),
-                    tree,
-                    profile,
-                    Path(work.name, "settings.json"),
-                    sink,
-                    {spec.port_env: str(INSIDE_PORT)},
-                )
-            except BaseException:
-                forwarder.close()
-                work.cleanup()
-                raise
+            forwarder = Forwarder(sock)
+            proc, work = spawn_bridged(
+                boxed_command(spec.start, sock),
+                tree,
+                profile,
+                forwarder,
+                sink,
+                {spec.port_env: str(INSIDE_PORT)},
+            )
             port = forwarder.port
         else:
             port = free_port()
@@ -272,6 +292,27 @@ def start_app(
         app.stop()
         raise
     return app
+
+
+def spawn_bridged(
+    command: str,
+    cwd: Path,
+    profile: Profile,
+    forwarder: Forwarder,
+    sink: IO[bytes],
+    extra_env: Mapping[str, str],
+) -> tuple[subprocess.Popen[bytes], tempfile.TemporaryDirectory[str]]:
+    """`command` started in the box of `profile` (srt's settings in a temp folder of the scheduler,
+    which the caller removes on stop); the forwarder closed and that folder removed when it does
+    not start."""
+    work = tempfile.TemporaryDirectory(prefix="agent-box-")
+    try:
+        proc = command_sandbox.spawn(command, cwd, profile, Path(work.name, "settings.json"), sink, extra_env)
+    except BaseException:
+        forwarder.close()
+        work.cleanup()
+        raise
+    return proc, work
 
 
 def _wait_until_it_answers(
