@@ -386,8 +386,9 @@ def test_status_and_the_report_list_review_findings_and_set_aside_work(tmp_path:
     assert "<li><b>major</b>: no test for `add --due`</li>" in page and "wrong | approach &lt;b&gt;" in page
     assert "<code>git stash pop stash@{1}</code>" in page and "split the store" in page
     assert (
-        "<li>2 <b>failed</b>: printed &lt;b&gt;nothing&lt;/b&gt;</li>" in page
-        and "<li>1 passed: printed `1`</li>" in page
+        ": <b>failed</b> (printed &lt;b&gt;nothing&lt;/b&gt;)</li>" in page
+        and ": passed (printed `1`)</li>" in page
+        and '<ul class="steps"><li>1. ' in page
     )
     assert (
         "| F001 | #2 | REQUEST_CHANGES | major: no test for `add --due`; minor: typo | 1 of 2 steps passed; "

@@ -84,6 +84,10 @@ def reviews(project: Path, *, history: bool = True) -> list[Finding]:
             for sev in SEVERITIES
             for text in (raw.get(sev) or [])
             if isinstance(raw.get(sev), list)
+        ) + tuple(  # what the scheduler found (a red gate's output, a conflict): its end
+            ("scheduler", _tail(" ".join(str(text).split()), SCHEDULER_CHARS))
+            for text in (review.get("scheduler_findings") or [])
+            if isinstance(review.get("scheduler_findings"), list)
         )
         subject = (
             review.get("feature_id")
@@ -108,6 +112,14 @@ def reviews(project: Path, *, history: bool = True) -> list[Finding]:
             )
         )
     return sorted(found, key=lambda f: f.review_id)
+
+
+SCHEDULER_CHARS = 400
+"""How much of the end of the scheduler's own finding (a red gate's output) a report shows."""
+
+
+def _tail(text: str, chars: int) -> str:
+    return text if len(text) <= chars else "…" + text[-(chars - 1) :]
 
 
 def by_subject(found: list[Finding]) -> dict[str, list[Finding]]:

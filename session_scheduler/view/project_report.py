@@ -169,6 +169,8 @@ class ReportData:
     """The lanes the sessions ran in, when there were several (else empty: the one lane)."""
     queue: QueueWaits | None = None
     """The merge queue's waits (None: one lane, nothing queued)."""
+    steps: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Each feature's acceptance steps, as its feature list says them."""
 
 
 def gather(project: Path, now: float | None = None) -> ReportData:
@@ -253,6 +255,7 @@ def gather(project: Path, now: float | None = None) -> ReportData:
         set_aside=tuple(findings.set_aside(project, totals.set_aside)),
         lanes=tuple(lanes) if any(lanes) else (),
         queue=queue_waits(log),
+        steps=tuple(_steps(project / "feature_list.json").items()),
     )
 
 
@@ -271,6 +274,20 @@ def gates_of(log: list[Event]) -> dict[str, str]:
         )
         for feature, ran in last.items()
     }
+
+
+def _steps(path: Path) -> dict[str, tuple[str, ...]]:
+    """Feature id -> its acceptance steps from feature_list.json; {} when it is not readable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        items = data["features"] if isinstance(data, dict) else data
+        return {
+            str(f["id"]): tuple(str(s) for s in f.get("steps") or [])
+            for f in items
+            if isinstance(f, dict) and "id" in f
+        }
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
 
 
 def _descriptions(path: Path) -> dict[str, str]:
@@ -669,12 +686,14 @@ def _findings_html(data: ReportData) -> str:
     if not data.findings:
         return '<p id="findings-none">No review yet.</p>'
     rows = []
+    texts = dict(data.steps)
     for subject, found in data.findings:
         for f in found:
             issues = "".join(f"<li><b>{escape(sev)}</b>: {escape(text)}</li>" for sev, text in f.issues)
             fixed = ", ".join(f"#{n}" for n in f.fixed_by)
             steps = "".join(
-                f"<li>{n} {'passed' if ok else '<b>failed</b>'}: {escape(_cut(evidence, ISSUE_CHARS))}</li>"
+                f"<li>{n}. {escape(_cut(_step_text(texts, subject, n), ISSUE_CHARS))}: "
+                f"{'passed' if ok else '<b>failed</b>'} ({escape(_cut(evidence, ISSUE_CHARS))})</li>"
                 for n, ok, evidence in f.acceptance
             )
             rows.append(
@@ -685,7 +704,7 @@ def _findings_html(data: ReportData) -> str:
                         f"#{f.review_id}",
                         escape(f.verdict),
                         f"<ul>{issues}</ul>" if issues else "none",
-                        f'<ol class="steps">{steps}</ol>' if steps else "",
+                        f'<ul class="steps">{steps}</ul>' if steps else "",
                         escape(fixed),
                     ],
                 )
@@ -696,6 +715,12 @@ def _findings_html(data: ReportData) -> str:
         rows,
         set(),
     )
+
+
+def _step_text(texts: dict[str, tuple[str, ...]], feature: str, n: int) -> str:
+    """What step `n` of the feature asks (as its feature list says it), or `step n`."""
+    steps = texts.get(feature, ())
+    return steps[n - 1] if 0 < n <= len(steps) else f"step {n}"
 
 
 def _set_aside_html(data: ReportData) -> str:
