@@ -181,7 +181,9 @@ def test_the_report_shows_each_feature_s_gates_on_its_branch_and_on_main(tmp_pat
     ) == {"F001": "branch: tests passed"}
     page = project_report.render_html(data)
     assert "<th>Gates</th>" in page
-    assert "<li><b>scheduler</b>: …" in page and "FAILED (failures=1)" in page  # the red gate's output, its end
+    assert (
+        "<li><b>scheduler</b>: …" in page and "FAILED (failures=1)" in page
+    )  # the red gate's output, its end
     assert '<ul class="steps"><li>1. Run `' in page  # each graded step says what it asked
     assert "branch: tests passed; main: tests passed" in project_report.render_markdown(data)
 
