@@ -404,14 +404,14 @@ def _review(ran: Ran) -> Outcome:
         ran.echo(gating.excused_line(excused, "main"))
     if failed:
         return _undo_failed_merge(ran, main, review_id, failed, results)
-    ran.echo(f"  verified: {_passed(check)} on main")
+    ran.echo(f"  verified: {_passed(check)}")
     return ran.outcome(verdict="PASS", review_id=review_id, gates=results)
 
 
 def _passed(check: Check) -> str:
     if check.gates is not None and check.gates.source == "test_command" and check.names == ["tests"]:
-        return f"`{check.gates.gates[0].command}` passes"
-    return f"the gates pass ({', '.join(check.names)})"
+        return f"`{check.gates.gates[0].command}` passes on main"
+    return f"the gates pass on main ({', '.join(check.names)})"
 
 
 def _undo_failed_merge(
