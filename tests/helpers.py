@@ -3,7 +3,9 @@ one way a test waits for something to happen (`wait_until`; no test sleeps a fix
 
 from __future__ import annotations
 
+import http.server
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -86,3 +88,37 @@ def sh(where: Path, command: str) -> str:
     return subprocess.run(
         ["bash", "-c", command], cwd=where, check=True, capture_output=True, text=True
     ).stdout.strip()
+
+
+class Listener:
+    """An HTTP server on the host's loopback that counts the requests it got (and answers `reached`)."""
+
+    def __init__(self) -> None:
+        self.hits = 0
+        listener = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                listener.hits += 1
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"reached")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+
+
+@contextmanager
+def listening() -> Iterator[Listener]:
+    """A Listener, served from a thread for as long as the block runs."""
+    served = Listener()
+    thread = threading.Thread(target=served.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield served
+    finally:
+        served.server.shutdown()
+        served.server.server_close()

@@ -6,7 +6,6 @@ whole; and the app gate on a real repository."""
 from __future__ import annotations
 
 import contextlib
-import http.server
 import os
 import secrets
 import socket
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import git
 import pytest
-from helpers import wait_until
+from helpers import Listener, listening, wait_until
 
 from session_scheduler.core.app import APP_SCHEMA, AppSpec
 from session_scheduler.core.errors import BadInput
@@ -307,34 +306,10 @@ def test_a_boxed_app_cannot_make_a_user_namespace_though_it_may_make_unix_socket
         assert "no-userns" in app.log.read_text()
 
 
-class _Listener:
-    """An HTTP server on the host's loopback that counts the requests it got."""
-
-    def __init__(self) -> None:
-        self.hits = 0
-        listener = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                listener.hits += 1
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-
-
 @pytest.fixture
-def listener() -> Iterator[_Listener]:
-    served = _Listener()
-    thread = threading.Thread(target=served.server.serve_forever, daemon=True)
-    thread.start()
-    yield served
-    served.server.shutdown()
-    served.server.server_close()
+def listener() -> Iterator[Listener]:
+    with listening() as served:
+        yield served
 
 
 FETCH = (
@@ -356,7 +331,7 @@ def _fetch_from_the_box(box: Path, port: int, domains: tuple[str, ...]) -> list[
 
 
 def test_a_boxed_app_cannot_reach_a_host_listener_that_is_not_allowed(
-    box: Path, runtime: str, listener: _Listener
+    box: Path, runtime: str, listener: Listener
 ) -> None:
     said = _fetch_from_the_box(box, listener.port, ("pypi.org",))
     assert said == ["error <urlopen error [Errno 111] Connection refused>", "http 403"]
@@ -364,7 +339,7 @@ def test_a_boxed_app_cannot_reach_a_host_listener_that_is_not_allowed(
 
 
 def test_a_boxed_app_reaches_an_allowed_destination_through_the_proxy(
-    box: Path, runtime: str, listener: _Listener
+    box: Path, runtime: str, listener: Listener
 ) -> None:
     said = _fetch_from_the_box(box, listener.port, (f"127.0.0.1:{listener.port}",))
     assert said[1] == "status 200" and listener.hits == 1

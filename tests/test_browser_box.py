@@ -7,20 +7,18 @@ and leaves nothing running."""
 from __future__ import annotations
 
 import contextlib
-import http.server
 import json
 import os
 import secrets
 import shutil
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import wait_until
+from helpers import Listener, listening, wait_until
 
 from session_scheduler.core.app import AppSpec
 from session_scheduler.guard import browser_box, mcp_client
@@ -271,38 +269,14 @@ def test_the_browser_opens_reads_clicks_and_photographs_the_app(
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-class _Listener:
-    """An HTTP server on the host's loopback that counts its requests."""
-
-    def __init__(self) -> None:
-        self.hits = 0
-        listener = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                listener.hits += 1
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-
-
 @pytest.fixture
-def listener() -> Iterator[_Listener]:
-    served = _Listener()
-    thread = threading.Thread(target=served.server.serve_forever, daemon=True)
-    thread.start()
-    yield served
-    served.server.shutdown()
-    served.server.server_close()
+def listener() -> Iterator[Listener]:
+    with listening() as served:
+        yield served
 
 
 def test_the_browser_reaches_nothing_but_the_app(
-    browser: tuple[RunningBrowser, list[int]], listener: _Listener
+    browser: tuple[RunningBrowser, list[int]], listener: Listener
 ) -> None:
     running, _ = browser
     host, outside = call(

@@ -5,18 +5,16 @@ but the allowed domains, killed whole at a timeout."""
 from __future__ import annotations
 
 import contextlib
-import http.server
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import git
 import pytest
-from helpers import wait_until
+from helpers import Listener, listening, wait_until
 
 from session_scheduler.core.confinement import Host
 from session_scheduler.guard import command_sandbox as cs
@@ -319,35 +317,10 @@ def test_a_command_sees_none_of_the_scheduler_s_secrets(tree: Path, monkeypatch:
         assert name not in output and value not in output
 
 
-class _Listener:
-    """An HTTP server on the host's loopback that counts the requests it got."""
-
-    def __init__(self) -> None:
-        self.hits = 0
-        listener = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                listener.hits += 1
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(b"reached")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-
-
 @pytest.fixture
-def listener() -> Iterator[_Listener]:
-    served = _Listener()
-    thread = threading.Thread(target=served.server.serve_forever, daemon=True)
-    thread.start()
-    yield served
-    served.server.shutdown()
-    served.server.server_close()
+def listener() -> Iterator[Listener]:
+    with listening() as served:
+        yield served
 
 
 GET = (
@@ -368,14 +341,14 @@ def _fetch(tree: Path, port: int, profile: Profile) -> str:
 
 
 def test_a_command_cannot_reach_a_loopback_listener_that_is_not_allowed(
-    tree: Path, listener: _Listener
+    tree: Path, listener: Listener
 ) -> None:
     output = _fetch(tree, listener.port, real(tree, ("pypi.org",)))
     assert output.splitlines() == ["error <urlopen error [Errno 111] Connection refused>", "http 403"]
     assert listener.hits == 0
 
 
-def test_an_allowed_destination_is_reached_through_the_proxy(tree: Path, listener: _Listener) -> None:
+def test_an_allowed_destination_is_reached_through_the_proxy(tree: Path, listener: Listener) -> None:
     output = _fetch(tree, listener.port, real(tree, (f"127.0.0.1:{listener.port}",)))
     assert output.splitlines()[1] == "status 200"
     assert listener.hits == 1
@@ -495,7 +468,7 @@ def test_run_tests_at_unsandboxed_when_the_project_says_no_sandbox(repo: git.Rep
     assert beside.exists()
 
 
-def test_run_tests_at_reaches_only_the_allowed_domains(repo: git.Repo, listener: _Listener) -> None:
+def test_run_tests_at_reaches_only_the_allowed_domains(repo: git.Repo, listener: Listener) -> None:
     (Path(repo.working_dir) / "get.py").write_text(GET)
     repo.index.add(["get.py"])
     repo.index.commit("get")
