@@ -101,6 +101,47 @@ class TempStore:
 """,
 }
 
+WEB = {
+    "todo/web.py": '''"""The web front: `python3 -m todo.web` serves the task list at / on 127.0.0.1:$PORT."""
+
+import html
+import http.server
+import json
+import os
+
+
+def page() -> str:
+    try:
+        with open(os.environ.get("TODO_FILE", "tasks.json"), encoding="utf-8") as handle:
+            tasks = json.load(handle)
+    except (OSError, ValueError):
+        tasks = []
+    items = "".join(f"<li>{html.escape(str(t.get('title', '')))}</li>" for t in tasks)
+    return f"<!DOCTYPE html><title>todo</title><h1>todo</h1><ul id=tasks>{items}</ul>"
+
+
+class Page(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = page().encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+if __name__ == "__main__":
+    http.server.HTTPServer(("127.0.0.1", int(os.environ.get("PORT", "8000"))), Page).serve_forever()
+''',
+    "app.json": '{"start": "exec python3 -m todo.web", "ready_path": "/", "ready_timeout_s": 30}\n',
+}
+"""The web front the INITIALIZER lays down when the scenario has one, and how to start it."""
+
+BROKEN_WEB = '''"""The web front, broken: it exits before it listens."""
+
+raise SystemExit("todo.web: no port to listen on")
+'''
+"""What a feature in the scenario's `app_broken` writes over todo/web.py on its first IMPLEMENT."""
+
 STORE = '''"""Load and save tasks in a JSON file (TODO_FILE, default tasks.json)."""
 
 import json

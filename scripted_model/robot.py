@@ -202,7 +202,8 @@ def initializer(ctx: Ctx) -> Script:
         ]
     }
     start = last_line((yield [bash("git rev-parse HEAD")])[0])
-    paths = yield from put(files, dict(demo_app.SKELETON))
+    skeleton = {**demo_app.SKELETON, **(demo_app.WEB if ctx.scenario.web else {})}
+    paths = yield from put(files, skeleton)
     yield [write_json(files.path("feature_list.json"), feature_list)]
     yield [bash(f"chmod +x init.sh && {RUN_TESTS}")]
     end = last_line((yield [commit(paths, "chore: project skeleton and init.sh", ctx)])[0])
@@ -229,6 +230,8 @@ def implement(ctx: Ctx) -> Script:
     contents = dict(item.files)
     if feature_id in ctx.scenario.buggy and not files.facts.get("earlier_reviews") and item.buggy:
         contents.update(item.buggy)
+    if feature_id in ctx.scenario.app_broken and not files.facts.get("earlier_reviews"):
+        contents["todo/web.py"] = demo_app.BROKEN_WEB
     red = ctx.scenario.red_part(feature_id)
     if red == "rewords":  # green alone; red next to its partner, whose test pins the old words
         contents["todo/__main__.py"] = demo_app.REWORDED_MAIN
@@ -398,6 +401,8 @@ def fix(ctx: Ctx) -> Script:
     if any(marker in i for marker in MAIN_MOVED for i in found):
         yield from merge_main(files)  # the merge queue (or the REVIEW) sent it back: bring main in
     contents = dict(demo_app.feature(feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
+    if feature_id in ctx.scenario.app_broken:  # mend the web front it broke
+        contents["todo/web.py"] = demo_app.WEB["todo/web.py"]
     if feature_id and ctx.scenario.red_part(feature_id) == "rewords":
         # its red partner's test pins the usage message: put the old words back (the partner's
         # own FIX, the other way round, writes its test without the pin)

@@ -56,6 +56,8 @@ SCHEMA: dict[str, Any] = {
             "items": {"enum": ["PASS", "REQUEST_CHANGES"]},
         },
         "buggy": {"type": "array", "items": {"type": "string", "pattern": "^F[0-9]+$"}},
+        "web": {"type": "boolean"},
+        "app_broken": {"type": "array", "items": FEATURE_ID},
         "depends": {
             "type": "object",
             "propertyNames": {"pattern": "^F[0-9]+$"},
@@ -115,6 +117,11 @@ class Scenario:
     red_together: tuple[tuple[str, str], ...] = ()
     """Pairs (A, B): A rewords the usage message, B's test pins it; each is green alone, the
     two merged are red."""
+    web: bool = False
+    """The app has a web front (`todo/web.py`, standard library) and the INITIALIZER proposes
+    `app.json` to start it: the scheduler's app gate starts it after every feature."""
+    app_broken: frozenset[str] = frozenset()
+    """Features whose first IMPLEMENT breaks the web front (it exits at start); their FIX mends it."""
 
     def conflicting(self, feature_id: str) -> bool:
         """Whether the feature is in a conflict group."""
@@ -165,6 +172,8 @@ class Scenario:
             turn_latency_s=float(data.get("turn_latency_s", 0.0)),
             conflicts=tuple(tuple(group) for group in data.get("conflicts", ())),
             red_together=tuple((first, second) for first, second in data.get("red_together", ())),
+            web=bool(data.get("web", False)),
+            app_broken=frozenset(data.get("app_broken", ())),
         )
 
     @classmethod

@@ -310,3 +310,40 @@ def test_detection_keeps_the_person_s_test_command_as_the_tests_gate(tmp_path: P
     outcome = world.verify(AgentConfig(test_command="bash init.sh", detect_gates=True, sandbox=False))
     assert [(r.name, r.command) for r in outcome.gates][:1] == [("tests", "bash init.sh")]
     assert [r.kind for r in outcome.gates] == ["tests", "lint"]
+
+
+def test_the_demo_s_web_front_is_started_on_every_branch_and_a_feature_that_breaks_it_is_fixed(
+    tmp_path: Path,
+) -> None:
+    from scripted_model.scenario import Scenario
+    from session_scheduler.run.lanes import Lanes
+    from session_scheduler.run.scheduler import Scheduler
+    from session_scheduler.store import events
+    from session_scheduler.testing.inprocess import InProcessRobotRunner
+
+    spec = Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
+    for lanes in (1, 2):
+        project = tmp_path / str(lanes) / "app"
+        project.mkdir(parents=True)
+        (project / "app_spec.txt").write_text(spec.read_text())
+        scenario = {"features": 2, "web": True, "app_broken": ["F002"], "depends": {"F002": ["F001"]}}
+        runner = InProcessRobotRunner(Scenario.from_json(scenario))
+        config = AgentConfig(
+            architecture_interval=100, feature_count=2, test_command="bash init.sh", sandbox=False
+        )
+        if lanes == 1:
+            assert Scheduler(project, config, runner, echo=lambda _: None).run().status == "done"
+        else:
+            assert Lanes(project, config, runner, lanes, echo=lambda _: None).run().run.status == "done"
+        log = events.read(events.log_path(project))
+        ran = [
+            (e["where"], [(g["name"], g["passed"]) for g in e["gates"]])
+            for e in log
+            if e["kind"] == "gates_ran"
+        ]
+        assert ("branch", [("app", False)]) in ran and ("branch", [("app", True)]) in ran, ran
+        red = next(e for e in log if e["kind"] == "gates_ran" and not e["passed"])
+        assert red["feature"] == "F002" and "no port to listen on" in red["red"]["app"]
+        roles = [e["role"] for e in log if e["kind"] == "session_started" and e.get("feature") == "F002"]
+        assert roles == ["IMPLEMENT", "FIX", "REVIEW"], (lanes, roles)
+        assert all(g == ("app", True) for where, gates in ran if where != "branch" for g in gates[-1:]), ran
