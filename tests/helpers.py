@@ -3,7 +3,9 @@ one way a test waits for something to happen (`wait_until`; no test sleeps a fix
 
 from __future__ import annotations
 
+import contextlib
 import http.server
+import os
 import subprocess
 import threading
 import time
@@ -122,3 +124,22 @@ def listening() -> Iterator[Listener]:
     finally:
         served.server.shutdown()
         served.server.server_close()
+
+
+def running(mark: str) -> list[str]:
+    """The processes whose command line holds `mark` (arguments are NUL-separated there)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if mark in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                found.append(pid)
+    return found
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the process group is left."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -5,7 +5,6 @@ whole; and the app gate on a real repository."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import socket
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import git
 import pytest
-from helpers import Listener, listening, wait_until
+from helpers import Listener, group_alive, listening, running, wait_until
 
 from session_scheduler.core.app import APP_SCHEMA, AppSpec
 from session_scheduler.core.errors import BadInput
@@ -24,7 +23,6 @@ from session_scheduler.core.schemas import schema_error
 from session_scheduler.guard import app_box
 from session_scheduler.guard import command_sandbox as cs
 from session_scheduler.guard.app_box import AppDidNotStart, RunningApp, start_app
-from session_scheduler.guard.command_sandbox import SandboxUnavailable
 from session_scheduler.repo import gates as repo_gates
 from session_scheduler.repo import gitops
 
@@ -163,24 +161,6 @@ def marker() -> str:
     return f"{301 + secrets.randbelow(10**6) / 10**6:.6f}"
 
 
-def running(mark: str) -> list[str]:
-    """The processes whose command line holds `mark` (as an argument: NUL-separated)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):
-            if mark in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
-                found.append(pid)
-    return found
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def refused(url: str) -> bool:
     port = int(url.rsplit(":", 1)[1])
     try:
@@ -238,17 +218,6 @@ def test_an_unconfined_app_is_stopped_whole_with_what_it_started(box: Path) -> N
 
 
 # --- in the box ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def runtime() -> str:
-    """The same rule as test_command_sandbox.py's: skipped without srt unless REQUIRE_SANDBOX_RUNTIME=1."""
-    try:
-        return cs.find_runtime()
-    except SandboxUnavailable as exc:
-        if os.environ.get("REQUIRE_SANDBOX_RUNTIME") == "1":
-            pytest.fail(f"REQUIRE_SANDBOX_RUNTIME=1 but {exc}")
-        pytest.skip(f"{exc} (set REQUIRE_SANDBOX_RUNTIME=1 to make this a failure)")
 
 
 def test_a_boxed_app_answers_through_its_url(box: Path, runtime: str) -> None:

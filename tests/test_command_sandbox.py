@@ -14,7 +14,7 @@ from pathlib import Path
 
 import git
 import pytest
-from helpers import Listener, listening, wait_until
+from helpers import Listener, listening, running, wait_until
 
 from session_scheduler.core.confinement import Host
 from session_scheduler.guard import command_sandbox as cs
@@ -200,16 +200,6 @@ def test_the_preflight_reports_a_probe_that_hangs(tmp_path: Path, monkeypatch: p
 
 
 @pytest.fixture
-def runtime() -> str:
-    try:
-        return cs.find_runtime()
-    except SandboxUnavailable as exc:
-        if os.environ.get("REQUIRE_SANDBOX_RUNTIME") == "1":
-            pytest.fail(f"REQUIRE_SANDBOX_RUNTIME=1 but {exc}")
-        pytest.skip(f"{exc} (set REQUIRE_SANDBOX_RUNTIME=1 to make this a failure)")
-
-
-@pytest.fixture
 def tree(tmp_path: Path, runtime: str) -> Path:
     tree = tmp_path / "run" / "tree"
     tree.mkdir(parents=True)
@@ -354,15 +344,6 @@ def test_an_allowed_destination_is_reached_through_the_proxy(tree: Path, listene
     assert listener.hits == 1
 
 
-def _running(marker: str) -> list[str]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):
-            if marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
-                found.append(pid)
-    return found
-
-
 def test_a_timeout_kills_the_command_and_everything_it_started(tree: Path) -> None:
     marker = f"{31 + os.getpid() % 1000 / 1000:.3f}"
     start = time.monotonic()
@@ -370,7 +351,7 @@ def test_a_timeout_kills_the_command_and_everything_it_started(tree: Path) -> No
         cs.run_sandboxed(f"echo started; (sleep {marker} &); sleep {marker}", tree, real(tree), 3)
     assert time.monotonic() - start < 15
     assert caught.value.timeout == 3 and caught.value.output == "started\n"
-    wait_until(lambda: _running(f"sleep\0{marker}") == [], "every process of the command to end", 5)
+    wait_until(lambda: running(f"sleep\0{marker}") == [], "every process of the command to end", 5)
 
 
 def test_an_interrupted_wait_kills_the_command_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -388,7 +369,7 @@ def test_an_interrupted_wait_kills_the_command_too(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(subprocess.Popen, "wait", interrupted)
     with pytest.raises(KeyboardInterrupt):
         cs.run_sandboxed("true", tmp_path, Profile((str(tmp_path),), str(tmp_path / "tmp"), (), (), ()), 10)
-    assert _running(f"sleep\0{marker}") == []
+    assert running(f"sleep\0{marker}") == []
 
 
 def test_the_preflight_proves_the_sandbox(runtime: str) -> None:

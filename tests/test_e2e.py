@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import wait_until
+from helpers import group_alive, wait_until
 
 from scripted_model.hermetic import hermetic_env
 from scripted_model.offline import RobotBrain
@@ -490,14 +490,6 @@ def wait_for(predicate: Any, proc: subprocess.Popen[str], what: str, timeout: fl
     wait_until(lambda: predicate() or proc.poll() is not None, what, timeout)
     if not predicate():
         pytest.fail(f"the scheduler exited ({proc.returncode}) before {what}")
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture

@@ -13,8 +13,6 @@ import pytest
 
 from session_scheduler.core.gates import Gate, GateResult, GateSet
 from session_scheduler.core.languages import detect
-from session_scheduler.guard import command_sandbox as cs
-from session_scheduler.guard.command_sandbox import SandboxUnavailable
 from session_scheduler.repo import gates as repo_gates
 from session_scheduler.repo import gitops
 
@@ -152,17 +150,6 @@ def test_run_tests_at_still_shares_the_worktree(repo: git.Repo) -> None:
 
 
 # --- sandboxed ------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def runtime() -> str:
-    """The same rule as test_command_sandbox.py's: skipped without srt unless REQUIRE_SANDBOX_RUNTIME=1."""
-    try:
-        return cs.find_runtime()
-    except SandboxUnavailable as exc:
-        if os.environ.get("REQUIRE_SANDBOX_RUNTIME") == "1":
-            pytest.fail(f"REQUIRE_SANDBOX_RUNTIME=1 but {exc}")
-        pytest.skip(f"{exc} (set REQUIRE_SANDBOX_RUNTIME=1 to make this a failure)")
 
 
 def test_a_sandboxed_gate_cannot_write_outside_its_worktree(
