@@ -7,6 +7,7 @@ from typing import Any
 import jsonschema
 
 from session_scheduler.core.config import ROLES, TERMINAL, SessionType
+from session_scheduler.core.evidence import NAME as EVIDENCE_NAME
 
 ROLE_NAMES = [role.value for role in ROLES]
 FEATURE_ID = {"type": "string", "pattern": "^F[0-9]+$"}
@@ -23,10 +24,13 @@ ACCEPTANCE: dict[str, Any] = {
             "step": {"type": "integer", "minimum": 1},
             "passed": {"type": "boolean"},
             "evidence": {"type": "string"},
+            "snapshot": {"type": "string", "pattern": EVIDENCE_NAME.pattern},
+            "screenshot": {"type": "string", "pattern": EVIDENCE_NAME.pattern},
         },
     },
 }
-"""A feature review's grades of the feature's acceptance steps (1-based), in order; optional."""
+"""A feature review's grades of the feature's acceptance steps (1-based), in order; optional. A web
+feature's results cite the browser evidence the scheduler kept of the step (core/evidence.py)."""
 
 FEATURE_LIST: dict[str, Any] = {
     "type": "object",

@@ -92,7 +92,9 @@ SPECS: tuple[ToolSpec, ...] = (
         "record_review",
         "Append your review to reviews.json; answers with its review_id. A feature review grades "
         "each of the feature's acceptance steps, in order: acceptance=[{step (1-based), passed, "
-        "evidence (what you ran and saw)}]; a PASS needs every step passed.",
+        "evidence (what you ran and saw)}]; a PASS needs every step passed. A web feature's step "
+        "also cites its browser evidence: snapshot and screenshot, the names the browser's results "
+        "gave (`Evidence: snapshot saved as snapshot-3.yml`).",
         {
             "type": "object",
             "properties": {
