@@ -48,7 +48,7 @@ def test_the_server_is_headless_in_memory_and_answers_only_to_its_forwarder_s_ho
 
 def test_the_box_s_script_bridges_to_the_app_and_out_then_runs_the_server() -> None:
     lines = browser_box.boxed_command(
-        Path("/a/tmp/app.sock"), Path("/b/tmp/mcp.sock"), Path("/e"), "/usr/bin/chromium", 41000
+        "UNIX-CONNECT:/a/tmp/app.sock", Path("/b/tmp/mcp.sock"), Path("/e"), "/usr/bin/chromium", 41000
     ).splitlines()
     assert lines[0] == (
         "socat TCP-LISTEN:8000,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:/a/tmp/app.sock 2>/dev/null &"

@@ -25,11 +25,15 @@ def test_what_each_standing_leads_to() -> None:
         Standing.USAGE_LIMIT: (Then.RERUN, Wait.RESET),
         Standing.OUTAGE: (Then.RERUN, Wait.BACKOFF),
         Standing.SANDBOX: (Then.RERUN_FRESH, Wait.NONE),
+        Standing.BROWSER: (Then.RERUN_FRESH, Wait.NONE),
         Standing.BUDGET: (Then.STOP, Wait.NONE),
         Standing.AUTH: (Then.RAISE, Wait.NONE),
     }
     assert CONSEQUENCES[Standing.SANDBOX].retries == 2 and CONSEQUENCES[Standing.SANDBOX].stop
     assert "--max-budget-usd" in CONSEQUENCES[Standing.BUDGET].stop
+    assert (
+        CONSEQUENCES[Standing.BROWSER].retries == 1 and "browser.log" in CONSEQUENCES[Standing.BROWSER].stop
+    )
 
 
 def test_counted_and_stopping_are_read_from_the_table() -> None:

@@ -18,6 +18,7 @@ class Standing(Enum):
     USAGE_LIMIT = "usage_limit"
     OUTAGE = "outage"
     SANDBOX = "sandbox"
+    BROWSER = "browser"
     BUDGET = "budget"
     AUTH = "auth"
 
@@ -79,6 +80,12 @@ SANDBOX_STOP = (
     "delay its socat bridges); run the same command again"
 )
 
+BROWSER_STOP = (
+    "the app or the browser for a web feature's REVIEW did not start (its reason above; the "
+    "session's app.log and browser.log say more; `--check` checks Chromium and the browser's "
+    "server); fix it and run the same command again"
+)
+
 CONSEQUENCES: dict[Standing, Consequence] = {
     Standing.VERIFIED: Consequence(Then.TRANSITION),
     Standing.FAILED: Consequence(Then.TRANSITION),
@@ -90,6 +97,12 @@ CONSEQUENCES: dict[Standing, Consequence] = {
         retries=2,
         stop=SANDBOX_STOP,
         note="the OS sandbox failed to start for this session; running it again",
+    ),
+    Standing.BROWSER: Consequence(
+        Then.RERUN_FRESH,
+        retries=1,
+        stop=BROWSER_STOP,
+        note="the browser for this REVIEW did not start; running the session again",
     ),
     Standing.BUDGET: Consequence(
         Then.STOP, stop="raise --max-budget-usd and run the same command again to resume"

@@ -150,18 +150,18 @@ def server_args(evidence: Path, executable: str, host_port: int, port: int = SER
 
 
 def boxed_command(
-    app_socket: Path,
+    app: str,
     sock: Path,
     evidence: Path,
     executable: str,
     host_port: int,
     ports: tuple[int, int] = (APP_PORT, SERVER_PORT),
 ) -> str:
-    """The box's script: the bridge to the app, the server's bridge out, then the server (`ports`:
-    the app's and the server's inside the box)."""
+    """The box's script: the bridge to the app (`app`, socat's address of it: its box's socket), the
+    server's bridge out, then the server (`ports`: the app's and the server's inside the box)."""
     app_port, server_port = ports
     to_app = shlex.quote(f"TCP-LISTEN:{app_port},bind=127.0.0.1,fork,reuseaddr")
-    app = shlex.quote(f"UNIX-CONNECT:{app_socket}")
+    app = shlex.quote(app)
     server = shlex.join(["node", str(LAUNCHER), *server_args(evidence, executable, host_port, server_port)])
     return f"socat {to_app} {app} 2>/dev/null &\n{app_box.bridge_out(sock, server_port)}\nexec {server}\n"
 
@@ -176,7 +176,7 @@ def box_profile(evidence: Path, private_tmp: Path, app_socket: Path) -> command_
 
 
 def start_browser(
-    app_socket: Path,
+    app_socket: Path | None,
     evidence: Path,
     private_tmp: Path,
     log: Path,
@@ -185,11 +185,15 @@ def start_browser(
     executable: str = CHROMIUM,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    app_port: int | None = None,
 ) -> RunningBrowser:
     """Start the browser's server in its box, reaching the app behind `app_socket` (RunningApp's
     `socket_path`), and wait until it lists its tools and its browser opens the app;
     BrowserDidNotStart (the reason and the log's tail) otherwise, with nothing of it left running.
-    `sandboxed=False` (the project's --no-sandbox) runs the same script without srt."""
+    `sandboxed=False` (the project's --no-sandbox) runs the same script without srt, reaching an
+    unconfined app (no socket) at `app_port` on the host's loopback."""
+    if app_socket is None and (sandboxed or app_port is None):
+        raise BrowserDidNotStart("the app has no socket for the browser's box to reach it by", "")
     evidence.mkdir(parents=True, exist_ok=True)
     found = frozenset(os.listdir(evidence))
     private_tmp.mkdir(parents=True, exist_ok=True)
@@ -197,10 +201,12 @@ def start_browser(
     app_box.check_socket_path(private_tmp / CHROMIUM_SOCKET)  # the longer of the two
     forwarder = Forwarder(sock, "browser-forwarder")
     ports = (APP_PORT, SERVER_PORT) if sandboxed else (app_box.free_port(), app_box.free_port())
-    command = boxed_command(app_socket, sock, evidence, executable, forwarder.port, ports)
+    target = f"UNIX-CONNECT:{app_socket}" if app_socket is not None else f"TCP:127.0.0.1:{app_port}"
+    command = boxed_command(target, sock, evidence, executable, forwarder.port, ports)
     env = {"BROWSER_TOOLS": json.dumps(list(BROWSER_TOOLS))}
     with log.open("wb") as sink:
         if sandboxed:
+            assert app_socket is not None
             profile = box_profile(evidence, private_tmp, app_socket)
             proc, work = app_box.spawn_bridged(command, evidence, profile, forwarder, sink, env)
         else:

@@ -10,7 +10,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,6 +30,7 @@ from claude_agent_sdk import (
     query,
 )
 
+from session_scheduler.core import evidence
 from session_scheduler.core.humane import plural
 from session_scheduler.core.session import SessionFolder
 from session_scheduler.guard import processes
@@ -41,6 +42,8 @@ from session_scheduler.guard.security import (
     git_rules,
 )
 from session_scheduler.repo import gitops
+from session_scheduler.run import browsing
+from session_scheduler.run.browsing import BrowserAccess
 from session_scheduler.run.plan import SessionPlan
 from session_scheduler.store import crashpoints
 from session_scheduler.store.handoff_tools import SERVER, HandoffTools, mcp_server
@@ -72,6 +75,8 @@ class SessionRequest:
     records: Records
     lane: int | None = None
     """The lane it runs in, with several lanes (its console lines say so); None with one."""
+    browser: BrowserAccess | None = None
+    """A REVIEW of a web feature: the browser started for it (run/browsing.py); None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,8 @@ class SessionResult:
     """Set when a usage limit rejected the session: epoch seconds when it resets."""
     sandbox_failed: bool = False
     """Claude Code's OS sandbox failed to start for a Bash call (an infrastructure fault)."""
+    browser_failed: str | None = None
+    """Why the browser of a REVIEW did not start or did not connect (an infrastructure fault)."""
     base_url: str | None = None
     """The endpoint the CLI talked to (ANTHROPIC_BASE_URL), when one was set."""
     policy_refusals: dict[str, str] = field(default_factory=dict)
@@ -200,6 +207,23 @@ def build_options(
 ) -> ClaudeAgentOptions:
     """The CLI options of a session, as data (no process is started here)."""
     plan = request.plan
+    refusals = {} if refusals is None else refusals
+    servers: dict[str, Any] = {SERVER: mcp_server(tools_of(request))}
+    hooks: dict[Any, list[HookMatcher]] = {
+        "PreToolUse": [
+            HookMatcher(
+                matcher=f"Bash|{FILE_TOOLS_MATCHER}",
+                hooks=[_policy_hook(request, refusals)],
+                on_failure="block",
+            )
+        ]
+    }
+    if request.browser is not None:
+        servers[evidence.SERVER] = {"type": "http", "url": request.browser.url}
+        before, after = browsing.hooks(request.browser, refusals)
+        matcher = f"{evidence.TOOL_PREFIX}.*"
+        hooks["PreToolUse"].append(HookMatcher(matcher=matcher, hooks=[before], on_failure="block"))
+        hooks["PostToolUse"] = [HookMatcher(matcher=matcher, hooks=[after])]
     return ClaudeAgentOptions(
         model=plan.model,
         cwd=str(request.cwd),
@@ -211,17 +235,33 @@ def build_options(
         max_budget_usd=plan.max_budget_usd,
         env=dict(env or {}),
         stderr=stderr,
-        mcp_servers={SERVER: mcp_server(tools_of(request))},
-        hooks={
-            "PreToolUse": [
-                HookMatcher(
-                    matcher=f"Bash|{FILE_TOOLS_MATCHER}",
-                    hooks=[_policy_hook(request, {} if refusals is None else refusals)],
-                    on_failure="block",
-                )
-            ]
-        },
+        mcp_servers=servers,
+        hooks=hooks,
     )
+
+
+def run_session(
+    runner: SessionRunner,
+    request: SessionRequest,
+    browser: browsing.BrowserPlan | None,
+    say: Callable[[str], None],
+) -> SessionResult:
+    """Run one session (the one bridge from the loop to the async runner); a web REVIEW's app and
+    browser started around it. When they do not start the session does not run: its result says
+    why (`browser_failed`), which counts as the browser's fault, never the agent's."""
+    if browser is None:
+        return anyio.run(runner.run, request)
+    started = time.monotonic()
+    try:
+        with browser.opened() as access:
+            say(
+                f"  browser: the app of {browser.tip[:10]} and a browser for the REVIEW, ready in "
+                f"{time.monotonic() - started:.1f} s (evidence in {evidence.EVIDENCE_DIR}/)"
+            )
+            return anyio.run(runner.run, replace(request, browser=access))
+    except browsing.NoBrowser as exc:
+        say(f"  browser: did not start: {exc}")
+        return SessionResult(error=str(exc), browser_failed=str(exc))
 
 
 def describe_tool_call(block: ToolUseBlock, project: Path) -> str:
@@ -384,6 +424,18 @@ class ClaudeSessionRunner:
             values["sandbox_failed"] = True
         elif isinstance(message, RateLimitEvent) and message.rate_limit_info.status == "rejected":
             values["rate_limit_resets_at"] = message.rate_limit_info.resets_at or int(time.time())
+        elif isinstance(message, SystemMessage) and message.subtype == "init" and request.browser:
+            status = next(
+                (
+                    s.get("status")
+                    for s in message.data.get("mcp_servers") or []
+                    if s.get("name") == evidence.SERVER
+                ),
+                "not listed",
+            )
+            if status != "connected":  # a failed MCP server does not fail the session: this says it
+                values["browser_failed"] = f"the browser's MCP server did not connect (status: {status})"
+                self._say(request, f"  [{role}] {values['browser_failed']}")
         elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
             data = message.data
             now = time.monotonic()

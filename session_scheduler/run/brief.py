@@ -27,6 +27,15 @@ FIELD = 500
 STEP = 240
 """Characters of one acceptance step."""
 STEPS, ISSUES, SESSIONS, NEIGHBOURS, EARLIER = 12, 8, 3, 2, 3
+BROWSER = (
+    "## Your browser\n"
+    "The branch's app runs at {url} for your browser tools (`mcp__browser__*`), which reach that "
+    "app and nothing else. Do each acceptance step there as a user would; after each, take a "
+    "`browser_snapshot` and a `browser_take_screenshot` (no `filename`) and cite the names their "
+    "results give (`Evidence: snapshot saved as ...`) as that step's `snapshot` and `screenshot` in "
+    "record_review's acceptance. Read `browser_console_messages` once before you decide. A PASS "
+    "without this evidence is refused."
+)
 
 
 def clip(text: Any, limit: int = FIELD) -> str:
@@ -50,6 +59,8 @@ class Facts:
     features_total: int = 0
     features_passing: int = 0
     test_command: str | None = None
+    browser: str | None = None
+    """A web feature's REVIEW: the app's address as its browser reaches it."""
 
 
 def _issues(review: dict[str, Any]) -> dict[str, list[str]]:
@@ -86,6 +97,8 @@ def render(facts: Facts) -> str:
             lines.append(f"(steps cut to fit the brief: `show_feature {feature['id']}` has them whole)")
     elif facts.branch:
         lines += ["", f"## Your branch: `{facts.branch}`"]
+    if facts.browser:
+        lines += ["", BROWSER.format(url=facts.browser)]
     if facts.neighbours:
         lines += [
             "",
@@ -129,6 +142,7 @@ def render(facts: Facts) -> str:
         else None,
         "earlier_reviews": facts.earlier_review_count,
         "test_command": clip(facts.test_command, 200) if facts.test_command else None,
+        **({"browser": facts.browser} if facts.browser else {}),
     }
 
     def whole(body: list[str]) -> str:
@@ -148,8 +162,15 @@ def render(facts: Facts) -> str:
     return text
 
 
-def gather(where: Records | Path, state: SessionState, number: int, test_command: str | None) -> Facts:
-    """The facts of the session about to run in `state`, from the hand-off files (the records')."""
+def gather(
+    where: Records | Path,
+    state: SessionState,
+    number: int,
+    test_command: str | None,
+    browser: str | None = None,
+) -> Facts:
+    """The facts of the session about to run in `state`, from the hand-off files (the records');
+    `browser`: the app's address for a web REVIEW's browser."""
     records = records_of(where)
     project = records.root
     role, lane = state.lane.role.value, state.lane
@@ -198,6 +219,7 @@ def gather(where: Records | Path, state: SessionState, number: int, test_command
         features_total=len(features),
         features_passing=len(handoff.passing()),
         test_command=test_command,
+        browser=browser,
     )
 
 

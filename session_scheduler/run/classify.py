@@ -6,7 +6,7 @@ A session ends in one of these standings:
 - not counted, and run again from the same starting point without using an attempt:
   `INTERRUPTED` (the scheduler was stopped), `USAGE_LIMIT` (wait for the reset),
   `OUTAGE` (the API kept failing after the CLI's own retries: back off), `SANDBOX` (the OS
-  sandbox failed to start);
+  sandbox failed to start), `BROWSER` (a web REVIEW's app or browser did not start);
 - not counted, and the run stops: `BUDGET` (the project budget ran out in the session),
   `AUTH` (the endpoint refused the credentials, the billing or the model: a person must act).
 
@@ -60,6 +60,8 @@ def cut_short(
     A session that spent its own cap (`capped_by_session`) is the agent's doing: it is verified
     as it stands, like a session that ran out of time."""
     base_url = result.base_url
+    if result.browser_failed and result.num_turns == 0:  # it never ran: nothing to verify
+        return Classified(Standing.BROWSER, result.browser_failed)
     if result.rate_limit_resets_at is not None:
         return Classified(Standing.USAGE_LIMIT, "the usage limit was reached", result.rate_limit_resets_at)
     if result.subtype == "error_max_budget_usd" and not capped_by_session:
@@ -116,6 +118,8 @@ def judged(result: SessionResult, outcome: Outcome) -> Classified:
         return Classified(Standing.VERIFIED, "verified")
     if result.sandbox_failed:
         return Classified(Standing.SANDBOX, "the OS sandbox failed to start for a command")
+    if result.browser_failed:
+        return Classified(Standing.BROWSER, result.browser_failed)
     return Classified(Standing.FAILED, outcome.reason or "failed verification")
 
 

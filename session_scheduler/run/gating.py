@@ -87,6 +87,11 @@ class Gatekeeper:
             return None
         return Check(gates, app, refused)
 
+    def app_at(self, repo: git.Repo, base: str) -> AppSpec | None:
+        """The project's app for work that started from `base`: the person's, else a valid
+        app.json of `base` (None: no app, or one the app gate refuses)."""
+        return self.app if self.app is not None else _project_app(repo, base)[0]
+
     def check(self, repo: git.Repo, sha: str, check: Check) -> tuple[GateResult, ...]:
         results: tuple[GateResult, ...] = ()
         if check.gates is not None:

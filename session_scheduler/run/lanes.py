@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import anyio
 import git
 
 from session_scheduler.core.clock import Clock, SystemClock
@@ -53,11 +52,12 @@ from session_scheduler.core.schedule import IDLE, Schedule, landed, resized, sen
 from session_scheduler.core.session import InFlight, SessionFolder
 from session_scheduler.core.standing import Standing, Then, Wait
 from session_scheduler.guard import processes, safe_git
+from session_scheduler.guard.browser_box import APP_ORIGIN
 from session_scheduler.guard.sandbox import private_tmp
 from session_scheduler.repo import gitops, merge_queue, workdirs
 from session_scheduler.repo.merge_queue import Conflict, Landed, Landing, Queue, Red
-from session_scheduler.run import gating
-from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
+from session_scheduler.run import browsing, gating
+from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner, run_session
 from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged, receipt
 from session_scheduler.run.gating import Gatekeeper, gated
 from session_scheduler.run.opening import open_project, run_started
@@ -426,9 +426,9 @@ class Lanes:
             main = gitops.head(repo, gitops.MAIN)  # read with the clone made: the queue may have moved it
             assert main is not None
             clone, workdir = self._ready(repo, lane, role, work, main)
-        plan = plan_session(
-            state, self.config, workdir, brief=brief_for(state, self.config, outbox), spent_usd=spent
-        )
+        browser = browsing.plan_for(Gatekeeper.of(self.config), clone, outbox, state, folder.path)
+        brief = brief_for(state, self.config, outbox, APP_ORIGIN if browser else None)
+        plan = plan_session(state, self.config, workdir, brief=brief, spent_usd=spent)
         pre = capture(outbox, clone, state, folder.path / SessionFolder.PRE)
         request = SessionRequest(plan, workdir, write_plan(plan, workdir), folder.path, outbox, lane)
         while True:  # no session starts while every lane is paused, however late the pause came
@@ -452,7 +452,7 @@ class Lanes:
                 )
                 break
         started = time.time()  # the OS's clock: compared with processes' start times
-        result = anyio.run(self.runner.run, request)
+        result = run_session(self.runner, request, browser, lambda line: self._say(lane, line))
         processes.stop_left_in(workdir, started)
         if self._stopping(lane, number, role, folder):
             return
@@ -463,7 +463,9 @@ class Lanes:
         listed = workdir / "feature_list.json"
         if role is T.INITIALIZER and listed.is_file() and not listed.is_symlink():  # written, not sent
             progress.atomic_write_bytes(outbox.path("feature_list.json"), progress.read_regular(listed))
-        outcome = verify_session(outbox, clone, state, pre, self.config, lambda line: self._say(lane, line))
+        outcome = verify_session(
+            outbox, clone, state, pre, self.config, lambda line: self._say(lane, line), folder=folder.path
+        )
         classified = judged(result, outcome)
         with self.lock:
             flight = self.flights.get(lane)

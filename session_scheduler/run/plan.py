@@ -122,9 +122,12 @@ def plan_session(
     )
 
 
-def brief_for(state: SessionState, config: AgentConfig, records: Records | Path) -> str:
-    """The brief of the session about to run in `state`, read from the project's hand-off files."""
-    return briefs.render(briefs.gather(records, state, state.next_number, config.test_command))
+def brief_for(
+    state: SessionState, config: AgentConfig, records: Records | Path, browser: str | None = None
+) -> str:
+    """The brief of the session about to run in `state`, read from the project's hand-off files
+    (`browser`: the app's address, for a web REVIEW given a browser)."""
+    return briefs.render(briefs.gather(records, state, state.next_number, config.test_command, browser))
 
 
 def write_plan(plan: SessionPlan, folder: Path) -> Path:

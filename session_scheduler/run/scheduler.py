@@ -11,7 +11,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import anyio
 import git
 
 from session_scheduler.core import pricing
@@ -37,10 +36,19 @@ from session_scheduler.core.policy import policy
 from session_scheduler.core.session import LANE, InFlight, SessionFolder
 from session_scheduler.core.standing import Standing, Then, Wait
 from session_scheduler.guard import processes, safe_git
+from session_scheduler.guard.browser_box import APP_ORIGIN
 from session_scheduler.guard.sandbox import Host, private_tmp
 from session_scheduler.guard.security import denial_rule
 from session_scheduler.repo import adoption, git_backup, git_guard, gitops, refs
-from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner, tokens_in_transcript
+from session_scheduler.run import browsing
+from session_scheduler.run.agent import (
+    SessionRequest,
+    SessionResult,
+    SessionRunner,
+    run_session,
+    tokens_in_transcript,
+)
+from session_scheduler.run.browsing import BrowserPlan
 from session_scheduler.run.classify import (
     LIMIT_MARGIN_S,
     Classified,
@@ -50,7 +58,7 @@ from session_scheduler.run.classify import (
     partial_receipt,
     receipt,
 )
-from session_scheduler.run.gating import gated
+from session_scheduler.run.gating import Gatekeeper, gated
 from session_scheduler.run.opening import open_project, run_started
 from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
@@ -76,6 +84,8 @@ class Session:
     """Where it starts: the hand-off files, main, the branches (verification compares with it)."""
     in_flight: InFlight
     """Its start as the state file keeps it while it is in flight (what a rerun needs)."""
+    browser: BrowserPlan | None = None
+    """A web feature's REVIEW: the app and the browser started around it."""
     result: SessionResult | None = None
     """run: the CLI's report."""
     classified: Classified | None = None
@@ -288,8 +298,8 @@ class Scheduler:
                 self._set_aside(state, standing.value)
                 if sandbox_faults > consequence.retries:
                     self.save(state)
-                    return self._report("limit", state, consequence.stop)
-                self.echo(f"  {consequence.note}")
+                    return self._report("limit", state, f"{why}; {consequence.stop}")
+                self.echo(f"  {why}: {consequence.note}")
             else:  # Then.RERUN, after its wait
                 if consequence.wait is Wait.BACKOFF:
                     outages += 1
@@ -554,7 +564,8 @@ class Scheduler:
         if pre is None:  # a rerun starts from its first try's files, as they were
             handoff_history.trim(self.records)
         self._write_status(state)
-        brief = brief_for(state, self.config, self.records)
+        browser = browsing.plan_for(Gatekeeper.of(self.config), repo, self.records, state, log_dir)
+        brief = brief_for(state, self.config, self.records, APP_ORIGIN if browser else None)
         plan = plan_session(
             state,
             self.config,
@@ -576,7 +587,7 @@ class Scheduler:
         flight = self._in_flight(plan.number, log_dir, pre)
         self.save(state, flight)
         crashpoints.reached("in_progress_saved")
-        return Session(state, SessionFolder(log_dir), plan, pre, flight)
+        return Session(state, SessionFolder(log_dir), plan, pre, flight, browser)
 
     def _run(self, repo: git.Repo, session: Session) -> Session:
         """The seam: the plan written, one fresh CLI process (or the robot); then what it left
@@ -603,7 +614,7 @@ class Scheduler:
             )
         started = time.time()  # the OS's clock, not `self.clock`: compared with processes' start times
         try:
-            result = anyio.run(self.runner.run, request)  # the one bridge from the loop to the async runner
+            result = run_session(self.runner, request, session.browser, self.echo)
         except KeyboardInterrupt:
             self._ended_partly(plan.role.value, started_event, log_dir / SessionFolder.TRANSCRIPT)
             raise
@@ -626,7 +637,9 @@ class Scheduler:
         cut = cut_short(result, plan.model, capped_by_session=plan.capped_by_session, role=plan.role.value)
         if cut is not None:
             return replace(session, classified=cut)
-        outcome = verify_session(self.records, repo, state, pre, self.config, self.echo)
+        outcome = verify_session(
+            self.records, repo, state, pre, self.config, self.echo, folder=session.folder.path
+        )
         crashpoints.reached("verified")
         return replace(session, outcome=outcome, classified=judged(result, outcome))
 

@@ -17,12 +17,14 @@ import git
 
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.errors import StateError
+from session_scheduler.core.evidence import browser_problems
 from session_scheduler.core.gates import GateResult, finding
 from session_scheduler.core.layout import is_scheduler_path
 from session_scheduler.core.machine import Outcome, SessionState, WorkItem
 from session_scheduler.core.policy import policy
 from session_scheduler.repo import gitops, refs
-from session_scheduler.run import acceptance, gating
+from session_scheduler.run import acceptance, browsing, gating
+from session_scheduler.run.browsing import present, read_ledger
 from session_scheduler.run.gating import Check, Gatekeeper
 from session_scheduler.run.invariants import check_invariants, depends_of
 from session_scheduler.store import crashpoints
@@ -157,11 +159,14 @@ def verify_session(
     config: AgentConfig,
     echo: Callable[[str], None] = print,
     gatekeeper: Gatekeeper | None = None,
+    *,
+    folder: Path | None = None,
 ) -> Outcome:
     """The verified outcome of the session that just ran in `state` (its hand-off files read
     from the records, its git from the repository; a correction written to the records). The
     project's gates (`gatekeeper`, by default the config's) run on an IMPLEMENT's or FIX's branch
-    and on `main` after a REVIEW's merge."""
+    and on `main` after a REVIEW's merge. `folder`: the session's folder, whose browser ledger and
+    evidence a web feature's PASS is checked against (none: the session has no evidence)."""
     records = records_of(where)
     role = state.lane.role
     try:
@@ -173,7 +178,7 @@ def verify_session(
         if problems:
             raise ClaimRefused("; ".join(problems))
         keeper = gatekeeper or Gatekeeper.of(config)
-        return _CHECKS[role](Ran(records, repo, state, pre, after, config, echo, keeper))
+        return _CHECKS[role](Ran(records, repo, state, pre, after, config, echo, keeper, folder))
     except ClaimRefused as exc:
         undo(records, repo, state, pre, echo)
         return Outcome(role, ok=False, reason=str(exc))
@@ -216,6 +221,8 @@ class Ran:
     config: AgentConfig
     echo: Callable[[str], None]
     gatekeeper: Gatekeeper
+    folder: Path | None = None
+    """The session's folder (its browser ledger and evidence)."""
 
     @property
     def role(self) -> SessionType:
@@ -370,6 +377,12 @@ def _review(ran: Ran) -> Outcome:
     steps = next((f.get("steps") or [] for f in ran.after.features() if f["id"] == feature), [])
     if wrong := acceptance.problems(steps, verdict, reviews[-1].get("acceptance"), reviews[-1]["issues"]):
         raise ClaimRefused("; ".join(wrong))
+    entry = next((f for f in ran.after.features() if f["id"] == feature), None)
+    if browsing.review_app(ran.gatekeeper, ran.repo, ran.pre.main, entry) is not None:
+        folder = ran.folder
+        ledger, made = (read_ledger(folder), present(folder)) if folder else ([], frozenset[str]())
+        if wrong := browser_problems(steps, verdict, reviews[-1].get("acceptance"), ledger, made):
+            raise ClaimRefused("; ".join(wrong))
     changed = ran.after.passing() ^ ran.pre.handoff.passing()
     if verdict != "PASS":
         ran.only_own_branches_changed()
