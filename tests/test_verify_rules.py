@@ -17,6 +17,7 @@ from typing import Any
 import git
 import pytest
 
+from session_scheduler.core.app import AppSpec
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.machine import (
     Backlog,
@@ -28,6 +29,7 @@ from session_scheduler.core.machine import (
     feature,
 )
 from session_scheduler.repo import gitops
+from session_scheduler.run.browsing import Ledger
 from session_scheduler.run.verify import PreSession, capture, verify_session
 from session_scheduler.store import progress
 
@@ -40,12 +42,12 @@ def sh(cwd: Path, command: str) -> str:
     return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, check=True).stdout
 
 
-def features(*passing: str, steps: tuple[str, ...] = ()) -> dict[str, Any]:
+def features(*passing: str, steps: tuple[str, ...] = (), category: str = "functional") -> dict[str, Any]:
     return {
         "features": [
             {
                 "id": f,
-                "category": "functional",
+                "category": category,
                 "description": f"feature {f}",
                 "steps": list(steps),
                 "passes": f in passing,
@@ -65,6 +67,7 @@ class World:
     pre: PreSession
     lines: list[str] = field(default_factory=list)
     steps: tuple[str, ...] = ()
+    category: str = "functional"
 
     def sh(self, command: str) -> str:
         return sh(self.project, command)
@@ -84,17 +87,24 @@ class World:
         )
 
     def mark_passing(self, *ids: str) -> None:
-        self.write("feature_list.json", features(*ids, steps=self.steps))
+        self.write("feature_list.json", features(*ids, steps=self.steps, category=self.category))
 
-    def verify(self, config: AgentConfig = CFG) -> Outcome:
-        return verify_session(self.project, self.repo, self.state, self.pre, config, self.lines.append)
+    def verify(self, config: AgentConfig = CFG, folder: Path | None = None) -> Outcome:
+        return verify_session(
+            self.project, self.repo, self.state, self.pre, config, self.lines.append, folder=folder
+        )
 
     def head(self, branch: str) -> str | None:
         return gitops.head(self.repo, branch)
 
 
 def start(
-    tmp_path: Path, role: SessionType, work: WorkItem | None = None, steps: tuple[str, ...] = (), **lane: Any
+    tmp_path: Path,
+    role: SessionType,
+    work: WorkItem | None = None,
+    steps: tuple[str, ...] = (),
+    category: str = "functional",
+    **lane: Any,
 ) -> World:
     """Build the project as the scheduler leaves it before a `role` session on `work`."""
     project = tmp_path / "app"
@@ -104,7 +114,7 @@ def start(
     progress.ensure_handoff_files(project, "app")
     backlog = Backlog()
     if role is not T.INITIALIZER:
-        (project / "feature_list.json").write_text(json.dumps(features(steps=steps)))
+        (project / "feature_list.json").write_text(json.dumps(features(steps=steps, category=category)))
         sh(project, "printf 'exit 0\\n' > init.sh && git add init.sh && git commit -qm skeleton")
         backlog = Backlog(("F001", "F002"))
     if work is not None:
@@ -123,7 +133,7 @@ def start(
         )
     state = SessionState(backlog, Lane(role, work, **lane), session_count=3)
     pre = capture(project, repo, state, project / ".agent_logs" / "pre")
-    return World(project, repo, state, pre, steps=steps)
+    return World(project, repo, state, pre, steps=steps, category=category)
 
 
 def refused(world: World, rule: str, *, exact: bool = True) -> Outcome:
@@ -743,3 +753,114 @@ def test_capture_needs_main(tmp_path: Path) -> None:
         match=r"^the project's repository has no `main` branch; restore it or start a new project$",
     ):
         capture(world.project, world.repo, world.state, tmp_path / "copies")
+
+
+# -- REVIEW of a web feature: the browser's evidence -------------------------------------------
+
+WEB_APP = AppSpec("exec python3 -m http.server $PORT --bind 127.0.0.1", ready_path="/")
+WEB_CFG = AgentConfig(test_command="bash init.sh", app=WEB_APP, sandbox=False)
+"""The person's app (a static server: it starts in a moment), run unconfined for the app gate."""
+WEB_STEPS = ("Open `/` -> the page shows `todo`", "Click `Add` -> the list shows `milk`")
+
+
+def browsed(folder: Path, *, console: bool = True) -> list[dict[str, Any]]:
+    """A session folder whose ledger shows two steps' snapshots and screenshots (and the console's
+    messages): the acceptance results that cite them."""
+    ledger = Ledger(folder)
+    for _ in WEB_STEPS:
+        ledger.after_call(
+            "mcp__browser__browser_snapshot", {}, [{"type": "text", "text": "- heading"}], False
+        )
+        png = {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+        }
+        ledger.after_call("mcp__browser__browser_take_screenshot", {}, [png], False)
+    if console:
+        ledger.after_call("mcp__browser__browser_console_messages", {}, [{"type": "text", "text": ""}], False)
+    return [
+        {"step": 1, "passed": True, "evidence": "saw todo", "snapshot": "snapshot-1.yml", "screenshot": "screenshot-2.png"},
+        {"step": 2, "passed": True, "evidence": "saw milk", "snapshot": "snapshot-3.yml", "screenshot": "screenshot-4.png"},
+    ]  # fmt: skip
+
+
+def web_pass(
+    tmp_path: Path, acceptance: list[dict[str, Any]] | None = None, *, console: bool = True
+) -> World:
+    world = start(tmp_path, T.REVIEW, feature("F001"), steps=WEB_STEPS, category="web")
+    cited = browsed(tmp_path / "session", console=console)
+    merge(world)
+    world.add_review("PASS", acceptance=cited if acceptance is None else acceptance)
+    world.mark_passing("F001")
+    return world
+
+
+def refused_web(world: World, rule: str, folder: Path | None) -> None:
+    outcome = world.verify(WEB_CFG, folder)
+    assert not outcome.ok and rule in outcome.reason, outcome
+    assert (
+        progress.load_handoff(world.project) == world.pre.handoff
+        and gitops.branches(world.repo) == world.pre.heads
+    )
+
+
+def test_a_web_pass_citing_its_sessions_snapshots_and_screenshots_is_verified(tmp_path: Path) -> None:
+    world = web_pass(tmp_path)
+    outcome = world.verify(WEB_CFG, tmp_path / "session")
+    assert outcome.ok and outcome.verdict == "PASS", outcome
+
+
+def test_a_web_pass_without_the_browser_is_refused(tmp_path: Path) -> None:
+    world = web_pass(tmp_path)
+    refused_web(world, "a PASS on a web feature needs this session's browser evidence", None)
+
+
+def test_a_web_pass_citing_nothing_is_refused(tmp_path: Path) -> None:
+    world = web_pass(tmp_path, [{"step": n, "passed": True, "evidence": "looked fine"} for n in (1, 2)])
+    refused_web(world, "step 1 cites no snapshot", tmp_path / "session")
+
+
+@pytest.mark.parametrize(
+    ("change", "rule"),
+    [
+        ({"snapshot": "snapshot-9.yml"}, "cites snapshot 'snapshot-9.yml', which this session's browser did not make"),
+        ({"snapshot": "screenshot-2.png"}, "cites snapshot 'screenshot-2.png', which this session's browser did not make"),
+        ({"screenshot": "screenshot-2.png", "snapshot": "snapshot-1.yml"}, "steps 1 and 2 cite the same snapshot 'snapshot-1.yml'"),
+    ],
+)  # fmt: skip
+def test_a_web_pass_citing_what_its_browser_did_not_make_for_that_step_is_refused(
+    tmp_path: Path, change: dict[str, str], rule: str
+) -> None:
+    cited = browsed(tmp_path / "probe")
+    world = web_pass(tmp_path, [cited[0], {**cited[1], **change}])
+    refused_web(world, rule, tmp_path / "session")
+
+
+def test_a_web_pass_whose_evidence_file_is_gone_or_a_link_is_refused(tmp_path: Path) -> None:
+    world = web_pass(tmp_path)
+    shot = tmp_path / "session" / "evidence" / "screenshot-4.png"
+    shot.unlink()
+    shot.symlink_to(tmp_path / "session" / "evidence" / "screenshot-2.png")
+    refused_web(
+        world,
+        "cites screenshot 'screenshot-4.png', which this session's browser did not make",
+        tmp_path / "session",
+    )
+
+
+def test_a_web_pass_that_never_read_the_console_is_refused(tmp_path: Path) -> None:
+    world = web_pass(tmp_path, console=False)
+    refused_web(world, "reads the console's messages (browser_console_messages)", tmp_path / "session")
+
+
+def test_a_web_feature_in_a_project_without_an_app_needs_no_browser(tmp_path: Path) -> None:
+    world = web_pass(tmp_path, [{"step": n, "passed": True, "evidence": "ran it"} for n in (1, 2)])
+    assert world.verify(CFG, None).ok
+
+
+def test_a_web_request_changes_needs_no_evidence(tmp_path: Path) -> None:
+    world = start(tmp_path, T.REVIEW, feature("F001"), steps=WEB_STEPS, category="web")
+    world.add_review(
+        "REQUEST_CHANGES", acceptance=[{"step": n, "passed": False, "evidence": "no button"} for n in (1, 2)]
+    )
+    assert world.verify(WEB_CFG, None).ok
