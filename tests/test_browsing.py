@@ -28,6 +28,7 @@ from session_scheduler.run.browsing import BrowserAccess, Ledger, NoBrowser, rea
 from session_scheduler.run.classify import cut_short, judged
 from session_scheduler.run.gating import Gatekeeper
 from session_scheduler.store.records import Records
+from session_scheduler.testing.inprocess import Browser
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -347,6 +348,21 @@ def test_the_branch_s_app_is_browsed_in_its_box_and_everything_stops(
             )
         )
         worktrees = sh(project, "git worktree list")
+        request = request_for(project, state_for(SessionType.REVIEW))
+        played = Browser(SessionRequest(**{**request.__dict__, "browser": opened}))
+        try:  # the in-process runner's browser: one page for the session, the policy, the ledger
+            off = played.call("mcp__browser__browser_navigate", {"url": "http://example.com/"})
+            played.call("mcp__browser__browser_navigate", {"url": APP_ORIGIN + "/"})
+            snapshot, _ = played.call("mcp__browser__browser_snapshot", {})
+            shot, _ = played.call("mcp__browser__browser_take_screenshot", {"type": "png"})
+        finally:
+            played.close()
+    assert off[1] and "the browser stays on the app" in off[0]
+    assert "todo from the branch" in snapshot and snapshot.endswith(
+        "Evidence: snapshot saved as snapshot-2.yml"
+    )
+    assert shot.endswith("Evidence: screenshot saved as screenshot-3.png")
+    assert (folder / "evidence" / "screenshot-3.png").read_bytes().startswith(b"\x89PNG")
     assert "todo from the branch" in mcp_client.text(seen[1])
     assert len(worktrees.splitlines()) == 2 and len(sh(project, "git worktree list").splitlines()) == 1
     assert (folder / browsing.APP_LOG).is_file() and (folder / browsing.BROWSER_LOG).is_file()

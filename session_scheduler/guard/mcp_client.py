@@ -5,11 +5,13 @@ No proxy from the environment: the servers it talks to are on the host's loopbac
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Awaitable, Callable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import anyio.from_thread
 import httpx2
 from mcp import ClientSession
 from mcp.client.session import ClientRequestContext
@@ -22,9 +24,12 @@ TIMEOUT_S = 60.0
 """One request's own limit (a navigation on a busy machine takes seconds)."""
 
 
-async def _session(
-    url: str, work: Callable[[ClientSession], Awaitable[T]], timeout: float, roots: Sequence[Path] = ()
-) -> T:
+@contextlib.asynccontextmanager
+async def opened(
+    url: str, timeout: float = TIMEOUT_S, roots: Sequence[Path] = ()
+) -> AsyncIterator[ClientSession]:
+    """An initialized MCP session with the server at `url` (one page of the browser's server)."""
+
     async def list_roots(context: ClientRequestContext) -> ListRootsResult | ErrorData:
         return ListRootsResult(roots=[Root(uri=FileUrl(root.resolve().as_uri())) for root in roots])
 
@@ -34,7 +39,41 @@ async def _session(
         ClientSession(read, write, list_roots_callback=list_roots if roots else None) as session,
     ):
         await session.initialize()
+        yield session
+
+
+async def _session(
+    url: str, work: Callable[[ClientSession], Awaitable[T]], timeout: float, roots: Sequence[Path] = ()
+) -> T:
+    async with opened(url, timeout, roots) as session:
         return await work(session)
+
+
+class Held:
+    """One MCP session kept open for synchronous callers (a client that, like Claude Code, keeps its
+    page between calls): `call` each tool in turn, `close` at the end."""
+
+    def __init__(self, url: str, timeout: float = TIMEOUT_S) -> None:
+        self._portal_cm = anyio.from_thread.start_blocking_portal()
+        self._portal = self._portal_cm.__enter__()
+        try:
+            self._session_cm = self._portal.wrap_async_context_manager(opened(url, timeout))
+            self._session = self._session_cm.__enter__()
+        except BaseException:
+            self._portal_cm.__exit__(None, None, None)
+            raise
+
+    def call(self, tool: str, args: dict[str, Any]) -> CallToolResult:
+        result = self._portal.call(self._session.call_tool, tool, args)
+        if not isinstance(result, CallToolResult):
+            raise TypeError(f"{tool} answered a {type(result).__name__}, not a tool result")
+        return result
+
+    def close(self) -> None:
+        try:
+            self._session_cm.__exit__(None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
 
 
 async def call(url: str, tool: str, args: dict[str, Any], timeout: float = TIMEOUT_S) -> CallToolResult:
@@ -76,6 +115,22 @@ async def tool_names(url: str, timeout: float = TIMEOUT_S) -> list[str]:
 def text(result: CallToolResult) -> str:
     """The text parts of a tool's result, joined."""
     return "\n".join(part.text for part in result.content if part.type == "text")
+
+
+def blocks(result: CallToolResult) -> list[dict[str, Any]]:
+    """A tool's result as Claude Code hands it to its hooks: text blocks and base64 image blocks."""
+    out: list[dict[str, Any]] = []
+    for part in result.content:
+        if part.type == "text":
+            out.append({"type": "text", "text": part.text})
+        elif part.type == "image":
+            out.append(
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": part.mime_type, "data": part.data},
+                }
+            )
+    return out
 
 
 def run(work: Callable[[], Awaitable[T]]) -> T:

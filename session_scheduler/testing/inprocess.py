@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -16,9 +17,12 @@ from scripted_model.protocol import ToolCall
 from scripted_model.robot import Ctx, next_step
 from scripted_model.scenario import Scenario
 from session_scheduler.core.clock import Clock, SystemClock
+from session_scheduler.core.evidence import TOOL_PREFIX
+from session_scheduler.guard import mcp_client
 from session_scheduler.guard.security import bash_decision
 from session_scheduler.run.agent import SessionRequest, SessionResult, policy_refusal, tools_of
-from session_scheduler.store.handoff_tools import PREFIX
+from session_scheduler.run.browsing import Ledger, refusal
+from session_scheduler.store.handoff_tools import PREFIX, HandoffTools
 
 MAX_BATCHES = 50
 POLICY = "scheduler policy: "
@@ -45,26 +49,12 @@ class InProcessRobotRunner:
         results: list[str] = []
         denials: list[dict[str, object]] = []
         refusals: dict[str, str] = {}
-        turns = 1
-        for _ in range(MAX_BATCHES):
-            step = next_step(request.plan.role.value, ctx, results)
-            self.clock.sleep(self.scenario.turn_latency_s)  # the model's time to answer
-            if isinstance(step, str):
-                break
-            turns += 1
-            for call in step:
-                if call.name.startswith(PREFIX):  # a refused call is an error answer, not a denial
-                    output, denied = tools.call(call.name, call.input)[0], False
-                else:
-                    output, denied = self._execute(request, call)
-                if denied:
-                    tool_use_id = f"call-{len(results)}"
-                    denials.append(
-                        {"tool_name": call.name, "tool_input": call.input, "tool_use_id": tool_use_id}
-                    )
-                    if output.startswith(POLICY):
-                        refusals[tool_use_id] = output.removeprefix(POLICY)
-                results.append(output)
+        browser = Browser(request) if request.browser is not None else None
+        try:
+            turns = self._play(request, ctx, tools, results, denials, refusals, browser)
+        finally:
+            if browser is not None:
+                browser.close()
         return SessionResult(
             subtype="success",
             is_error=False,
@@ -76,6 +66,45 @@ class InProcessRobotRunner:
             terminal_reason="completed",
             duration_s=self.clock.monotonic() - started,
         )
+
+    def _play(
+        self,
+        request: SessionRequest,
+        ctx: Ctx,
+        tools: HandoffTools,
+        results: list[str],
+        denials: list[dict[str, object]],
+        refusals: dict[str, str],
+        browser: Browser | None,
+    ) -> int:
+        """The robot's batches, each call answered, until it ends: the number of turns."""
+        turns = 1
+        for _ in range(MAX_BATCHES):
+            step = next_step(request.plan.role.value, ctx, results)
+            self.clock.sleep(self.scenario.turn_latency_s)  # the model's time to answer
+            if isinstance(step, str):
+                break
+            turns += 1
+            for call in step:
+                if call.name.startswith(PREFIX):  # a refused call is an error answer, not a denial
+                    output, denied = tools.call(call.name, call.input)[0], False
+                elif call.name.startswith(TOOL_PREFIX):
+                    output, denied = (
+                        browser.call(call.name, call.input)
+                        if browser
+                        else (f"unknown tool {call.name}", True)
+                    )
+                else:
+                    output, denied = self._execute(request, call)
+                if denied:
+                    tool_use_id = f"call-{len(results)}"
+                    denials.append(
+                        {"tool_name": call.name, "tool_input": call.input, "tool_use_id": tool_use_id}
+                    )
+                    if output.startswith(POLICY):
+                        refusals[tool_use_id] = output.removeprefix(POLICY)
+                results.append(output)
+        return turns
 
     @staticmethod
     def _execute(request: SessionRequest, call: ToolCall) -> tuple[str, bool]:
@@ -125,3 +154,25 @@ class InProcessRobotRunner:
                 return f"<tool_use_error>{exc}</tool_use_error>", False
             return "\n".join(f"{n:6}\t{line}" for n, line in enumerate(text.splitlines(), 1)), False
         return f"unknown tool {call.name}", True
+
+
+class Browser:
+    """The session's browser as the CLI serves it: one MCP session (one page) kept for the whole
+    session, the scheduler's policy before each call and its ledger after."""
+
+    def __init__(self, request: SessionRequest) -> None:
+        assert request.browser is not None
+        self.access = request.browser
+        self.ledger = Ledger(self.access.folder)
+        self.held = mcp_client.Held(self.access.url)
+
+    def call(self, name: str, tool_input: dict[str, Any]) -> tuple[str, bool]:
+        reason = refusal(name, tool_input, self.access.app_origin)
+        if reason is not None:
+            return POLICY + reason, True
+        result = self.held.call(name.removeprefix(TOOL_PREFIX), tool_input)
+        shown = self.ledger.after_call(name, tool_input, mcp_client.blocks(result), bool(result.is_error))
+        return "\n".join(str(b["text"]) if b["type"] == "text" else "[image]" for b in shown), False
+
+    def close(self) -> None:
+        self.held.close()
