@@ -35,6 +35,19 @@ from session_scheduler.guard.browser_box import (
 # --- pure: the command line and the box as data --------------------------------------------------
 
 
+def test_check_says_what_the_browser_lacks_here() -> None:
+    ready, said = browser_box.readiness(which=lambda _: None)
+    assert not ready and "missing" in said and "node (apt-get install nodejs)" in said
+    assert "web features' REVIEWs would stop the run" in said
+
+
+def test_check_says_the_browser_can_start_with_its_version(browser_sandbox: None) -> None:
+    assert browser_box.readiness() == (
+        True,
+        "REVIEW's browser can start: /usr/bin/chromium and @playwright/mcp 0.0.83",
+    )
+
+
 def test_the_server_is_headless_in_memory_and_answers_only_to_its_forwarder_s_host_name() -> None:
     args = browser_box.server_args(Path("/e/evidence"), "/usr/bin/chromium", 41000)
     joined = " ".join(args)

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
 import time
@@ -78,6 +79,30 @@ they stay after the box: removed on stop when new and still empty."""
 READY_TIMEOUT_S = 90.0
 """Until the server lists its tools (node and Chromium starting on a busy machine)."""
 POLL_S = 0.2
+
+
+def readiness(which: Callable[[str], str | None] = shutil.which) -> tuple[bool, str]:
+    """Whether a web REVIEW's browser can start here (Chromium, node, the server's packages): what
+    `--check` says. Not having it stops only the REVIEW of a web feature in a project with an app."""
+    modules = command_sandbox.SCHEDULER_DIR / "node_modules"
+    missing = [
+        *([] if os.access(CHROMIUM, os.X_OK) else [f"{CHROMIUM} (apt-get install chromium)"]),
+        *([] if which("node") else ["node (apt-get install nodejs)"]),
+        *(
+            f"{name} (npm ci in {command_sandbox.SCHEDULER_DIR})"
+            for name in NODE_PACKAGES
+            if not (modules / name).is_dir()
+        ),
+    ]
+    if missing:
+        return (
+            False,
+            f"REVIEW's browser cannot start here: missing {', '.join(missing)}; web features' REVIEWs would stop the run",
+        )
+    version = json.loads((modules / "@playwright/mcp" / "package.json").read_text(encoding="utf-8")).get(
+        "version"
+    )
+    return True, f"REVIEW's browser can start: {CHROMIUM} and @playwright/mcp {version}"
 
 
 class BrowserDidNotStart(SchedulerError):

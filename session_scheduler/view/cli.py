@@ -54,7 +54,7 @@ from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE, STATE_FILE
 from session_scheduler.core.machine import SessionState, resume
 from session_scheduler.core.schedule import lanes_refusal, resized, wake
 from session_scheduler.core.version import VERSION
-from session_scheduler.guard import safe_git
+from session_scheduler.guard import browser_box, safe_git
 from session_scheduler.guard.sandbox import Host, Preflight, preflight
 from session_scheduler.repo import adoption
 from session_scheduler.run.plan import brief_for, plan_session
@@ -535,6 +535,8 @@ def main(
     if check:
         result = seams.preflight()
         (console.print if result.active else _error)(result.message)
+        ready, said = browser_box.readiness()
+        console.print(said if ready else f"warning: {said}")
         sys.exit(EXIT_DONE if result.active else EXIT_ERROR)
     if not project_dir:
         raise click.UsageError("Missing option '--project-dir'.")
