@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import request_for, sh, state_for
+from helpers import listening, request_for, sh, state_for
 
 from session_scheduler.core import evidence
 from session_scheduler.core.config import AgentConfig, SessionType
@@ -383,3 +383,63 @@ def test_an_app_that_does_not_start_is_no_browser_with_its_reason(
     assert plan is not None
     with pytest.raises(NoBrowser, match=r"the app did not start: .*code 3"), plan.opened():
         pass
+
+
+# --- red team: a payload planted in the app now, run later by REVIEW's browser -----------------------
+
+SECRET = "RED-TEAM-BROWSER-SECRET-6b1d"
+
+
+@pytest.mark.parametrize("boxed", [True, False])
+def test_a_page_the_branch_planted_reaches_no_file_no_host_port_and_no_secret(
+    tmp_path: Path, browser_sandbox: None, boxed: bool
+) -> None:
+    """The IMPLEMENT's page runs in REVIEW's browser: it redirects to a file holding a secret (in
+    the host's temp, denied in every box), fetches a port on the host's loopback and an outside
+    host, and plants a link to them for the reviewer to follow. None of it reaches anything; the
+    same page unboxed (--no-sandbox) reaches the host's port: the check sees an escape."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    project = web_project(tmp_path)
+    with listening() as host:
+        page = (
+            f"<title>todo</title><h1>todo</h1><a href='file://{secret}'>open</a>"
+            f"<img src='http://127.0.0.1:{host.port}/img'><script>"
+            f"fetch('http://127.0.0.1:{host.port}/fetch').catch(() => {{}});"
+            "fetch('http://example.com/').catch(() => {});"
+            f"setTimeout(() => {{ location = 'file://{secret}'; }}, 50);</script>"
+        )
+        sh(project, "git checkout -q feature/F001")
+        (project / "index.html").write_text(page)
+        sh(project, "git commit -qam 'the payload' && git checkout -q main")
+        folder = tmp_path / "session"
+        folder.mkdir()
+        plan = browsing.plan_for(
+            Gatekeeper.of(AgentConfig()),
+            gitops.open_repo(project),
+            Records(project),
+            state_for(SessionType.REVIEW),
+            folder,
+        )
+        assert plan is not None
+        with plan.opened() as opened:
+            seen = mcp_client.run(
+                lambda: mcp_client.calls(
+                    opened.url,
+                    [
+                        ("browser_navigate", {"url": APP_ORIGIN + "/"}),
+                        ("browser_wait_for", {"time": 1}),
+                        ("browser_snapshot", {}),
+                        (
+                            "browser_navigate",
+                            {"url": f"file://{secret}"},
+                        ),  # the server's own rule, past our hook
+                    ],
+                )
+            )
+        said = "\n".join(mcp_client.text(result) for result in seen)
+    if not boxed:
+        assert host.hits > 0  # file: pages are refused by Chromium and the server, boxed or not
+        return
+    assert SECRET not in said and host.hits == 0
+    assert SECRET not in "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
