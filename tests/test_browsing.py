@@ -415,7 +415,7 @@ def test_a_page_the_branch_planted_reaches_no_file_no_host_port_and_no_secret(
         folder = tmp_path / "session"
         folder.mkdir()
         plan = browsing.plan_for(
-            Gatekeeper.of(AgentConfig()),
+            Gatekeeper.of(AgentConfig(sandbox=boxed)),
             gitops.open_repo(project),
             Records(project),
             state_for(SessionType.REVIEW),
@@ -427,7 +427,7 @@ def test_a_page_the_branch_planted_reaches_no_file_no_host_port_and_no_secret(
                 lambda: mcp_client.calls(
                     opened.url,
                     [
-                        ("browser_navigate", {"url": APP_ORIGIN + "/"}),
+                        ("browser_navigate", {"url": opened.app_origin + "/"}),
                         ("browser_wait_for", {"time": 1}),
                         ("browser_snapshot", {}),
                         (
@@ -439,7 +439,7 @@ def test_a_page_the_branch_planted_reaches_no_file_no_host_port_and_no_secret(
             )
         said = "\n".join(mcp_client.text(result) for result in seen)
     if not boxed:
-        assert host.hits > 0  # file: pages are refused by Chromium and the server, boxed or not
+        assert host.hits > 0, said  # file: pages are refused by Chromium and the server, boxed or not
         return
     assert SECRET not in said and host.hits == 0
     assert SECRET not in "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
