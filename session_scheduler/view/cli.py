@@ -891,8 +891,11 @@ def report_command(ctx: click.Context, project_dir: str, output: Path | None, fm
     def write() -> None:
         project = existing_project(project_dir)
         data = gather(project, now=clock.now())
-        text = render_html(data) if fmt == "html" else render_markdown(data)
         target = output or (project / LOG_DIR / "report.html" if fmt == "html" else None)
+        base = str(
+            target.resolve().parent if target is not None else Path.cwd()
+        )  # links to evidence start here
+        text = render_html(data, base) if fmt == "html" else render_markdown(data, base)
         if target is None:
             click.echo(text, nl=False)
             return
