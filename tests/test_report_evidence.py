@@ -311,7 +311,14 @@ def test_a_web_review_without_browser_evidence_says_so(project: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["../browser.jsonl", "../../../../etc/passwd", "screenshot-3.png/..", "snapshot-2.yml"]
+    "name",
+    [
+        "../browser.jsonl",
+        "../../../../etc/passwd",
+        "screenshot-3.png/..",
+        "snapshot-2.yml",
+        "<img src=x onerror=alert(1)>",
+    ],
 )
 def test_a_cited_name_that_is_not_a_screenshot_name_is_refused(project: Path, name: str) -> None:
     _cite(project, 1, screenshot=name)
@@ -362,6 +369,26 @@ def test_a_session_folder_outside_the_log_folder_is_not_followed(project: Path, 
     log.write_text(text.replace('"../session_0003_REVIEW"', '".agent_logs/linked"'))
     (project / ".agent_logs/linked").symlink_to(tmp_path / "session_0003_REVIEW")
     assert "is not inside .agent_logs: not followed" in _review(gather(project), "F001").missing[0]
+
+
+def test_a_review_the_scheduler_wrote_in_another_session_has_no_browser_evidence(project: Path) -> None:
+    """A red gate's review is written by the scheduler after an IMPLEMENT: no browser was due."""
+    data = json.loads((project / "reviews.json").read_text())
+    data["reviews"].append(
+        {
+            "review_id": 3,
+            "feature_id": "F001",
+            "kind": "feature",
+            "verdict": "REQUEST_CHANGES",
+            "issues": {},
+            "scheduler_findings": ["the gate lint is red"],
+        }
+    )
+    (project / "reviews.json").write_text(json.dumps(data))
+    event = {"session": 2, "feature": "F001", "review_id": 3, "verdict": "REQUEST_CHANGES"}
+    events.append(events.log_path(project), events.make_event("verdict", "run-1", T0 + 999, event))
+    (f1,) = [f for f in gather(project).evidence if f.feature == "F001"]
+    assert [r.review_id for r in f1.reviews] == [1]
 
 
 PROBE = """<script>

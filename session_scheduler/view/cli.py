@@ -879,7 +879,7 @@ def status_command(ctx: click.Context, project_dir: str, as_json: bool) -> None:
     type=click.Choice(["html", "md"]),
     default="html",
     show_default=True,
-    help="A self-contained HTML page, or Markdown to paste into an issue or a chat.",
+    help="An HTML page (nothing fetched; screenshots linked from the session folders), or Markdown to paste into an issue or a chat.",
 )
 @click.pass_context
 def report_command(ctx: click.Context, project_dir: str, output: Path | None, fmt: str) -> None:

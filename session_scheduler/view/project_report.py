@@ -4,8 +4,10 @@
 same fold `status` and the run summary use) and the feature descriptions into `ReportData`,
 plain values. `render_html` and `render_markdown` are pure. With several lanes the timeline has
 a row per lane, the sessions name their lane, and a section shows the merge queue's waits;
-one lane's report is what it always was. The HTML page is self-contained
-(inline CSS and SVG, nothing fetched), and every string that comes from the project is escaped.
+one lane's report is what it always was. The HTML page fetches nothing (inline CSS and SVG)
+but the evidence files it shows (view/review_evidence.py, view/evidence_pages.py: screenshots
+inline, snapshots and console files linked), by their paths relative to the folder it is written
+in; every string that comes from the project is escaped.
 """
 
 from __future__ import annotations

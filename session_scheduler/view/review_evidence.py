@@ -129,12 +129,16 @@ def gate_runs(ran: Mapping[str, Event]) -> tuple[GateRun, ...]:
 
 
 def review_sessions(log: Iterable[Event]) -> dict[int, tuple[int, str]]:
-    """Review id -> (the session that wrote it, that session's folder relative to the project)."""
+    """Review id -> (the REVIEW session that wrote it, that session's folder relative to the
+    project). A review the scheduler wrote (a red gate's, in an IMPLEMENT or FIX) has none."""
     folders: dict[int, str] = {}
     made: dict[int, tuple[int, str]] = {}
     for event in log:
         if event["kind"] == "session_started" and event.get("log_dir"):
-            folders[int(event["session"])] = str(event["log_dir"])
+            if event.get("role") == "REVIEW":
+                folders[int(event["session"])] = str(event["log_dir"])
+            else:  # a number is given once; a rerun of the same session is the same role
+                folders.pop(int(event["session"]), None)
         elif event["kind"] == "verdict" and int(event["session"]) in folders:
             made[int(event["review_id"])] = (int(event["session"]), folders[int(event["session"])])
     return made
