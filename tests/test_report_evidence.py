@@ -21,9 +21,16 @@ from helpers import browse, find_chromium
 from session_scheduler.core.evidence import Call
 from session_scheduler.store import events
 from session_scheduler.view.cli import main
-from session_scheduler.view.evidence_pages import console_lines
+from session_scheduler.view.evidence_pages import console_shown
 from session_scheduler.view.project_report import ReportData, gather, render_html, render_markdown
-from session_scheduler.view.review_evidence import ReviewEvidence, inside
+from session_scheduler.view.review_evidence import (
+    CONSOLE_CHARS,
+    ConsoleRead,
+    ReviewEvidence,
+    console_lines,
+    cut_console,
+    inside,
+)
 
 T0 = 1_800_000_000.0
 REVIEW_DIR = ".agent_logs/session_0003_REVIEW"
@@ -234,7 +241,7 @@ def test_the_page_shows_each_step_with_its_screenshot_inline(project: Path, tmp_
     ]
     assert '<a class="snapshot" href="session_0003_REVIEW/evidence/snapshot-5.yml">' in page
     assert "the list shows &lt;empty&gt;" in page and "<empty>" not in page
-    assert '<span class="err">[ERROR] Failed to load resource' in page and "1 error line" in page
+    assert '<span class="err">[ERROR] Failed to load resource' in page and ", 1 error line</summary>" in page
     assert '<span class="err">[WARNING]' not in page
     assert "<pre class=output>todo/web.py:3:1: F401 `os` imported but unused</pre>" in page
     assert 'id="evidence-F001"' in page and 'id="review-1"' in page
@@ -246,7 +253,7 @@ def test_markdown_links_the_screenshots_and_snapshots(project: Path) -> None:
     md = render_markdown(gather(project, now=T0), str(project))
     assert f"![step 1]({REVIEW_DIR}/evidence/screenshot-3.png)" in md
     assert f"[snapshot snapshot-2.yml]({REVIEW_DIR}/evidence/snapshot-2.yml)" in md
-    assert f"Console ([console-7.txt]({REVIEW_DIR}/evidence/console-7.txt), 1 error lines):" in md
+    assert f"Console ([console-7.txt]({REVIEW_DIR}/evidence/console-7.txt), 1 error line):" in md
     assert "- step 1 passed: Open the page: the list shows \\<empty\\> (the list is empty)" in md
     assert "Gates: branch: tests passed in" in md and "lint red in" in md
     assert "- step 1 passed: Run `todo list` (printed 2 tasks)" in md  # F002: no browser, no links
@@ -262,6 +269,22 @@ def test_console_lines_mark_errors() -> None:
         (True, "TypeError: x is undefined"),
         (False, "    at add (app.js:4)"),
     ]
+
+
+def test_a_long_console_is_cut_at_a_line_and_keeps_its_later_errors() -> None:
+    noise = "".join(f"[LOG] tick {n} @ http://127.0.0.1:8000/app.js:1\n" for n in range(200))
+    text = noise + "[ERROR] boom @ http://127.0.0.1:8000/app.js:7\n" + "[LOG] after\n"
+    head, left_out, later = cut_console(text)
+    assert len(head) <= CONSOLE_CHARS and head.endswith("\n") and text.startswith(head)
+    assert left_out == len(text) - len(head) and later == ("[ERROR] boom @ http://127.0.0.1:8000/app.js:7",)
+    lines, errors = console_shown(ConsoleRead("console-9.txt", "x/console-9.txt", head, left_out, later))
+    assert lines[-2:] == [
+        (False, f"… {left_out} more characters in the file; the error lines among them:"),
+        (True, "[ERROR] boom @ http://127.0.0.1:8000/app.js:7"),
+    ]
+    assert errors == "1 error line" and cut_console("short\n") == ("short\n", 0, ())
+    many = noise + "[ERROR] again\n" * 50
+    assert console_shown(ConsoleRead("c", "c", *cut_console(many)))[1] == "20 or more error lines"
 
 
 def test_missing_evidence_is_said_and_never_breaks_the_report(project: Path) -> None:

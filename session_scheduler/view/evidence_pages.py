@@ -9,20 +9,23 @@ the page works where it lies and nothing is fetched from anywhere else.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from html import escape
 from urllib.parse import quote
 
 from session_scheduler.core.humane import duration
 from session_scheduler.view.markup import block, md
-from session_scheduler.view.review_evidence import Cited, ConsoleRead, FeatureEvidence, ReviewEvidence
+from session_scheduler.view.review_evidence import (
+    LATER_ERRORS,
+    Cited,
+    ConsoleRead,
+    FeatureEvidence,
+    ReviewEvidence,
+    console_lines,
+)
 
 Texts = Mapping[str, tuple[str, ...]]
 """Feature id -> its acceptance steps as its feature list says them."""
-ERROR_LINE = re.compile(r"^(\[ERROR\]|(Uncaught )?[A-Z]\w*Error\b)")
-"""A console line that reports an error: `[ERROR] …` (@playwright/mcp's form of a console.error
-message) or a page error's stack (`TypeError: …`)."""
 SHOT_WIDTH = 360
 """The widest a screenshot is drawn on the page (px); a click opens it whole."""
 
@@ -47,11 +50,6 @@ def step_text(texts: Texts, feature: str, n: int) -> str:
 def link(root: str, file: str, base: str) -> str:
     """A project file's address relative to the folder the report is written in (URL-quoted)."""
     return quote(os.path.relpath(os.path.join(root, file), base).replace(os.sep, "/"))
-
-
-def console_lines(text: str) -> list[tuple[bool, str]]:
-    """Each line of a console read, and whether it reports an error."""
-    return [(bool(ERROR_LINE.match(line)), line) for line in text.splitlines()]
 
 
 # -- HTML -----------------------------------------------------------------------------------------
@@ -117,15 +115,26 @@ def _review_html(feature: str, r: ReviewEvidence, texts: Texts, root: str, base:
     )
 
 
-def _console_html(c: ConsoleRead, root: str, base: str) -> str:
+def console_shown(c: ConsoleRead) -> tuple[list[tuple[bool, str]], str]:
+    """The lines of a console read the report shows (each marked when it reports an error): its
+    first lines, then, when it was cut, a line saying so and the error lines past the cut; and
+    how many error lines it has, in words."""
     lines = console_lines(c.text)
+    if c.left_out:
+        among = "; the error lines among them:" if c.later_errors else ""
+        lines += [(False, f"… {c.left_out} more characters in the file{among}")]
+        lines += [(True, line) for line in c.later_errors]
     errors = sum(err for err, _ in lines)
+    capped = " or more" if len(c.later_errors) >= LATER_ERRORS else ""
+    return lines, f"{errors}{capped} error line{'' if errors == 1 else 's'}"
+
+
+def _console_html(c: ConsoleRead, root: str, base: str) -> str:
+    lines, errors = console_shown(c)
     body = "\n".join(f'<span class="err">{escape(t)}</span>' if err else escape(t) for err, t in lines)
-    more = f"\n… {c.left_out} more characters in the file" if c.left_out else ""
     return (
         f'<details class="console" open><summary>Console: <a href="{escape(link(root, c.file, base))}">'
-        f"{escape(c.name)}</a>{f', {errors} error line' + ('s' if errors > 1 else '') if errors else ''}"
-        f'</summary><pre class="console">{body}{escape(more)}</pre></details>'
+        f'{escape(c.name)}</a>, {errors}</summary><pre class="console">{body}</pre></details>'
     )
 
 
@@ -179,12 +188,7 @@ def _review_markdown(feature: str, r: ReviewEvidence, texts: Texts, root: str, b
     ]
     lines += [f"- missing: {md(m)}" for m in r.missing]
     for c in r.console:
-        errors = sum(err for err, _ in console_lines(c.text))
-        more = f", {c.left_out} more characters in the file" if c.left_out else ""
-        lines += [
-            "",
-            f"Console ([{md(c.name)}]({link(root, c.file, base)}), {errors} error lines{more}):",
-            "",
-        ]
-        lines += block(c.text)
+        shown, errors = console_shown(c)
+        lines += ["", f"Console ([{md(c.name)}]({link(root, c.file, base)}), {errors}):", ""]
+        lines += block("\n".join(line for _, line in shown))
     return lines

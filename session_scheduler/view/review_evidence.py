@@ -14,6 +14,7 @@ shown (no ledger, a file gone, a line that is not JSON) becomes a line saying so
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +24,15 @@ from session_scheduler.core.evidence import EVIDENCE_DIR, KINDS, LEDGER, NAME, C
 from session_scheduler.core.layout import LOG_DIR
 from session_scheduler.store import handoff_history
 from session_scheduler.store.events import Event
+from session_scheduler.view.markup import cut
 
 CONSOLE_CHARS = 3000
-"""How much of one console read the report shows (the rest is in its file, linked)."""
+"""How much of one console read the report shows, whole lines (the rest is in its file, linked)."""
+LATER_ERRORS, LINE_CHARS = 20, 300
+"""The error lines past the cut that are shown anyway (how many, and each cut to how long)."""
+ERROR_LINE = re.compile(r"^(\[ERROR\]|(Uncaught )?[A-Z]\w*Error\b)")
+"""A console line that reports an error: `[ERROR] …` (@playwright/mcp 0.0.83's form of a console
+message of type error, `[TYPE] text @ url:line`) or a page error's stack (`TypeError: …`)."""
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -72,9 +79,11 @@ class ConsoleRead:
     file: str
     """Relative to the project (POSIX)."""
     text: str
-    """At most CONSOLE_CHARS of it."""
+    """Its first lines, at most CONSOLE_CHARS."""
     left_out: int
     """Characters of the file not in `text`."""
+    later_errors: tuple[str, ...] = ()
+    """Error lines past the cut (at most LATER_ERRORS): an error is never hidden by it."""
 
 
 @dataclass(frozen=True)
@@ -312,8 +321,22 @@ def _console(root: Path, folder: Path, name: str) -> tuple[ConsoleRead | None, s
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         return None, f"{name} cannot be read: {exc.strerror}"
-    shown = text[:CONSOLE_CHARS]
-    return ConsoleRead(name, path.relative_to(root).as_posix(), shown, len(text) - len(shown)), ""
+    return ConsoleRead(name, path.relative_to(root).as_posix(), *cut_console(text)), ""
+
+
+def console_lines(text: str) -> list[tuple[bool, str]]:
+    """Each line of a console read, and whether it reports an error."""
+    return [(bool(ERROR_LINE.match(line)), line) for line in text.splitlines()]
+
+
+def cut_console(text: str) -> tuple[str, int, tuple[str, ...]]:
+    """A console read's first whole lines (at most CONSOLE_CHARS; one longer line is cut), the
+    characters left out, and the error lines among them (at most LATER_ERRORS, each cut)."""
+    if len(text) <= CONSOLE_CHARS:
+        return text, 0, ()
+    end = text.rfind("\n", 0, CONSOLE_CHARS) + 1 or CONSOLE_CHARS
+    later = [line for err, line in console_lines(text[end:]) if err]
+    return text[:end], len(text) - end, tuple(cut(line, LINE_CHARS) for line in later[:LATER_ERRORS])
 
 
 def _is_png(path: Path) -> bool:
