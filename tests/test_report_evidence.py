@@ -259,6 +259,15 @@ def test_markdown_links_the_screenshots_and_snapshots(project: Path) -> None:
     assert "- step 1 passed: Run `todo list` (printed 2 tasks)" in md  # F002: no browser, no links
 
 
+def test_markdown_on_standard_output_links_from_the_current_folder(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["report", "--project-dir", str(project), "--format", "md"])
+    assert result.exit_code == 0, result.output
+    assert f"![step 2](demo/{REVIEW_DIR}/evidence/screenshot-6.png)" in result.output
+
+
 def test_console_lines_mark_errors() -> None:
     assert console_lines(CONSOLE + "TypeError: x is undefined\n    at add (app.js:4)") == [
         (False, "Total messages: 3 (Errors: 1, Warnings: 1)"),
@@ -310,7 +319,7 @@ def test_missing_evidence_is_said_and_never_breaks_the_report(project: Path) -> 
     assert "line 8 of session_0003_REVIEW/browser.jsonl is not JSON" in md
     (folder / "browser.jsonl").unlink()
     assert _review(gather(project), "F001").missing == (
-        "the browser was not used: no call is recorded in .agent_logs/session_0003_REVIEW/browser.jsonl",
+        "no browser call is recorded in .agent_logs/session_0003_REVIEW/browser.jsonl (not used, or the ledger is gone)",
     )
     shutil.rmtree(folder)
     gone = _review(gather(project), "F001")
@@ -328,7 +337,7 @@ def test_a_web_review_without_browser_evidence_says_so(project: Path) -> None:
     (project / REVIEW_DIR / "browser.jsonl").unlink()
     review = _review(gather(project), "F001")
     assert review.browser and review.missing == (
-        "the browser was not used: no call is recorded in .agent_logs/session_0003_REVIEW/browser.jsonl",
+        "no browser call is recorded in .agent_logs/session_0003_REVIEW/browser.jsonl (not used, or the ledger is gone)",
     )
     assert render_html(gather(project)).count("no screenshot cited") == 2
 

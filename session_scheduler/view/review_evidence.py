@@ -219,7 +219,9 @@ def _review(
     if not cites and not calls and not web:  # a review without a browser: nothing to show or miss
         return ReviewEvidence(number, verdict, session[0], _steps(results, None, root))
     if folder is not None and not calls and not missing:
-        missing.append(f"the browser was not used: no call is recorded in {session[1]}/{LEDGER}")
+        missing.append(
+            f"no browser call is recorded in {session[1]}/{LEDGER} (not used, or the ledger is gone)"
+        )
     console: list[ConsoleRead] = []
     for call in calls:
         if call.tool == "browser_console_messages" and call.file and not call.error:
