@@ -34,7 +34,8 @@ from session_scheduler.view.review_evidence import (
 
 T0 = 1_800_000_000.0
 REVIEW_DIR = ".agent_logs/session_0003_REVIEW"
-CONSOLE = (
+CONSOLE = (  # as @playwright/mcp 0.0.83's browser_console_messages answers, kept by the scheduler
+    "### Result\n"
     "Total messages: 3 (Errors: 1, Warnings: 1)\n\n"
     "[LOG] todo ready @ http://127.0.0.1:8000/app.js:3\n"
     "[WARNING] slow render @ http://127.0.0.1:8000/app.js:9\n"
@@ -270,6 +271,7 @@ def test_markdown_on_standard_output_links_from_the_current_folder(
 
 def test_console_lines_mark_errors() -> None:
     assert console_lines(CONSOLE + "TypeError: x is undefined\n    at add (app.js:4)") == [
+        (False, "### Result"),
         (False, "Total messages: 3 (Errors: 1, Warnings: 1)"),
         (False, ""),
         (False, "[LOG] todo ready @ http://127.0.0.1:8000/app.js:3"),
