@@ -421,6 +421,8 @@ def test_a_review_the_scheduler_wrote_in_another_session_has_no_browser_evidence
     (project / "reviews.json").write_text(json.dumps(data))
     event = {"session": 2, "feature": "F001", "review_id": 3, "verdict": "REQUEST_CHANGES"}
     events.append(events.log_path(project), events.make_event("verdict", "run-1", T0 + 999, event))
+    nameless = {"session": 3, "feature": "F001", "review_id": None, "verdict": "PASS"}  # read, never a crash
+    events.append(events.log_path(project), events.make_event("verdict", "run-1", T0 + 999, nameless))
     (f1,) = [f for f in gather(project).evidence if f.feature == "F001"]
     assert [r.review_id for r in f1.reviews] == [1]
 

@@ -148,8 +148,10 @@ def review_sessions(log: Iterable[Event]) -> dict[int, tuple[int, str]]:
                 folders[int(event["session"])] = str(event["log_dir"])
             else:  # a number is given once; a rerun of the same session is the same role
                 folders.pop(int(event["session"]), None)
-        elif event["kind"] == "verdict" and int(event["session"]) in folders:
-            made[int(event["review_id"])] = (int(event["session"]), folders[int(event["session"])])
+        elif event["kind"] == "verdict" and isinstance(event.get("review_id"), int):
+            folder = folders.get(int(event["session"]))
+            if folder is not None:
+                made[event["review_id"]] = (int(event["session"]), folder)
     return made
 
 
