@@ -241,6 +241,9 @@ def test_the_page_shows_each_step_with_its_screenshot_inline(project: Path, tmp_
         ),
     ]
     assert '<a class="snapshot" href="session_0003_REVIEW/evidence/snapshot-5.yml">' in page
+    assert (
+        '<pre class="snapshot">- list &quot;tasks&quot; [ref=e3]:\n  - listitem: tea\n</pre>' in page
+    )  # folded
     assert "the list shows &lt;empty&gt;" in page and "<empty>" not in page
     assert '<span class="err">[ERROR] Failed to load resource' in page and ", 1 error line</summary>" in page
     assert '<span class="err">[WARNING]' not in page

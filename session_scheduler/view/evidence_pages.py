@@ -35,7 +35,8 @@ article.evidence h3{{margin:4px 0}}article.evidence h4{{margin:12px 0 4px}}
 ul.gates li.red{{color:#b91c1c}}pre.output,pre.console{{background:#0f172a;color:#e2e8f0;padding:8px;
 border-radius:6px;white-space:pre-wrap;word-break:break-word;max-height:320px;overflow:auto;font-size:12px}}
 pre.console .err{{color:#fca5a5;font-weight:600}}ol.evidence-steps>li{{margin:8px 0}}
-li.step.failed>b{{color:#b91c1c}}.missing{{color:#b45309}}
+li.step.failed>b{{color:#b91c1c}}pre.snapshot{{background:#f1f5f9;padding:8px;border-radius:6px;
+white-space:pre-wrap;max-height:320px;overflow:auto;font-size:12px}}.missing{{color:#b45309}}
 figure.shot{{margin:6px 0;display:inline-block}}figure.shot img{{max-width:{SHOT_WIDTH}px;height:auto;
 border:1px solid #cbd5e1;border-radius:4px;display:block}}figure.shot figcaption{{font-size:12px;color:#6b7280}}
 """
@@ -90,7 +91,10 @@ def _review_html(feature: str, r: ReviewEvidence, texts: Texts, root: str, base:
             return f'<span class="missing">{what}: {escape(c.problem)}</span>'
         src = escape(link(root, c.file, base))
         if what == "snapshot":
-            return f'<a class="snapshot" href="{src}">snapshot {escape(c.name)}</a>'
+            return (
+                f'<details class="snapshot"><summary><a class="snapshot" href="{src}">snapshot {escape(c.name)}'
+                f'</a></summary><pre class="snapshot">{escape(c.text)}</pre></details>'
+            )
         alt = escape(f"Screenshot of step {n}: {step_text(texts, feature, n)}")
         return (
             f'<figure class="shot"><a href="{src}"><img class="evidence" src="{src}" alt="{alt}"></a>'

@@ -28,6 +28,8 @@ from session_scheduler.view.markup import cut
 
 CONSOLE_CHARS = 3000
 """How much of one console read the report shows, whole lines (the rest is in its file, linked)."""
+SNAPSHOT_CHARS = 4000
+"""How much of a snapshot the page shows folded under its link (the file has it whole)."""
 LATER_ERRORS, LINE_CHARS = 20, 300
 """The error lines past the cut that are shown anyway (how many, and each cut to how long)."""
 ERROR_LINE = re.compile(r"^(\[ERROR\]|(Uncaught )?[A-Z]\w*Error\b)")
@@ -59,6 +61,8 @@ class Cited:
     """Where it is, relative to the project (POSIX), when it can be shown; else None."""
     problem: str = ""
     """Why it cannot be shown ('' when it can)."""
+    text: str = ""
+    """A snapshot's first SNAPSHOT_CHARS (a browser may not show a `.yml` file it is linked to)."""
 
 
 @dataclass(frozen=True)
@@ -257,9 +261,21 @@ def _cited(folder: Path | None, root: Path, kind: str, name: Any) -> Cited | Non
     if folder is None:
         return Cited(kind, name, None, "its session's folder is not known or not there")
     path, problem = inside(folder, name, kind)
-    if path is not None and kind == "screenshot" and not _is_png(path):
-        path, problem = None, f"{name} is not a PNG image"
-    return Cited(kind, name, None if path is None else path.relative_to(root).as_posix(), problem)
+    if path is None:
+        return Cited(kind, name, None, problem)
+    file = path.relative_to(root).as_posix()
+    if kind == "screenshot":
+        return (
+            Cited(kind, name, file)
+            if _is_png(path)
+            else Cited(kind, name, None, f"{name} is not a PNG image")
+        )
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            text = f.read(SNAPSHOT_CHARS + 1)
+    except OSError as exc:
+        return Cited(kind, name, None, f"{name} cannot be read: {exc.strerror}")
+    return Cited(kind, name, file, "", cut(text, SNAPSHOT_CHARS))
 
 
 def inside(folder: Path, name: str, kind: str) -> tuple[Path | None, str]:
