@@ -1,11 +1,13 @@
-"""Small builders shared by the tests: a session request, an injected runner factory, and the
-one way a test waits for something to happen (`wait_until`; no test sleeps a fixed time)."""
+"""Small builders shared by the tests: a session request, an injected runner factory, the
+one way a test waits for something to happen (`wait_until`; no test sleeps a fixed time), and
+headless Chromium on a local page (`find_chromium`, `browse`)."""
 
 from __future__ import annotations
 
 import contextlib
 import http.server
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -143,3 +145,33 @@ def group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def find_chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.environ.get("REQUIRE_CHROMIUM") == "1":
+            pytest.fail("REQUIRE_CHROMIUM=1 but no chromium on PATH: apt-get install chromium")
+        pytest.skip("no chromium on PATH (set REQUIRE_CHROMIUM=1 to make this a failure)")
+    return found
+
+
+def browse(chromium: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """Headless Chromium on a local file, with every host name unresolvable (nothing leaves the machine)."""
+    profile = tmp / f"profile{len(list(tmp.glob('profile*')))}"
+    command = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
+    env = {**os.environ, "HOME": str(tmp)}
+    return subprocess.run(command, capture_output=True, timeout=60, check=True, env=env)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import browse, find_chromium
 
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.humane import money
@@ -371,45 +371,15 @@ def test_page_names_its_key_figures(data: ReportData) -> None:
     assert "not money billed" in parser.ids["cost-note"]
 
 
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        if os.environ.get("REQUIRE_CHROMIUM") == "1":
-            pytest.fail("REQUIRE_CHROMIUM=1 but no chromium on PATH: apt-get install chromium")
-        pytest.skip("no chromium on PATH (set REQUIRE_CHROMIUM=1 to make this a failure)")
-    return found
-
-
-def _browse(chromium: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    """Headless Chromium on a local file, with every host name unresolvable (nothing leaves the machine)."""
-    profile = tmp / f"profile{len(list(tmp.glob('profile*')))}"
-    command = [
-        chromium,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--host-resolver-rules=MAP * ~NOTFOUND",
-        f"--user-data-dir={profile}",
-        *args,
-    ]
-    env = {**os.environ, "HOME": str(tmp)}
-    return subprocess.run(command, capture_output=True, timeout=60, check=True, env=env)
-
-
 def test_chromium_renders_the_page(data: ReportData, tmp_path: Path) -> None:
-    chromium = _chromium()
+    chromium = find_chromium()
     page, png = tmp_path / "report.html", tmp_path / "report.png"
     page.write_text(render_html(data), encoding="utf-8")
-    _browse(chromium, tmp_path, f"--screenshot={png}", "--window-size=1280,2400", page.as_uri())
+    browse(chromium, tmp_path, f"--screenshot={png}", "--window-size=1280,2400", page.as_uri())
     head = png.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", head[16:24]) == (1280, 2400)
     assert png.stat().st_size > 40_000
-    dom = _browse(chromium, tmp_path, "--dump-dom", page.as_uri()).stdout.decode()
+    dom = browse(chromium, tmp_path, "--dump-dom", page.as_uri()).stdout.decode()
     assert '<b id="features-passing">2</b>' in dom and f'<b id="cost-total">{money(15.5)}</b>' in dom
     assert all(f">{fid}</td>" in dom for fid in ("F001", "F002", "F003"))
     assert all(f'<svg id="{chart}"' in dom for chart in ("chart-timeline", "chart-cost", "chart-burndown"))
@@ -503,7 +473,7 @@ def test_chromium_renders_the_report_of_every_project_state(tmp_path: Path) -> N
     """No session yet, only failed sessions, a first session cut by a kill, a finished run (with
     REVIEW's findings and set-aside work): each page is laid out by one Chromium launch, and
     what it shows is read back from the rendered pages."""
-    chromium = _chromium()
+    chromium = find_chromium()
     states = _states(tmp_path)
     frames = "".join(
         f'<iframe data-state="{escape_attr(name)}" width="1280" height="900" srcdoc="{escape_attr(render_html(gather(p, now=T0 + 3600)))}"></iframe>'
@@ -511,7 +481,7 @@ def test_chromium_renders_the_report_of_every_project_state(tmp_path: Path) -> N
     )
     index = tmp_path / "states.html"
     index.write_text(f"<!DOCTYPE html><html><body>{frames}{PROBE}</body></html>", encoding="utf-8")
-    dom = _browse(
+    dom = browse(
         chromium, tmp_path, "--virtual-time-budget=5000", "--dump-dom", index.as_uri()
     ).stdout.decode()
     probe = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)

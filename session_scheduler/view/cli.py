@@ -881,7 +881,7 @@ def status_command(ctx: click.Context, project_dir: str, as_json: bool) -> None:
     type=click.Choice(["html", "md"]),
     default="html",
     show_default=True,
-    help="A self-contained HTML page, or Markdown to paste into an issue or a chat.",
+    help="An HTML page (nothing fetched; screenshots linked from the session folders), or Markdown to paste into an issue or a chat.",
 )
 @click.pass_context
 def report_command(ctx: click.Context, project_dir: str, output: Path | None, fmt: str) -> None:
@@ -893,8 +893,11 @@ def report_command(ctx: click.Context, project_dir: str, output: Path | None, fm
     def write() -> None:
         project = existing_project(project_dir)
         data = gather(project, now=clock.now())
-        text = render_html(data) if fmt == "html" else render_markdown(data)
         target = output or (project / LOG_DIR / "report.html" if fmt == "html" else None)
+        base = str(
+            target.resolve().parent if target is not None else Path.cwd()
+        )  # links to evidence start here
+        text = render_html(data, base) if fmt == "html" else render_markdown(data, base)
         if target is None:
             click.echo(text, nl=False)
             return

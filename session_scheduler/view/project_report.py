@@ -4,27 +4,37 @@
 same fold `status` and the run summary use) and the feature descriptions into `ReportData`,
 plain values. `render_html` and `render_markdown` are pure. With several lanes the timeline has
 a row per lane, the sessions name their lane, and a section shows the merge queue's waits;
-one lane's report is what it always was. The HTML page is self-contained
-(inline CSS and SVG, nothing fetched), and every string that comes from the project is escaped.
+one lane's report is what it always was. The HTML page fetches nothing (inline CSS and SVG)
+but the evidence files it shows (view/review_evidence.py, view/evidence_pages.py: screenshots
+inline, snapshots and console files linked), by their paths relative to the folder it is written
+in; every string that comes from the project is escaped.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from session_scheduler.core.errors import StateError
+from session_scheduler.core.evidence import is_web
 from session_scheduler.core.humane import duration, money, number, outcome, plural
+from session_scheduler.core.layout import LOG_DIR
 from session_scheduler.run import findings
 from session_scheduler.run.findings import Finding, SetAside
 from session_scheduler.store import events, statefile
 from session_scheduler.store.events import CUT_BY, Event, Totals, lane_of, role_order
+from session_scheduler.view import evidence_pages, review_evidence
+from session_scheduler.view.evidence_pages import step_text
+from session_scheduler.view.markup import code as _code
+from session_scheduler.view.markup import cut as _cut
+from session_scheduler.view.markup import md as _md
 from session_scheduler.view.status import is_running
 
 ROLE_COLOURS = {
@@ -171,6 +181,10 @@ class ReportData:
     """The merge queue's waits (None: one lane, nothing queued)."""
     steps: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Each feature's acceptance steps, as its feature list says them."""
+    evidence: tuple[review_evidence.FeatureEvidence, ...] = ()
+    """Each feature's gates and its reviews' graded steps with their browser evidence."""
+    root: str = ""
+    """The project's folder, absolute: the evidence's paths are relative to it."""
 
 
 def gather(project: Path, now: float | None = None) -> ReportData:
@@ -185,7 +199,8 @@ def gather(project: Path, now: float | None = None) -> ReportData:
         saved = None  # the event log is the report's source; the state only fills in an old project
     backlog = saved.state.backlog if saved else None
     old_passing, old_blocked = (backlog.passing, backlog.blocked) if backlog else (frozenset(), frozenset())
-    described = _descriptions(project / "feature_list.json")
+    listing = _feature_items(project / "feature_list.json")
+    described = {fid: str(f.get("description", "")) for fid, f in listing.items()}
     gated = gates_of(log)
     rows = []
     for fid in totals.features or (backlog.features if backlog else ()):
@@ -229,6 +244,7 @@ def gather(project: Path, now: float | None = None) -> ReportData:
         key=lambda s: (s == findings.ARCHITECTURE or s.startswith("arch/"), s),
     )
     order = [fid for fid in listed if fid in grouped] + rest
+    reviewed = {fid: [(f.review_id, f.verdict) for f in grouped.get(fid, [])] for fid in listed}
     return ReportData(
         name=project.resolve().name,
         path=str(project),
@@ -255,49 +271,36 @@ def gather(project: Path, now: float | None = None) -> ReportData:
         set_aside=tuple(findings.set_aside(project, totals.set_aside)),
         lanes=tuple(lanes) if any(lanes) else (),
         queue=queue_waits(log),
-        steps=tuple(_steps(project / "feature_list.json").items()),
+        steps=tuple((fid, tuple(str(s) for s in f.get("steps") or [])) for fid, f in listing.items()),
+        evidence=review_evidence.gather(
+            project,
+            log,
+            {fid: r for fid, r in reviewed.items() if r or fid in gated},
+            frozenset(fid for fid, f in listing.items() if is_web(f)),
+        ),
+        root=str(project.resolve()),
     )
 
 
 def gates_of(log: list[Event]) -> dict[str, str]:
     """Per feature, its gates as they last ran on its branch and on `main` (`gates_ran` events):
     "branch: tests passed, lint red; main: tests passed"."""
-    last: dict[str, dict[str, Event]] = {}
-    for event in log:
-        if event["kind"] == "gates_ran" and event.get("feature"):
-            last.setdefault(str(event["feature"]), {})[str(event["where"])] = event
     return {
         feature: "; ".join(
             f"{where}: "
             + ", ".join(f"{g['name']} {'passed' if g['passed'] else 'red'}" for g in event["gates"])
             for where, event in ran.items()
         )
-        for feature, ran in last.items()
+        for feature, ran in review_evidence.last_gates(log).items()
     }
 
 
-def _steps(path: Path) -> dict[str, tuple[str, ...]]:
-    """Feature id -> its acceptance steps from feature_list.json; {} when it is not readable."""
+def _feature_items(path: Path) -> dict[str, dict[str, Any]]:
+    """Feature id -> its entry in feature_list.json; {} when it is missing or not readable."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         items = data["features"] if isinstance(data, dict) else data
-        return {
-            str(f["id"]): tuple(str(s) for s in f.get("steps") or [])
-            for f in items
-            if isinstance(f, dict) and "id" in f
-        }
-    except (OSError, ValueError, TypeError, KeyError):
-        return {}
-
-
-def _descriptions(path: Path) -> dict[str, str]:
-    """Feature id -> description from feature_list.json; {} when it is missing or not readable."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        items = data["features"] if isinstance(data, dict) else data
-        return {
-            str(f["id"]): str(f.get("description", "")) for f in items if isinstance(f, dict) and "id" in f
-        }
+        return {str(f["id"]): f for f in items if isinstance(f, dict) and "id" in f}
     except (OSError, ValueError, TypeError, KeyError):
         return {}
 
@@ -558,8 +561,9 @@ def _summary_figures(data: ReportData) -> list[tuple[str, str, str]]:
     ]
 
 
-def render_html(data: ReportData) -> str:
-    """The report as one self-contained HTML page."""
+def render_html(data: ReportData, base: str | None = None) -> str:
+    """The report as one HTML page, written in the folder `base` (default: the project's log
+    folder): nothing is fetched, and the evidence files are linked relative to `base`."""
     note = BASIS_NOTES.get(
         data.cost_basis, "" if data.cost_basis == "api" else "the CLI's estimate, not money billed"
     )
@@ -633,7 +637,7 @@ def render_html(data: ReportData) -> str:
     )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>Report: {escape(data.name)}</title><style>{CSS}</style></head><body><main>
+<title>Report: {escape(data.name)}</title><style>{CSS}{evidence_pages.CSS}</style></head><body><main>
 <header><h1>{escape(data.name)} <span id="run-status" class="status {escape(data.status)}">{escape(data.status)}</span></h1>
 <div class="path">{escape(data.path)} · {escape(data.detail)} · made {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.generated_at))}</div>
 <div class="figures">{figures}</div>{f'<p class="note" id="cost-note">Cost: {escape(note)}.</p>' if note else ""}</header>
@@ -641,6 +645,7 @@ def render_html(data: ReportData) -> str:
 <section>{charts}{_table("roles", ["Role", "Sessions", "Failed", "Tokens", "Cost"], role_rows, {1, 2, 3, 4})}</section>
 <section><h2>Burndown</h2>{_burndown(data)}<p class=legend>Features not yet passing; a red dot marks a feature blocked.</p></section>
 <section><h2>Review findings</h2>{_findings_html(data)}</section>
+<section id="evidence"><h2>Evidence</h2><p class="legend">Per feature: its gates as they last ran, and each review's acceptance steps with the screenshots and snapshots its browser took (click a screenshot to open it whole).</p>{evidence_pages.evidence_html(data.evidence, dict(data.steps), _titles(data), data.root, _base(data, base))}</section>
 <section><h2>Set aside</h2>{_set_aside_html(data)}</section>{_queue_html(data.queue)}
 <section><h2>Sessions</h2>{_table("sessions", session_heads, session_rows, session_numeric)}</section>
 </main></body></html>
@@ -687,12 +692,13 @@ def _findings_html(data: ReportData) -> str:
         return '<p id="findings-none">No review yet.</p>'
     rows = []
     texts = dict(data.steps)
+    shown = {r.review_id for f in data.evidence for r in f.reviews}
     for subject, found in data.findings:
         for f in found:
             issues = "".join(f"<li><b>{escape(sev)}</b>: {escape(text)}</li>" for sev, text in f.issues)
             fixed = ", ".join(f"#{n}" for n in f.fixed_by)
             steps = "".join(
-                f"<li>{n}. {escape(_cut(_step_text(texts, subject, n), ISSUE_CHARS))}: "
+                f"<li>{n}. {escape(_cut(step_text(texts, subject, n), ISSUE_CHARS))}: "
                 f"{'passed' if ok else '<b>failed</b>'} ({escape(_cut(evidence, ISSUE_CHARS))})</li>"
                 for n, ok, evidence in f.acceptance
             )
@@ -701,7 +707,9 @@ def _findings_html(data: ReportData) -> str:
                     "findings" if f.issues else "",
                     [
                         escape(subject),
-                        f"#{f.review_id}",
+                        f'<a href="#review-{f.review_id}">#{f.review_id}</a>'
+                        if f.review_id in shown
+                        else f"#{f.review_id}",
                         escape(f.verdict),
                         f"<ul>{issues}</ul>" if issues else "none",
                         f'<ul class="steps">{steps}</ul>' if steps else "",
@@ -715,12 +723,6 @@ def _findings_html(data: ReportData) -> str:
         rows,
         set(),
     )
-
-
-def _step_text(texts: dict[str, tuple[str, ...]], feature: str, n: int) -> str:
-    """What step `n` of the feature asks (as its feature list says it), or `step n`."""
-    steps = texts.get(feature, ())
-    return steps[n - 1] if 0 < n <= len(steps) else f"step {n}"
 
 
 def _set_aside_html(data: ReportData) -> str:
@@ -745,28 +747,23 @@ def _set_aside_html(data: ReportData) -> str:
 # -- Markdown -------------------------------------------------------------------------------------
 
 
-def _md(text: str) -> str:
-    """Text that stays text in Markdown: no HTML, no broken table cells. A code span the text
-    already has (`add TITLE`) stays a code span (its content is literal in Markdown: only a
-    pipe is escaped there, for the table); everything else is escaped, a stray backtick too."""
-    parts = re.split(r"(`[^`]+`)", " ".join(text.split()))
-    return "".join(part.replace("|", "\\|") if i % 2 else _escaped(part) for i, part in enumerate(parts))
-
-
-def _escaped(text: str) -> str:
-    for ch in "\\`*[]<>|&":
-        text = text.replace(ch, "\\" + ch)
-    return text
-
-
 def _md_table(heads: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)] + [
         "| " + " | ".join(r) + " |" for r in rows
     ]
 
 
-def render_markdown(data: ReportData) -> str:
-    """The same facts as Markdown, to paste into an issue or a chat."""
+def _base(data: ReportData, base: str | None) -> str:
+    return base if base is not None else os.path.join(data.root, LOG_DIR)
+
+
+def _titles(data: ReportData) -> dict[str, str]:
+    return {f.id: f.description for f in data.features}
+
+
+def render_markdown(data: ReportData, base: str | None = None) -> str:
+    """The same facts as Markdown, to paste into an issue or a chat; the evidence files are
+    linked relative to the folder `base` (default: the project's log folder)."""
     note = "" if data.cost_basis == "api" else BASIS_NOTES.get(data.cost_basis, BASIS_NOTES["subscription"])
     lines = [
         f"## Report: {_md(data.name)}",
@@ -866,6 +863,10 @@ def render_markdown(data: ReportData) -> str:
         if rows
         else ["No review yet."]
     )
+    lines += ["", "### Evidence"]
+    lines += evidence_pages.evidence_markdown(
+        data.evidence, dict(data.steps), _titles(data), data.root, _base(data, base)
+    )
     lines += ["", "### Set aside", ""]
     if data.set_aside:
         lines += [
@@ -901,14 +902,3 @@ def _lane_rows(data: ReportData) -> list[list[str]]:
 
 ISSUE_CHARS = 300
 """An issue's text in the Markdown table is cut to this (the HTML page has it whole)."""
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _code(text: str) -> str:
-    """A command as an inline code span, fenced by more backticks than it holds."""
-    text = " ".join(text.split())
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    return f"{fence} {text} {fence}" if len(fence) > 1 else f"`{text}`"
