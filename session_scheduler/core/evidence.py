@@ -12,6 +12,7 @@ name against the ledger of the session that made the review.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -89,6 +90,22 @@ class Call:
             data.get("url"),
             data.get("file"),
         )
+
+
+def parse_ledger(text: str) -> tuple[list[Call], list[tuple[int, str]]]:
+    """The calls of a ledger's text, and the lines that are not one (line number, why)."""
+    calls: list[Call] = []
+    bad: list[tuple[int, str]] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            calls.append(Call.from_json(json.loads(line)))
+        except ValueError:
+            bad.append((n, "is not JSON"))
+        except (KeyError, TypeError, AttributeError):
+            bad.append((n, "is not a browser call"))
+    return calls, bad
 
 
 def browser_problems(

@@ -36,6 +36,7 @@ from session_scheduler.core.evidence import (
     evidence_name,
     is_web,
     note,
+    parse_ledger,
 )
 from session_scheduler.core.machine import SessionState
 from session_scheduler.guard import app_box, browser_box
@@ -237,18 +238,13 @@ class Ledger:
 
 def read_ledger(folder: Path) -> list[Call]:
     """The session's ledger (lines that do not read are skipped: the scheduler wrote them, so none
-    should fail; an empty list when there is none)."""
+    should fail; none when there is no ledger, or it is a link)."""
+    path = folder / LEDGER
     try:
-        lines = (folder / LEDGER).read_text(encoding="utf-8").splitlines()
+        text = "" if path.is_symlink() else path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
-    calls = []
-    for line in lines:
-        try:
-            calls.append(Call.from_json(json.loads(line)))
-        except (ValueError, KeyError, TypeError):
-            continue
-    return calls
+    return parse_ledger(text)[0]
 
 
 def present(folder: Path) -> frozenset[str]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from session_scheduler.core.evidence import EVIDENCE_DIR, KINDS, LEDGER, NAME, Call
+from session_scheduler.core.evidence import EVIDENCE_DIR, KINDS, LEDGER, NAME, Call, parse_ledger
 from session_scheduler.core.layout import LOG_DIR
 from session_scheduler.store import handoff_history
 from session_scheduler.store.events import Event
@@ -315,22 +315,13 @@ def _ledger(folder: Path) -> tuple[list[Call], list[str]]:
     if path.is_symlink():
         return [], [f"{folder.name}/{LEDGER} is a symbolic link: not followed"]
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return [], []
     except OSError as exc:
         return [], [f"{folder.name}/{LEDGER} cannot be read: {exc.strerror}"]
-    calls, missing = [], []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            calls.append(Call.from_json(json.loads(line)))
-        except ValueError:
-            missing.append(f"line {n} of {folder.name}/{LEDGER} is not JSON: skipped")
-        except (KeyError, TypeError, AttributeError):
-            missing.append(f"line {n} of {folder.name}/{LEDGER} is not a browser call: skipped")
-    return calls, missing
+    calls, bad = parse_ledger(text)
+    return calls, [f"line {n} of {folder.name}/{LEDGER} {why}: skipped" for n, why in bad]
 
 
 def _console(root: Path, folder: Path, name: str) -> tuple[ConsoleRead | None, str]:
