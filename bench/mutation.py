@@ -77,6 +77,11 @@ TARGETS: dict[str, Target] = {
         ("tests/test_gates.py", "tests/test_languages.py"),
         0.85,
     ),
+    "evidence": Target(
+        ("session_scheduler/core/evidence.py", "session_scheduler/run/browsing.py"),
+        ("tests/test_browsing.py", "tests/test_verify_rules.py", "tests/test_report_evidence.py"),
+        0.85,
+    ),
 }
 
 EQUIVALENT: dict[str, str] = {
@@ -223,6 +228,9 @@ def prepare(work: Path, target: Target) -> None:
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, work / name)
     copied = sorted({name.split("/", 1)[0] for name in tracked_files()} - set(target.sources) - {"tests"})
+    if (REPO / "node_modules").is_dir():  # the browser's server and the sandbox runtime, for the boxes' tests
+        shutil.copytree(REPO / "node_modules", work / "node_modules", symlinks=True)
+        copied.append("node_modules")
     settings = {
         "source_paths": list(target.sources),
         "also_copy": copied,

@@ -189,6 +189,56 @@ def test_a_failed_call_s_file_is_not_evidence() -> None:
     ]
 
 
+def test_each_missing_piece_of_evidence_is_named() -> None:
+    assert browser_problems(STEPS, "PASS", CITED, [], PRESENT) == [
+        "a PASS on a web feature needs this session's browser evidence, and the browser was not used: open "
+        "the app, and for each step take a browser_snapshot and a browser_take_screenshot and cite them "
+        "(acceptance=[{step, passed, evidence, snapshot, screenshot}])"
+    ]
+    assert browser_problems(STEPS, "PASS", CITED, MADE[:2], PRESENT) == [
+        "a PASS on a web feature reads the console's messages (browser_console_messages)"
+    ]
+    two = [*CITED, {**CITED[0], "step": 2}]
+    assert browser_problems((*STEPS, "b"), "PASS", two, MADE, PRESENT) == [
+        "steps 1 and 2 cite the same snapshot 'snapshot-1.yml': one per step",
+        "steps 1 and 2 cite the same screenshot 'screenshot-2.png': one per step",
+    ]
+    gone = PRESENT - {"screenshot-2.png"}
+    assert browser_problems(STEPS, "PASS", [{"step": 1, "snapshot": "snapshot-1.yml"}], MADE, gone) == [
+        "step 1 cites no screenshot: a PASS on a web feature cites one per step"
+    ]
+
+
+@pytest.mark.parametrize(("category", "web"), [("web", True), (" WEB ", True), ("website", False), (None, False), ("", False)])  # fmt: skip
+def test_which_features_are_web(category: str | None, web: bool) -> None:
+    assert evidence.is_web({"category": category}) is web and evidence.is_web(None) is False
+
+
+def test_a_ledger_line_round_trips_and_what_is_no_call_is_named() -> None:
+    failed = Call(7, "browser_take_screenshot", {"type": "png"}, True, "http://127.0.0.1:8000/", None)
+    lines = [
+        json.dumps(failed.to_json()),
+        "",
+        "{not json",
+        json.dumps({"tool": "x"}),
+        json.dumps(MADE[0].to_json()),
+    ]
+    assert evidence.parse_ledger("\n".join(lines)) == ([failed, MADE[0]], [(3, "is not JSON"), (4, "is not a browser call")])  # fmt: skip
+    assert evidence.note("console-9.txt") == "Evidence: console saved as console-9.txt"
+    assert evidence.NOTE.fullmatch(evidence.note("screenshot-2.png")) is not None
+
+
+def test_a_ledger_that_is_a_link_or_not_text_is_read_with_care(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / evidence.LEDGER).write_bytes(
+        json.dumps(MADE[0].to_json()).encode() + b"\n\xff\xfe\n"
+    )
+    assert read_ledger(tmp_path / "real") == [MADE[0]]
+    (tmp_path / "link").mkdir()
+    (tmp_path / "link" / evidence.LEDGER).symlink_to(tmp_path / "real" / evidence.LEDGER)
+    assert read_ledger(tmp_path / "link") == [] and read_ledger(tmp_path / "none") == []
+
+
 def test_only_a_pass_needs_browser_evidence() -> None:
     assert browser_problems(STEPS, "REQUEST_CHANGES", [], [], frozenset()) == []
     assert browser_problems((), "PASS", [], [], frozenset()) == []
@@ -216,19 +266,27 @@ def test_a_session_with_a_browser_gets_its_server_and_both_hooks(tmp_path: Path)
     def ask(hook: Any, data: dict[str, Any], use: str) -> dict[str, Any]:
         return anyio.run(hook, data, use, None)["hookSpecificOutput"]  # type: ignore[no-any-return]
 
-    off = ask(
-        before,
-        {"tool_name": "mcp__browser__browser_navigate", "tool_input": {"url": "http://example.com"}},
-        "t1",
-    )
+    off = ask(before, {"tool_name": "mcp__browser__browser_navigate", "tool_input": {"url": "http://example.com"}}, "t1")  # fmt: skip
     on = ask(before, {"tool_name": "mcp__browser__browser_navigate", "tool_input": {"url": APP_ORIGIN}}, "t2")
-    assert off["permissionDecision"] == "deny" and "stays on the app" in off["permissionDecisionReason"]
-    assert on["permissionDecision"] == "allow" and refusals == {"t1": off["permissionDecisionReason"].removeprefix("scheduler policy: ")}  # fmt: skip
-    shown = ask(after, {"tool_name": "mcp__browser__browser_snapshot", "tool_input": {}, "tool_response": [{"type": "text", "text": "page"}]}, "t3")  # fmt: skip
-    assert shown["updatedMCPToolOutput"][-1] == {
-        "type": "text",
-        "text": "Evidence: snapshot saved as snapshot-1.yml",
+    bare = ask(before, {"tool_name": "mcp__browser__browser_snapshot"}, "t3")
+    why = "the browser stays on the app, http://127.0.0.1:8000: 'http://example.com' is not on it"
+    assert off == {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": f"scheduler policy: {why}"}  # fmt: skip
+    allowed = {"hookEventName": "PreToolUse", "permissionDecision": "allow", "permissionDecisionReason": "scheduler policy: a browser call on the app"}  # fmt: skip
+    assert on == bare == allowed and refusals == {"t1": why}
+    response = [{"type": "text", "text": "page"}, "not a block"]
+    shown = ask(after, {"tool_name": "mcp__browser__browser_snapshot", "tool_input": {"x": 1}, "tool_response": response}, "t4")  # fmt: skip
+    note = {"type": "text", "text": "Evidence: snapshot saved as snapshot-1.yml"}
+    assert shown == {
+        "hookEventName": "PostToolUse",
+        "updatedMCPToolOutput": [{"type": "text", "text": "page"}, note],
     }
+    odd = ask(
+        after, {"tool_name": "mcp__browser__browser_snapshot", "tool_response": "text, not blocks"}, "t5"
+    )
+    assert odd["updatedMCPToolOutput"][-1]["text"] == "Evidence: snapshot saved as snapshot-2.yml"
+    calls = read_ledger(tmp_path / "session")
+    assert [(c.tool, c.input) for c in calls] == [("browser_snapshot", {"x": 1}), ("browser_snapshot", {})]
+    assert (tmp_path / "session" / "evidence" / "snapshot-2.yml").read_text() == ""
 
 
 class NeverRuns:
@@ -313,6 +371,21 @@ def test_a_review_of_a_web_feature_in_a_project_with_an_app_gets_a_browser(
     assert (plan is not None) == gets
     if plan is not None:
         assert plan.tip == gitops.head(repo, "feature/F001") and plan.spec.start.startswith("exec python3")
+
+
+def test_an_architecture_fix_s_review_or_an_unlisted_feature_gets_no_browser(tmp_path: Path) -> None:
+    from session_scheduler.core.machine import Lane, SessionState, architecture_fixes
+
+    project = web_project(tmp_path)
+    repo, keeper = gitops.open_repo(project), Gatekeeper.of(AgentConfig())
+    arch = SessionState(
+        state_for(SessionType.REVIEW).backlog, Lane(SessionType.REVIEW, architecture_fixes(3))
+    )
+    assert browsing.plan_for(keeper, repo, Records(project), arch, tmp_path) is None
+    assert (
+        browsing.plan_for(keeper, repo, Records(project), state_for(SessionType.REVIEW, "F099"), tmp_path)
+        is None
+    )
 
 
 def test_the_person_s_app_counts_without_an_app_json(tmp_path: Path) -> None:

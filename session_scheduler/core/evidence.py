@@ -128,7 +128,7 @@ def browser_problems(
             "used: open the app, and for each step take a browser_snapshot and a browser_take_screenshot "
             "and cite them (acceptance=[{step, passed, evidence, snapshot, screenshot}])"
         ]
-    cited: dict[str, int] = {}
+    cited: dict[str, Any] = {}
     for result in results or []:
         step = result.get("step")
         for kind in ("snapshot", "screenshot"):
@@ -140,7 +140,7 @@ def browser_problems(
             elif name in cited:
                 out.append(f"steps {cited[name]} and {step} cite the same {kind} {name!r}: one per step")
             else:
-                cited[str(name)] = int(step) if isinstance(step, int) else 0
+                cited[str(name)] = step
     if not any(c.tool == "browser_console_messages" and not c.error for c in ledger):
         out.append("a PASS on a web feature reads the console's messages (browser_console_messages)")
     return out

@@ -19,6 +19,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import time
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -151,6 +152,17 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    deadline = time.monotonic() + GROUP_GONE_S  # its other processes (an unboxed Chromium's) exit a
+    while time.monotonic() < deadline:  # moment later, and may still be writing their folders
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.02)
+
+
+GROUP_GONE_S = 5.0
+"""How long `kill_group` waits for the group's last processes to be gone."""
 
 
 def spawn(

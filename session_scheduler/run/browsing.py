@@ -49,6 +49,8 @@ from session_scheduler.store.records import Records
 APP_LOG = "app.log"
 BROWSER_LOG = "browser.log"
 """In the session's folder: the app's and the browser server's output."""
+ON_THE_APP = "a browser call on the app"
+"""Why the policy lets a browser call run."""
 NAMED_FILE = "filename"
 """The argument with which a browser tool writes a file where it is told: never given."""
 PAGE_URL = re.compile(r"^- Page URL: (\S+)", re.MULTILINE)
@@ -262,25 +264,24 @@ def hooks(access: BrowserAccess, refusals: dict[str, str]) -> tuple[Callable[...
     ledger = Ledger(access.folder)
 
     async def before(input_data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
-        tool = str(input_data.get("tool_name") or "")
-        reason = refusal(tool, input_data.get("tool_input") or {}, access.app_origin)
+        reason = refusal(
+            str(input_data.get("tool_name")), input_data.get("tool_input") or {}, access.app_origin
+        )
         if reason is not None:
             refusals[str(tool_use_id)] = reason
-        decision = "allow" if reason is None else "deny"
         return {
             "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",
-                "permissionDecision": decision,
-                "permissionDecisionReason": f"scheduler policy: {reason or 'a browser call on the app'}",
+                "permissionDecision": "allow" if reason is None else "deny",
+                "permissionDecisionReason": f"scheduler policy: {reason or ON_THE_APP}",
             }
         }
 
     async def after(input_data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
         response = input_data.get("tool_response")
-        content = response if isinstance(response, list) else [{"type": "text", "text": str(response or "")}]
-        content = [b for b in content if isinstance(b, Mapping)]
+        content = [b for b in response if isinstance(b, Mapping)] if isinstance(response, list) else []
         shown = ledger.after_call(
-            str(input_data.get("tool_name") or ""), input_data.get("tool_input") or {}, content, False
+            str(input_data.get("tool_name")), input_data.get("tool_input") or {}, content, False
         )
         return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedMCPToolOutput": shown}}
 
