@@ -3,12 +3,12 @@ sessions' private temp folder (`agent-<hash>` in the system's temp folder) behin
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import require_runtime
 
 from session_scheduler.guard import sandbox
 
@@ -70,14 +70,4 @@ def spec_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def runtime() -> str:
-    """The sandbox runtime `srt`: the tests that need it skip without it, unless
-    REQUIRE_SANDBOX_RUNTIME=1 (CI) makes its absence a failure."""
-    from session_scheduler.guard import command_sandbox
-    from session_scheduler.guard.command_sandbox import SandboxUnavailable
-
-    try:
-        return command_sandbox.find_runtime()
-    except SandboxUnavailable as exc:
-        if os.environ.get("REQUIRE_SANDBOX_RUNTIME") == "1":
-            pytest.fail(f"REQUIRE_SANDBOX_RUNTIME=1 but {exc}")
-        pytest.skip(f"{exc} (set REQUIRE_SANDBOX_RUNTIME=1 to make this a failure)")
+    return require_runtime()

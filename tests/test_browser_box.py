@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import Listener, listening, wait_until
+from helpers import Listener, listening, require_boxed_browser, wait_until
 
 from session_scheduler.core.app import AppSpec
 from session_scheduler.guard import browser_box, mcp_client
@@ -31,7 +31,6 @@ from session_scheduler.guard.browser_box import (
     RunningBrowser,
     start_browser,
 )
-from session_scheduler.guard.command_sandbox import SandboxUnavailable
 
 # --- pure: the command line and the box as data --------------------------------------------------
 
@@ -140,18 +139,7 @@ http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_fo
 
 @pytest.fixture(scope="module")
 def sandbox() -> None:
-    """The rules of test_command_sandbox.py and the report's Chromium test: skipped without srt or
-    chromium unless REQUIRE_SANDBOX_RUNTIME=1 / REQUIRE_CHROMIUM=1."""
-    try:
-        cs.find_runtime()
-    except SandboxUnavailable as exc:
-        if os.environ.get("REQUIRE_SANDBOX_RUNTIME") == "1":
-            pytest.fail(f"REQUIRE_SANDBOX_RUNTIME=1 but {exc}")
-        pytest.skip(f"{exc} (set REQUIRE_SANDBOX_RUNTIME=1 to make this a failure)")
-    if not os.access(browser_box.CHROMIUM, os.X_OK):
-        if os.environ.get("REQUIRE_CHROMIUM") == "1":
-            pytest.fail(f"REQUIRE_CHROMIUM=1 but no {browser_box.CHROMIUM}: apt-get install chromium")
-        pytest.skip(f"no {browser_box.CHROMIUM} (set REQUIRE_CHROMIUM=1 to make this a failure)")
+    require_boxed_browser()
 
 
 @pytest.fixture(scope="module")
