@@ -193,14 +193,16 @@ def grade(n: int, step: WebStep, stopped: str | None, snapshot: str, screenshot:
     stopped = stopped or failed(snapshot)
     seen = shown(snapshot)
     there = step.shows in seen
-    verb = "does not show" if step.absent else "shows"
     if stopped is not None:
         evidence, passed = f"{step.did() or 'the action'} failed: {stopped}", False
     else:
         passed = there != step.absent
         evidence = f"{step.did()}; the page {'shows' if there else 'does not show'} `{step.shows}`"
         if not passed:
-            evidence += f" (the step wants it {verb}; the page shows: {' | '.join(seen.splitlines())[:200]})"
+            wanted = "absent" if step.absent else "shown"
+            evidence += (
+                f", which the step wants {wanted} (the page shows: {' | '.join(seen.splitlines())[:200]})"
+            )
     return {
         "step": n,
         "passed": passed,
