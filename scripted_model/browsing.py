@@ -227,10 +227,8 @@ def check_in_browser(base: str | None, steps: list[str]) -> Steps:
             results.append({"step": n, "passed": False, "evidence": evidence})
             continue
         stopped = yield from act(base, step)
-        snapshot, screenshot = yield [
-            browser("browser_snapshot"),
-            browser("browser_take_screenshot", type="png"),
-        ]
+        (snapshot,) = yield [browser("browser_snapshot")]  # one at a time: the scheduler numbers them
+        (screenshot,) = yield [browser("browser_take_screenshot", type="png")]
         results.append(grade(n, step, stopped, snapshot, screenshot))
     (console,) = yield [browser("browser_console_messages")]
     return results, console_errors(console)

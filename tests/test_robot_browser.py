@@ -118,6 +118,10 @@ def test_a_step_is_judged_by_its_snapshot_and_cites_its_files() -> None:
     assert not graded["passed"] and "the page does not show `typed`" in graded["evidence"]
     stopped = browsing.grade(4, step, "the page has nothing to click named `Done: milk`", SNAPSHOT, shot)
     assert not stopped["passed"] and stopped["evidence"].startswith("clicked `Done: milk` failed: the page")
+    gone = parse_step("Open `/` -> the page does not show `milk`")
+    assert gone is not None  # an app that does not answer shows nothing: still no pass
+    down = browsing.grade(5, gone, None, "### Error\nError: net::ERR_EMPTY_RESPONSE", shot)
+    assert not down["passed"] and "ERR_EMPTY_RESPONSE" in down["evidence"]
 
 
 def test_the_robot_relies_on_the_scheduler_s_names() -> None:
