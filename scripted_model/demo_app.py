@@ -16,7 +16,12 @@ class DemoFeature:
     steps: tuple[str, ...]
     files: dict[str, str]
     buggy: dict[str, str]
-    """A first attempt with a real bug (its tests fail), used when a scenario asks for one."""
+    """A first attempt with a real bug (its tests fail, or for a web feature its page does not do
+    what a step says), used when a scenario asks for one."""
+    category: str = "functional"
+    """What the INITIALIZER writes as its `category` ("web": reviewed in a browser)."""
+    depends_on: tuple[str, ...] = ()
+    """The `depends_on` the INITIALIZER writes for it (unless the scenario names others)."""
 
 
 INIT_SH = """#!/usr/bin/env bash
@@ -101,47 +106,6 @@ class TempStore:
 """,
 }
 
-WEB = {
-    "todo/web.py": '''"""The web front: `python3 -m todo.web` serves the task list at / on 127.0.0.1:$PORT."""
-
-import html
-import http.server
-import json
-import os
-
-
-def page() -> str:
-    try:
-        with open(os.environ.get("TODO_FILE", "tasks.json"), encoding="utf-8") as handle:
-            tasks = json.load(handle)
-    except (OSError, ValueError):
-        tasks = []
-    items = "".join(f"<li>{html.escape(str(t.get('title', '')))}</li>" for t in tasks)
-    return f"<!DOCTYPE html><title>todo</title><h1>todo</h1><ul id=tasks>{items}</ul>"
-
-
-class Page(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = page().encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.end_headers()
-        self.wfile.write(body)
-
-
-if __name__ == "__main__":
-    http.server.HTTPServer(("127.0.0.1", int(os.environ.get("PORT", "8000"))), Page).serve_forever()
-''',
-    "app.json": '{"start": "exec python3 -m todo.web", "ready_path": "/", "ready_timeout_s": 30}\n',
-}
-"""The web front the INITIALIZER lays down when the scenario has one, and how to start it."""
-
-BROKEN_WEB = '''"""The web front, broken: it exits before it listens."""
-
-raise SystemExit("todo.web: no port to listen on")
-'''
-"""What a feature in the scenario's `app_broken` writes over todo/web.py on its first IMPLEMENT."""
-
 STORE = '''"""Load and save tasks in a JSON file (TODO_FILE, default tasks.json)."""
 
 import json
@@ -193,7 +157,7 @@ def seeded(command: str, output: str) -> str:
     return step(f"echo '{TASKS_JSON}' > tasks.json && {command}", output)
 
 
-def _test(name: str, body: str) -> str:
+def unit_test(name: str, body: str) -> str:
     return f"""import unittest
 
 from tests.helpers import TempStore, run
@@ -224,7 +188,7 @@ FEATURES: tuple[DemoFeature, ...] = (
         ),
         {
             "todo/store.py": STORE,
-            "tests/test_store.py": _test(
+            "tests/test_store.py": unit_test(
                 "StoreTest",
                 """
     def test_round_trip(self) -> None:
@@ -275,7 +239,7 @@ def run(args: list[str]) -> int:
     print(task_id)
     return 0
 ''',
-            "tests/test_add.py": _test(
+            "tests/test_add.py": unit_test(
                 "AddTest",
                 """
     def test_add_prints_increasing_ids(self) -> None:
@@ -316,7 +280,7 @@ def run(args: list[str]) -> int:
             print(line(task))
     return 0
 ''',
-            "tests/test_list.py": _test(
+            "tests/test_list.py": unit_test(
                 "ListTest",
                 """
     def test_lists_open_tasks(self) -> None:
@@ -363,7 +327,7 @@ def run(args: list[str]) -> int:
     store.save(tasks)
     return 0
 ''',
-            "tests/test_done.py": _test(
+            "tests/test_done.py": unit_test(
                 "DoneTest",
                 """
     def test_done_marks_task(self) -> None:
@@ -398,7 +362,7 @@ def run(args: list[str]) -> int:
     store.save(tasks)
     return 0
 ''',
-            "tests/test_remove.py": _test(
+            "tests/test_remove.py": unit_test(
                 "RemoveTest",
                 """
     def test_remove_deletes(self) -> None:
@@ -432,7 +396,7 @@ def run(args: list[str]) -> int:
     print(f"open: {len(tasks) - done}, done: {done}, overdue: {overdue}")
     return 0
 ''',
-            "tests/test_stats.py": _test(
+            "tests/test_stats.py": unit_test(
                 "StatsTest",
                 """
     def test_stats(self) -> None:
@@ -461,7 +425,7 @@ def _feature(
         feature_id,
         description,
         steps,
-        {f"todo/cmd_{name}.py": module, f"tests/test_{name}.py": _test(f"{name.capitalize()}Test", test)},
+        {f"todo/cmd_{name}.py": module, f"tests/test_{name}.py": unit_test(f"{name.capitalize()}Test", test)},
         {},
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,14 @@ HANDOFF_ARGS: dict[str, tuple[str, ...]] = {
 }
 """The hand-off tools the robot calls, and the arguments it passes each (`acceptance`: the
 feature review's step results, `[{step, passed, evidence}]`)."""
+BROWSER_TOOLS = "mcp__browser__"
+"""How REVIEW's browser tools are named to the model (the scheduler's MCP server `browser`)."""
+BROWSER_FACT = "browser"
+"""The brief's fact that gives the app's address as the browser reaches it (absent: no browser)."""
+WEB_CATEGORY = "web"
+"""A feature of this `category` is reviewed in the browser, with evidence per step."""
+EVIDENCE_NOTE = re.compile(r"Evidence: (?P<kind>snapshot|screenshot|console) saved as (?P<name>[\w.-]+)")
+"""What the scheduler adds to a browser call's result: the evidence file's name, to cite."""
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,12 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from scripted_model import demo_app
-from scripted_model.protocol import HANDOFF_ARGS, HANDOFF_TOOLS, ToolCall
+from scripted_model import browsing, demo_app, demo_web
+from scripted_model.browsing import Steps, browser
+from scripted_model.protocol import BROWSER_FACT, HANDOFF_ARGS, HANDOFF_TOOLS, WEB_CATEGORY, ToolCall
 from scripted_model.scenario import Scenario
 
 Script = Generator[list[ToolCall], list[str], str]
-Steps = Generator[list[ToolCall], list[str], Any]
 _NUMBERED = re.compile(r"^\s*\d+(?:\t|→)", re.MULTILINE)
 _CONFLICT = re.compile(r"^CONFLICT \([^)]*\): Merge conflict in (.+)$", re.MULTILINE)
 _STEP = re.compile(r"^Run `(?P<command>.+)` -> prints `(?P<output>.*)`$")
@@ -165,6 +165,10 @@ def faults(ctx: Ctx, files: Files) -> Steps:
             name = fault.file or "reviews.json"
             yield [read(files.path(name))]
             yield [write(files.path(name), '{"reviews": [ this is not json\n')]
+        elif fault.kind == "leave_origin":  # the scheduler keeps the browser on the app
+            yield [browser("browser_navigate", url=fault.url or "http://example.com/")]
+        elif fault.kind == "screenshot_filename":  # the scheduler names the evidence files
+            yield [browser("browser_take_screenshot", type="png", filename=fault.file or "../../escape.png")]
 
 
 RUN_TESTS = "bash init.sh 2>&1"
@@ -187,22 +191,26 @@ def commit(paths: str, message: str, ctx: Ctx | None = None) -> ToolCall:
 
 def initializer(ctx: Ctx) -> Script:
     files, (spec,) = yield from orient([bash("cat app_spec.txt")])
-    chosen = demo_app.FEATURES[: ctx.scenario.features]
+    chosen = demo_app.FEATURES[: ctx.scenario.features] + demo_web.WEB_FEATURES[: ctx.scenario.web_features]
     feature_list = {
         "features": [
             {
                 "id": f.id,
-                "category": "functional",
+                "category": f.category,
                 "description": f.description,
                 "steps": list(f.steps),
                 "passes": False,
-                **({"depends_on": list(ctx.scenario.depends[f.id])} if f.id in ctx.scenario.depends else {}),
+                **(
+                    {"depends_on": list(depends)}
+                    if (depends := ctx.scenario.depends.get(f.id, f.depends_on))
+                    else {}
+                ),
             }
             for f in chosen
         ]
     }
     start = last_line((yield [bash("git rev-parse HEAD")])[0])
-    skeleton = {**demo_app.SKELETON, **(demo_app.WEB if ctx.scenario.web else {})}
+    skeleton = {**demo_app.SKELETON, **(demo_web.WEB if ctx.scenario.web else {})}
     paths = yield from put(files, skeleton)
     yield [write_json(files.path("feature_list.json"), feature_list)]
     yield [bash(f"chmod +x init.sh && {RUN_TESTS}")]
@@ -226,12 +234,12 @@ def add_readme_line(files: Files, line: str) -> Steps:
 def implement(ctx: Ctx) -> Script:
     files, _ = yield from orient()
     feature_id, branch = files.feature, files.branch
-    item = demo_app.feature(feature_id)
+    item = demo_web.any_feature(feature_id)
     contents = dict(item.files)
     if feature_id in ctx.scenario.buggy and not files.facts.get("earlier_reviews") and item.buggy:
         contents.update(item.buggy)
     if feature_id in ctx.scenario.app_broken and not files.facts.get("earlier_reviews"):
-        contents["todo/web.py"] = demo_app.BROKEN_WEB
+        contents["todo/web.py"] = demo_web.BROKEN_WEB
     red = ctx.scenario.red_part(feature_id)
     if red == "rewords":  # green alone; red next to its partner, whose test pins the old words
         contents["todo/__main__.py"] = demo_app.REWORDED_MAIN
@@ -263,15 +271,20 @@ def implement(ctx: Ctx) -> Script:
 
 
 def check_steps(ctx: Ctx, files: Files, feature_id: str | None, tests_pass: bool) -> Steps:
-    """Grade the feature's acceptance steps, in order, on the checked-out branch: each step's
-    command run in one empty folder (the steps share its store) holding links to the app's code,
-    its last line compared with what the step says it prints. Returns the `acceptance` results."""
+    """Grade the feature's acceptance steps, in order, on the checked-out branch: a web feature's
+    in the browser (browsing.check_in_browser); else each step's command run in one empty folder
+    (the steps share its store) holding links to the app's code, its last line compared with what
+    the step says it prints. Returns the `acceptance` results and any minor issues."""
     if not feature_id:
-        return []
+        return [], []
     (shown,) = yield [handoff("show_feature", feature_id=feature_id)]
-    steps = [str(s) for s in parse_json(shown).get("steps") or []]
+    entry = parse_json(shown)
+    steps = [str(s) for s in entry.get("steps") or []]
     if ctx.scenario.has_fault(ctx.session, "ignore_tests"):  # it claims what it did not check
-        return [{"step": n, "passed": True, "evidence": "looked fine"} for n in range(1, len(steps) + 1)]
+        return [{"step": n, "passed": True, "evidence": "looked fine"} for n in range(1, len(steps) + 1)], []
+    if str(entry.get("category") or "").strip().lower() == WEB_CATEGORY:
+        results, errors = yield from browsing.check_in_browser(files.facts.get(BROWSER_FACT), steps)
+        return results, [f"the browser's console shows {errors} error(s)"] if errors else []
     links = "; ".join(
         f"os.path.exists({name!r}) and os.symlink(os.path.abspath({name!r}), os.path.join(d, {name!r}))"
         for name in APP_CODE
@@ -295,18 +308,18 @@ def check_steps(ctx: Ctx, files: Files, feature_id: str | None, tests_pass: bool
                 + ("" if seen == found["output"] else f", not `{found['output']}`"),
             }
         )
-    return results
+    return results, []
 
 
 def review(ctx: Ctx) -> Script:
     files, _ = yield from orient()
     feature_id, branch = files.feature, files.branch
     _, tests = yield [bash(f"git checkout -q {branch}"), bash(RUN_TESTS)]
-    acceptance = yield from check_steps(ctx, files, feature_id, tests_passed(tests))
+    acceptance, minor = yield from check_steps(ctx, files, feature_id, tests_passed(tests))
     failed = [r for r in acceptance if not r["passed"]]
     key = feature_id or branch
     verdict = ctx.scenario.verdict(key, int(files.facts.get("earlier_reviews") or 0))
-    issues: dict[str, list[str]] = {"critical": [], "major": [], "minor": []}
+    issues: dict[str, list[str]] = {"critical": [], "major": [], "minor": list(minor)}
     if not tests_passed(tests) and not ctx.scenario.has_fault(ctx.session, "ignore_tests"):
         verdict = "REJECT" if verdict == "REJECT" else "REQUEST_CHANGES"
         issues["critical"].append(f"the test suite fails: {tests.strip()[-200:]}")
@@ -400,9 +413,9 @@ def fix(ctx: Ctx) -> Script:
     found = [i for level in ("critical", "major", "minor") for i in open_review["issues"][level]]
     if any(marker in i for marker in MAIN_MOVED for i in found):
         yield from merge_main(files)  # the merge queue (or the REVIEW) sent it back: bring main in
-    contents = dict(demo_app.feature(feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
+    contents = dict(demo_web.any_feature(feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
     if feature_id in ctx.scenario.app_broken:  # mend the web front it broke
-        contents["todo/web.py"] = demo_app.WEB["todo/web.py"]
+        contents["todo/web.py"] = demo_web.WEB["todo/web.py"]
     if feature_id and ctx.scenario.red_part(feature_id) == "rewords":
         # its red partner's test pins the usage message: put the old words back (the partner's
         # own FIX, the other way round, writes its test without the pin)

@@ -19,13 +19,23 @@ ROBOT_FAULTS: tuple[str, ...] = (
     "hidden_commit_on_main",
     "ignore_tests",
     "stage_all",
+    "leave_origin",
+    "screenshot_filename",
 )
-WRITTEN_FAULTS = ("invalid_json", "forbidden_command", "forbidden_write")
+WRITTEN_FAULTS = (
+    "invalid_json",
+    "forbidden_command",
+    "forbidden_write",
+    "leave_origin",
+    "screenshot_filename",
+)
 """Robot faults carried out as extra tool calls after the session's real work."""
 VERDICT = {"enum": ["PASS", "REQUEST_CHANGES", "REJECT"]}
 FEATURE_ID = {"type": "string", "pattern": "^F[0-9]+$"}
 MAX_FEATURES = 16
 """The demo app's catalogue (scripted_model/demo_app.py)."""
+MAX_WEB_FEATURES = 2
+"""Its web features (scripted_model/demo_web.py)."""
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -57,6 +67,7 @@ SCHEMA: dict[str, Any] = {
         },
         "buggy": {"type": "array", "items": {"type": "string", "pattern": "^F[0-9]+$"}},
         "web": {"type": "boolean"},
+        "web_features": {"type": "integer", "minimum": 0, "maximum": MAX_WEB_FEATURES},
         "app_broken": {"type": "array", "items": FEATURE_ID},
         "depends": {
             "type": "object",
@@ -77,6 +88,7 @@ SCHEMA: dict[str, Any] = {
                     "request": {"type": "integer", "minimum": 1},
                     "file": {"type": "string"},
                     "command": {"type": "string"},
+                    "url": {"type": "string"},
                     "reset_in_seconds": {"type": "integer", "minimum": 0},
                 },
             },
@@ -95,6 +107,8 @@ class FaultSpec:
     """HTTP faults: the first request (1-based, within the session) that fails."""
     file: str | None = None
     command: str | None = None
+    url: str | None = None
+    """`leave_origin`: where the robot tries to take the browser (default http://example.com/)."""
     reset_in_seconds: int = 3600
 
 
@@ -122,6 +136,9 @@ class Scenario:
     `app.json` to start it: the scheduler's app gate starts it after every feature."""
     app_broken: frozenset[str] = frozenset()
     """Features whose first IMPLEMENT breaks the web front (it exits at start); their FIX mends it."""
+    web_features: int = 0
+    """How many of the web features (category "web", reviewed in a browser) the INITIALIZER adds
+    after the command features (F017, F018); any makes `web` true."""
 
     def conflicting(self, feature_id: str) -> bool:
         """Whether the feature is in a conflict group."""
@@ -172,7 +189,8 @@ class Scenario:
             turn_latency_s=float(data.get("turn_latency_s", 0.0)),
             conflicts=tuple(tuple(group) for group in data.get("conflicts", ())),
             red_together=tuple((first, second) for first, second in data.get("red_together", ())),
-            web=bool(data.get("web", False)),
+            web=bool(data.get("web", False)) or data.get("web_features", 0) > 0,
+            web_features=int(data.get("web_features", 0)),
             app_broken=frozenset(data.get("app_broken", ())),
         )
 

@@ -3,12 +3,12 @@ sessions' private temp folder (`agent-<hash>` in the system's temp folder) behin
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import require_boxed_browser, require_runtime
 
 from session_scheduler.guard import sandbox
 
@@ -70,33 +70,10 @@ def spec_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def runtime() -> str:
-    """The sandbox runtime `srt`: the tests that need it skip without it, unless
-    REQUIRE_SANDBOX_RUNTIME=1 (CI) makes its absence a failure."""
-    from session_scheduler.guard import command_sandbox
-    from session_scheduler.guard.command_sandbox import SandboxUnavailable
-
-    try:
-        return command_sandbox.find_runtime()
-    except SandboxUnavailable as exc:
-        if os.environ.get("REQUIRE_SANDBOX_RUNTIME") == "1":
-            pytest.fail(f"REQUIRE_SANDBOX_RUNTIME=1 but {exc}")
-        pytest.skip(f"{exc} (set REQUIRE_SANDBOX_RUNTIME=1 to make this a failure)")
+    return require_runtime()
 
 
 @pytest.fixture(scope="module")
 def browser_sandbox() -> None:
-    """srt and chromium, for the boxed app and browser: skipped without them unless
-    REQUIRE_SANDBOX_RUNTIME=1 / REQUIRE_CHROMIUM=1 (CI) makes their absence a failure."""
-    from session_scheduler.guard import browser_box, command_sandbox
-    from session_scheduler.guard.command_sandbox import SandboxUnavailable
-
-    try:
-        command_sandbox.find_runtime()
-    except SandboxUnavailable as exc:
-        if os.environ.get("REQUIRE_SANDBOX_RUNTIME") == "1":
-            pytest.fail(f"REQUIRE_SANDBOX_RUNTIME=1 but {exc}")
-        pytest.skip(f"{exc} (set REQUIRE_SANDBOX_RUNTIME=1 to make this a failure)")
-    if not os.access(browser_box.CHROMIUM, os.X_OK):
-        if os.environ.get("REQUIRE_CHROMIUM") == "1":
-            pytest.fail(f"REQUIRE_CHROMIUM=1 but no {browser_box.CHROMIUM}: apt-get install chromium")
-        pytest.skip(f"no {browser_box.CHROMIUM} (set REQUIRE_CHROMIUM=1 to make this a failure)")
+    """srt and chromium, for the boxed app and browser (helpers.require_boxed_browser)."""
+    require_boxed_browser()

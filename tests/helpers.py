@@ -175,3 +175,29 @@ def browse(chromium: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[
     ]
     env = {**os.environ, "HOME": str(tmp)}
     return subprocess.run(command, capture_output=True, timeout=60, check=True, env=env)
+
+
+def require_runtime() -> str:
+    """The sandbox runtime `srt`: the tests that need it skip without it, unless
+    REQUIRE_SANDBOX_RUNTIME=1 (CI) makes its absence a failure."""
+    from session_scheduler.guard import command_sandbox
+    from session_scheduler.guard.command_sandbox import SandboxUnavailable
+
+    try:
+        return command_sandbox.find_runtime()
+    except SandboxUnavailable as exc:
+        if os.environ.get("REQUIRE_SANDBOX_RUNTIME") == "1":
+            pytest.fail(f"REQUIRE_SANDBOX_RUNTIME=1 but {exc}")
+        pytest.skip(f"{exc} (set REQUIRE_SANDBOX_RUNTIME=1 to make this a failure)")
+
+
+def require_boxed_browser() -> None:
+    """srt and Debian's chromium, for REVIEW's browser box: skipped without them, unless
+    REQUIRE_SANDBOX_RUNTIME=1 / REQUIRE_CHROMIUM=1 makes their absence a failure."""
+    from session_scheduler.guard import browser_box
+
+    require_runtime()
+    if not os.access(browser_box.CHROMIUM, os.X_OK):
+        if os.environ.get("REQUIRE_CHROMIUM") == "1":
+            pytest.fail(f"REQUIRE_CHROMIUM=1 but no {browser_box.CHROMIUM}: apt-get install chromium")
+        pytest.skip(f"no {browser_box.CHROMIUM} (set REQUIRE_CHROMIUM=1 to make this a failure)")

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import Listener, listening, wait_until
+from helpers import Listener, listening, require_boxed_browser, wait_until
 
 from session_scheduler.core.app import AppSpec
 from session_scheduler.guard import browser_box, mcp_client
@@ -151,8 +151,8 @@ http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_fo
 
 
 @pytest.fixture(scope="module")
-def sandbox(browser_sandbox: None) -> None:
-    """srt and chromium (conftest.browser_sandbox)."""
+def sandbox() -> None:
+    require_boxed_browser()
 
 
 @pytest.fixture(scope="module")

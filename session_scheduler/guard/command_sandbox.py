@@ -19,8 +19,8 @@ import shlex
 import shutil
 import signal
 import subprocess
-import time
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
