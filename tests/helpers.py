@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import json
 import os
+import re
 import shutil
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from html import unescape
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -201,3 +204,31 @@ def require_boxed_browser() -> None:
         if os.environ.get("REQUIRE_CHROMIUM") == "1":
             pytest.fail(f"REQUIRE_CHROMIUM=1 but no {browser_box.CHROMIUM}: apt-get install chromium")
         pytest.skip(f"no {browser_box.CHROMIUM} (set REQUIRE_CHROMIUM=1 to make this a failure)")
+
+
+PROBE = """<script>
+window.addEventListener("load", () => {
+  const out = {
+    shots: [...document.querySelectorAll("img.evidence")].map(i => [i.getAttribute("src"), i.naturalWidth, i.alt, i.getBoundingClientRect().width]),
+    text: document.getElementById("evidence").innerText,
+    errors: [...document.querySelectorAll("pre.console .err")].map(e => e.textContent),
+  };
+  const pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def probe_report(chromium: str, tmp: Path, report: Path) -> dict[str, Any]:
+    """The written report, opened where it lies (a copy beside it with a probe script) in Chromium."""
+    probe = report.with_name("probe.html")
+    probe.write_text(
+        report.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8"
+    )
+    dom = browse(chromium, tmp, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()).stdout.decode()
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, dom[-2000:]
+    seen: dict[str, Any] = json.loads(unescape(found.group(1)))
+    return seen

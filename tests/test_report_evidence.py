@@ -12,11 +12,10 @@ import zlib
 from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from helpers import browse, find_chromium
+from helpers import find_chromium, probe_report
 
 from session_scheduler.core.evidence import Call
 from session_scheduler.store import events
@@ -430,32 +429,6 @@ def test_a_review_the_scheduler_wrote_in_another_session_has_no_browser_evidence
     assert [r.review_id for r in f1.reviews] == [1]
 
 
-PROBE = """<script>
-window.addEventListener("load", () => {
-  const out = {
-    shots: [...document.querySelectorAll("img.evidence")].map(i => [i.getAttribute("src"), i.naturalWidth, i.alt, i.getBoundingClientRect().width]),
-    text: document.getElementById("evidence").innerText,
-    errors: [...document.querySelectorAll("pre.console .err")].map(e => e.textContent),
-  };
-  const pre = document.createElement("pre");
-  pre.id = "probe";
-  pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
-});
-</script>"""
-
-
-def _probe(chromium: str, tmp: Path, report: Path) -> dict[str, Any]:
-    """The written report, opened where it lies (a copy beside it with a probe script) in Chromium."""
-    probe = report.with_name("probe.html")
-    probe.write_text(
-        report.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8"
-    )
-    dom = browse(chromium, tmp, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()).stdout.decode()
-    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
-    assert found, dom[-2000:]
-    seen: dict[str, Any] = json.loads(unescape(found.group(1)))
-    return seen
 
 
 @pytest.mark.parametrize("where", ["default", "elsewhere"])
@@ -474,7 +447,7 @@ def test_chromium_loads_every_screenshot_of_the_written_report(
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     report = output if where == "elsewhere" else project / ".agent_logs" / "report.html"
-    seen = _probe(chromium, tmp_path, report)
+    seen = probe_report(chromium, tmp_path, report)
     assert [(src.rsplit("/", 1)[-1], width) for src, width, _, _ in seen["shots"]] == [
         ("screenshot-3.png", 40),
         ("screenshot-6.png", 32),

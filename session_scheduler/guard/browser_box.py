@@ -4,8 +4,9 @@ folder; its MCP endpoint is on the host's loopback.
 
 The box has the app box's rules (guard/app_box: scrubbed environment, no home folders, Unix sockets
 allowed so /run hidden, no user namespaces) with NO allowed domain at all, and writes only
-`evidence` (its working folder: screenshots land there) and its private temp (HOME, Chromium's
-profile). Two bridges run in it: `127.0.0.1:APP_PORT` -> the app box's Unix socket (the one way
+`evidence` (its `--output-dir`: screenshots land there) and its private temp (HOME, Chromium's
+profile, and its working folder: outside the project, so what stops a session's leftovers there
+never takes the box for one). Two bridges run in it: `127.0.0.1:APP_PORT` -> the app box's Unix socket (the one way
 out: APP_ORIGIN is the app), and the server's socket in the private temp -> its port inside, which a
 host forwarder serves on a free 127.0.0.1 port. The server serves BROWSER_TOOLS and nothing else
 (browser_server.cjs prunes its table: `--caps` cannot remove core tools in 0.0.83).
@@ -233,7 +234,7 @@ def start_browser(
         if sandboxed:
             assert app_socket is not None
             profile = box_profile(evidence, private_tmp, app_socket)
-            proc, work = app_box.spawn_bridged(command, evidence, profile, forwarder, sink, env)
+            proc, work = app_box.spawn_bridged(command, private_tmp, profile, forwarder, sink, env)
         else:
             proc, work = _spawn_unconfined(command, evidence, private_tmp, forwarder, sink, env), None
     url = f"http://127.0.0.1:{forwarder.port}/mcp"
@@ -270,7 +271,7 @@ def _spawn_unconfined(
     Path(scrubbed["HOME"]).mkdir(exist_ok=True)
     try:
         return subprocess.Popen(
-            ["bash", "-c", command], cwd=evidence, env={**scrubbed, **env},
+            ["bash", "-c", command], cwd=private_tmp, env={**scrubbed, **env},
             stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     except BaseException:
