@@ -205,10 +205,12 @@ class Scenario:
 DEMO = Scenario.from_json(
     {
         "description": "The README demo: one feature sent back and fixed, one rejected and redone, "
-        "an architecture review that asks for changes; every command uses F001's task store.",
+        "an architecture review that asks for changes; every command uses F001's task store; a web "
+        "front whose two features are reviewed in the browser, where F017's Add button first does nothing.",
         "features": 6,
+        "web_features": 2,
         "reviews": {"F002": ["REQUEST_CHANGES", "PASS"], "F004": ["REJECT", "PASS"]},
-        "buggy": ["F003"],
+        "buggy": ["F003", "F017"],
         "architecture": ["REQUEST_CHANGES"],
         "depends": {f"F00{n}": ["F001"] for n in range(2, 7)},
     }
