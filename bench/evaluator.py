@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scripted_model import demo_app
+from scripted_model.demo_web import WEB_FEATURES
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.evidence import LEDGER, is_web
@@ -117,7 +117,24 @@ BUGS: tuple[Variant, ...] = (
 )  # fmt: skip
 """Seeded bugs of the command line and the library; the web front's are UI_BUGS."""
 
-UI_BUGS: tuple[Variant, ...] = ()
+UI_BUGS: tuple[Variant, ...] = (
+    bug("the Add button does nothing", "F017", "UI", "todo/web_add.py", "type=submit>Add", "type=button>Add"),
+    bug("the form posts where nothing answers", "F017", "UI", "todo/web_add.py", "action=/add>", "action=/add-task>"),
+    bug("the field is labelled Title", "F017", "UI", "todo/web_add.py", "New task <input", "Title <input"),
+    bug("the title is read from the wrong field", "F017", "UI", "todo/web_add.py",
+        'title = fields.get("title", "").strip()', 'title = fields.get("name", "").strip()'),
+    bug("the newest tasks are not listed", "F017", "UI", "todo/web.py",
+        "items = \"\".join(item(t, found) for t in load())", "items = \"\".join(item(t, found) for t in load()[1:])"),
+    bug("after a POST the page goes nowhere", "F017", "UI", "todo/web.py",
+        'self.send_header("Location", "/")', 'self.send_header("Location", "/x")'),
+    bug("the Done button posts no id", "F018", "UI", "todo/web_done.py",
+        "f\"<input type=hidden name=id value={int(task.get('id', 0))}>\"", '""'),
+    bug("Done marks nothing done", "F018", "UI", "todo/web_done.py", 'task["done"] = True', 'task["done"] = False'),
+    bug("the Done button has no name of its task", "F018", "UI", "todo/web_done.py",
+        'aria-label="Done: {title}"', 'aria-label="Done"'),
+    bug("a done task is not shown as done", "F018", "UI", "todo/web.py",
+        'return f"<li>{title} (done)</li>"', 'return f"<li>{title}</li>"'),
+)  # fmt: skip
 """Seeded bugs of the web front (filled in with the web features)."""
 
 
@@ -282,15 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep is None:
             shutil.rmtree(project, ignore_errors=True)
     _summary(verdicts)
-    web = next(
-        (
-            f.id
-            for f in demo_app.FEATURES[: scenario.features]
-            if is_web({"category": getattr(f, "category", "")})
-        ),
-        None,
-    )
-    if web is not None:
+    web = next((f.id for f in WEB_FEATURES if is_web({"category": f.category})), None)
+    if web is not None and any(v.kind == "UI" for v in chosen):
         down = app_down(base, root, config, scenario, web)
         print(
             f"the app down: the REVIEW's standing is {down!r} ({'never a pass' if down != 'PASS' else 'A PASS: WRONG'})"
@@ -326,8 +336,8 @@ def _summary(verdicts: list[Verdict]) -> None:
               f"{w / max(o, 0.01):.1f}x); browser results read: median {chars:.0f} characters, ~{chars / 4:.0f} tokens")  # fmt: skip
 
 
-SCENARIO: dict[str, Any] = {"features": 16, "web": True}
-"""The demo app with its web front; the web features are added to it with their seeded UI bugs."""
+SCENARIO: dict[str, Any] = {"features": 16, "web_features": 2, "depends": {"F017": ["F001"]}}
+"""The demo app's 16 command features and its web front with its two web features."""
 
 if __name__ == "__main__":
     sys.exit(main())
