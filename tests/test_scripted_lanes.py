@@ -194,3 +194,23 @@ def test_a_review_whose_merge_conflicts_sends_the_feature_back_and_its_fix_resol
     readme = (project / "README.md").read_text()
     assert all(readme.count(demo_app.readme_line(demo_app.feature(f))) == 1 for f in ("F002", "F003"))
     assert_built(project, ["F001", "F002", "F003"])
+
+
+def test_web_features_are_reviewed_in_the_browser_in_two_lanes(tmp_path: Path) -> None:
+    """Each lane's web REVIEW gets the app of its own clone's branch and a browser of its own
+    (boxed, sandbox on for the boxes); the dead Add button is found and fixed; every PASS cites
+    its evidence (verified in the lane, against the lane's session folder)."""
+    from helpers import require_boxed_browser
+
+    require_boxed_browser()
+    project = new_project(tmp_path)
+    scenario = Scenario.from_json({"features": 1, "web_features": 2, "buggy": ["F017"]})
+    boxed = AgentConfig(architecture_interval=100, feature_count=1, test_command="bash init.sh")
+    report = Lanes(project, boxed, InProcessRobotRunner(scenario), 2, echo=lambda _: None).run()
+    assert sorted(report.landed) == ["F001", "F017", "F018"], report.run
+    assert_built(project, ["F001", "F017", "F018"])
+    log = events.read(events.log_path(project))
+    verdicts = [(e["feature"], e["verdict"]) for e in log if e["kind"] == "verdict"]
+    assert ("F017", "REQUEST_CHANGES") in verdicts and ("F018", "PASS") in verdicts, verdicts
+    ledgers = sorted(project.glob(".agent_logs/session_*_REVIEW/browser.jsonl"))
+    assert len(ledgers) == 3, ledgers  # F017 twice, F018 once: F001's REVIEW has no browser
