@@ -72,6 +72,9 @@ class SessionRequest:
     records: Records
     lane: int | None = None
     """The lane it runs in, with several lanes (its console lines say so); None with one."""
+    attempt: int = 1
+    """Which run of session `plan.number` this is (one more each time it runs again after it was
+    cut short): with the session's number, what names it on an engine (core/engine.workflow_id)."""
 
 
 @dataclass(frozen=True)

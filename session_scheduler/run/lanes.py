@@ -330,8 +330,14 @@ class Lanes:
                 ):
                     self.lock.notify_all()
                     return
+                attempt = 1
                 if lane in self.reruns:  # the same session, from the same start
                     number, view = self.reruns.pop(lane)
+                    before = self.flights.get(lane)
+                    if (
+                        before is not None and before.number == number
+                    ):  # its next run: a new name on an engine
+                        attempt = before.attempt + 1
                 else:
                     view = self.schedule.view(lane)
                     self.schedule, number = self.schedule.issue()
@@ -346,12 +352,15 @@ class Lanes:
                     gitops.head(repo, work.branch) if work else None,
                     wait_until=self.paused_until if self.paused_until > self.clock.now() else None,
                     lane=lane,
+                    attempt=attempt,
                 )  # a pause it waits out at its start (`_session`) holds after a stop, too
                 self.started += 1
                 self._save()
                 outbox = open_outbox(self.records, folder.path / "outbox")
                 spent = self.totals.cost_usd + self._per_session() * (self._running() - 1)
-            self._session(repo, lane, number, replace(view, session_count=number - 1), folder, outbox, spent)
+            self._session(
+                repo, lane, number, replace(view, session_count=number - 1), folder, outbox, spent, attempt
+            )
 
     def _limit(self, lane: int) -> bool:
         """Whether a limit keeps every lane from starting another session in this run (under the
@@ -416,6 +425,7 @@ class Lanes:
         folder: SessionFolder,
         outbox: Records,
         spent: float,
+        attempt: int = 1,
     ) -> None:
         """One session of the lane: its clone made ready, the session run and verified there,
         then (under the lock) its outbox applied, its branch brought back, its outcome transitioned.
@@ -430,7 +440,7 @@ class Lanes:
             state, self.config, workdir, brief=brief_for(state, self.config, outbox), spent_usd=spent
         )
         pre = capture(outbox, clone, state, folder.path / SessionFolder.PRE)
-        request = SessionRequest(plan, workdir, write_plan(plan, workdir), folder.path, outbox, lane)
+        request = SessionRequest(plan, workdir, write_plan(plan, workdir), folder.path, outbox, lane, attempt)
         while True:  # no session starts while every lane is paused, however late the pause came
             self._paused()
             with self.lock:
