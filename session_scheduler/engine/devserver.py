@@ -64,8 +64,13 @@ def dev_server(log_dir: Path, port: int | None = None) -> Iterator[str]:
         "--db-filename",
         str(log_dir / DB_FILE),
     ]
+    setpriv = shutil.which("setpriv")
+    if sys.platform == "linux" and setpriv is not None:  # it dies with the run, even on SIGKILL
+        command = [setpriv, "--pdeathsig", "TERM", "--", *command]
     with (log_dir / LOG_FILE).open("ab") as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        server = subprocess.Popen(  # a session of its own: a Ctrl-C stops the run, which stops it last
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not answers(port):
