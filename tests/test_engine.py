@@ -189,3 +189,40 @@ def test_a_session_started_twice_is_attached_to_and_its_next_attempt_runs_again(
     assert where["host"] == "local" and where["workflow_id"].endswith(f"/session-{number:04d}/attempt-2")
     assert (project / ".agent_logs" / "temporal.db").is_file()
     assert any("ran on local" in line for line in lines)
+
+
+def test_a_lost_try_s_changes_are_put_back_before_the_next_try(tmp_path: Path) -> None:
+    """What a worker killed mid-session left (a commit on the work's branch, a stray and an edited
+    file, main moved, the outbox written) is undone by the worker that takes the session over."""
+    pytest.importorskip("temporalio")
+    from session_scheduler.core.session import SessionFolder
+    from session_scheduler.engine.temporal import start_of
+    from session_scheduler.engine.worker import restart_point
+
+    project = _git_project(tmp_path)
+    sh(project, "echo one > a.txt && git add a.txt && git commit -qm one && git checkout -qb feature/F001")
+    request = request_for(project, state_for(SessionType.IMPLEMENT))
+    (project / ".gitignore").write_text(request.settings_path.name + "\n")  # as the clone ignores it
+    sh(project, "git add .gitignore && git commit -qm ignore")
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    (outbox / "progress.json").write_text('{"sessions": []}')
+    (outbox / "reviews.json").write_text('{"reviews": []}')
+    request = SessionRequest(
+        request.plan, request.cwd, request.settings_path, tmp_path / "log", type(request.records)(outbox)
+    )
+    (request.log_dir / SessionFolder.PRE).mkdir(parents=True)
+    for name in ("progress.json", "reviews.json"):
+        (request.log_dir / SessionFolder.PRE / name).write_text((outbox / name).read_text())
+    start = start_of(request)
+    assert start["head"] == "feature/F001" and set(start["tips"]) == {"main", "feature/F001"}
+    sh(project, "echo two > a.txt && git commit -qam two && echo stray > b.txt && echo edit >> a.txt")
+    sh(project, "git branch -f main HEAD")
+    (outbox / "progress.json").write_text('{"sessions": [{"session_id": 1}]}')
+    (outbox / "reviews.json").write_text('{"reviews": [{"review_id": 1}]}')
+    restart_point(request, json.loads(json.dumps(start)))
+    assert start_of(request) == start
+    assert sh(project, "git status --porcelain") == ""
+    assert (project / "a.txt").read_text() == "one\n" and request.settings_path.is_file()
+    assert (outbox / "progress.json").read_text() == '{"sessions": []}'
+    assert (outbox / "reviews.json").read_text() == '{"reviews": []}'

@@ -34,8 +34,9 @@ HEARTBEAT_S = 1.0
 def restart_point(request: SessionRequest, start: dict[str, Any]) -> None:
     """Put what a lost try of the session changed back as it was at its start: what it left
     running stopped, the clone's branches at their start tips (`start`: the runner read them
-    before the first try), its work tree clean on the start's branch, the outbox's hand-off files
-    from the session folder's copies (`pre/`)."""
+    before the first try), its work tree clean on the start's branch (ignored files stay: the
+    scheduler's, the session folder's), the outbox's hand-off files from the session folder's
+    copies (`pre/`)."""
     tmp = request.plan.settings.get("env", {}).get("TMPDIR")
     if tmp:
         processes.stop_with_tmpdir(Path(tmp))
@@ -51,12 +52,11 @@ def restart_point(request: SessionRequest, start: dict[str, Any]) -> None:
     clone.git.reset("-q", "--hard")
     clone.git.clean("-q", "-ffd", "-e", request.settings_path.name)  # the scheduler wrote it for the session
     copies = request.log_dir / SessionFolder.PRE
-    for name in HANDOFF_FILES:
-        target = request.records.path(name)
+    for (
+        name
+    ) in HANDOFF_FILES:  # a file without a copy is left (one lane copies only those a session appends to)
         if (copies / name).is_file():
-            shutil.copyfile(copies / name, target)
-        else:
-            target.unlink(missing_ok=True)
+            shutil.copyfile(copies / name, request.records.path(name))
 
 
 class SessionActivity:
