@@ -5,6 +5,7 @@ run again)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import fields
@@ -226,3 +227,26 @@ def test_a_lost_try_s_changes_are_put_back_before_the_next_try(tmp_path: Path) -
     assert (project / "a.txt").read_text() == "one\n" and request.settings_path.is_file()
     assert (outbox / "progress.json").read_text() == '{"sessions": []}'
     assert (outbox / "reviews.json").read_text() == '{"reviews": []}'
+
+
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="no bubblewrap: the worker's preflight refuses first"
+)
+def test_a_worker_that_cannot_reach_its_server_says_so_in_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("temporalio")
+    from session_scheduler.engine.devserver import free_port
+
+    command = [
+        sys.executable,
+        "autonomous_agent_demo.py",
+        "worker",
+        "--engine",
+        f"temporal://127.0.0.1:{free_port()}",
+        "--host",
+        "a",
+        "--offline-demo",
+    ]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().startswith("error: cannot reach the Temporal server at 127.0.0.1:")
+    assert done.stderr.strip().count("\n") == 0

@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from session_scheduler.core.engine import TASK_QUEUE
+from session_scheduler.core.errors import ConfigError
 from session_scheduler.core.layout import HANDOFF_FILES
 from session_scheduler.core.session import SessionFolder
 from session_scheduler.engine import wire
@@ -115,6 +116,11 @@ async def work(client: Client, runner: SessionRunner, host: str, echo: Callable[
 
 async def serve(address: str, runner: SessionRunner, host: str, echo: Callable[[str], None]) -> None:
     """Connect to the server at `address` and work for it until cancelled."""
-    client = await Client.connect(address)
+    try:
+        client = await Client.connect(address)
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"cannot reach the Temporal server at {address} ({exc}); start it or check --engine"
+        ) from None
     echo(f"Worker {host} on {address}, task queue {TASK_QUEUE}")
     await work(client, runner, host, echo)

@@ -588,15 +588,28 @@ def _on_engine(config: AgentConfig, project: Path, runners: RunnerFactory) -> Ru
     engine = parse_engine(config.engine)
     if engine is None:
         return runners
+    _using_temporal()
     from session_scheduler.engine.temporal import engine_runners
 
     return engine_runners(engine, project, runners)
 
 
+TEMPORAL_USED = "session_scheduler.temporal"
+"""The click context's mark (`ctx.meta`) of an invocation that uses the Temporal client."""
+
+
+def _using_temporal() -> None:
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[TEMPORAL_USED] = True
+
+
 def _exit(code: int) -> None:
-    """Exit with `code`; a process that used the Temporal client exits at once, its output
-    flushed first (its SDK can crash a normal interpreter exit: an open bug)."""
-    if "temporalio" in sys.modules:
+    """Exit with `code`; an invocation that used the Temporal client exits at once, its output
+    flushed first (its SDK can crash a normal interpreter exit: an open bug). Only such an
+    invocation: `os._exit` would end a test process that drives the CLI in-process."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.meta.get(TEMPORAL_USED):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -1005,6 +1018,8 @@ def worker_command(
 
         from session_scheduler.engine.worker import serve
 
+        _using_temporal()
+
         def echo(line: str) -> None:
             click.echo(line)
 
@@ -1017,8 +1032,11 @@ def worker_command(
                 asyncio.run(serve(engine.address, runner, host, echo))
 
     try:
-        _one_line_errors(work)
-    except KeyboardInterrupt:
+        work()
+    except SchedulerError as exc:
+        _error(f"error: {exc}")
+        _exit(exc.exit_code)
+    except KeyboardInterrupt:  # stopped (Ctrl-C, SIGTERM): its sessions were cancelled, their CLIs stopped
         _exit(EXIT_DONE)
     _exit(EXIT_DONE)
 
