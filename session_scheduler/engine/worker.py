@@ -69,19 +69,16 @@ class SessionActivity:
     @activity.defn(name=RUN_SESSION)
     async def run_session(self, job: dict[str, Any]) -> dict[str, Any]:
         info = activity.info()
+        beat = asyncio.create_task(_heartbeat())  # from the start: putting a lost try back takes a moment
         try:
             request = wire.request_from_json(job["request"])
             if info.attempt > 1:  # an earlier try's worker was lost mid-session
                 self.echo(f"[{self.host}] session {request.plan.number}: try {info.attempt}, from its start")
                 await asyncio.to_thread(restart_point, request, job["start"])
-        except Exception as exc:
-            raise ApplicationError(
-                f"{type(exc).__name__}: {exc}", type=NOT_RETRIED, non_retryable=True
-            ) from exc
-        beat = asyncio.create_task(_heartbeat())
-        try:
             result = await self.runner.run(request)
-        except Exception as exc:  # a fault of the runner is the scheduler's to see, never retried
+        except (
+            Exception
+        ) as exc:  # a fault of the runner or the request is the scheduler's to see, never retried
             raise ApplicationError(
                 f"{type(exc).__name__}: {exc}", type=NOT_RETRIED, non_retryable=True
             ) from exc
