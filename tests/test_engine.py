@@ -8,6 +8,8 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import fields
 from pathlib import Path
 
@@ -250,3 +252,46 @@ def test_a_worker_that_cannot_reach_its_server_says_so_in_one_line(tmp_path: Pat
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().startswith("error: cannot reach the Temporal server at 127.0.0.1:")
     assert done.stderr.strip().count("\n") == 0
+
+
+class _Endless:
+    """A runner whose session runs until it is cancelled (a Ctrl-C must reach it on its worker)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.cancelled = threading.Event()
+
+    async def run(self, request: SessionRequest) -> SessionResult:
+        self.started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.cancelled.set()
+        raise AssertionError("unreachable")
+
+
+def test_stopping_the_runner_cancels_the_sessions_on_their_workers(tmp_path: Path) -> None:
+    """The run's Ctrl-C (lanes call `stop`): each session's workflow is cancelled, its worker
+    cancels the session, and `run` returns a session cut off."""
+    pytest.importorskip("temporalio")
+    from session_scheduler.engine.temporal import engine_runners
+    from session_scheduler.run.agent import Stoppable
+
+    project = _git_project(tmp_path)
+    request = request_for(project, state_for(SessionType.INITIALIZER))
+    endless = _Endless()
+    results: list[SessionResult] = []
+    factory = engine_runners(Engine(None), project, factory_of(lambda _: endless)(None))
+    with factory(lambda line: None, project / ".agent_logs") as runner:
+        assert isinstance(runner, Stoppable)
+        lane = threading.Thread(target=lambda: results.append(anyio.run(runner.run, request)))
+        lane.start()
+        assert endless.started.wait(30)
+        began = time.monotonic()
+        runner.stop()
+        lane.join(30)
+        assert not lane.is_alive() and endless.cancelled.is_set()
+        stopped_s = time.monotonic() - began
+        print(f"stopped in {stopped_s:.2f} s")
+        assert stopped_s < 5
+    assert results[0].cut_off and results[0].is_error and "stopped with the run" in (results[0].error or "")

@@ -14,11 +14,13 @@ import time
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import CancelledError, Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import CancelledError as TemporalCancelledError
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
@@ -44,6 +46,7 @@ GRACE_S = 120.0
 ENGINE_FILE = "engine.json"
 """In a session's folder: where it ran on the engine (workflow, host, tries, the engine's overhead)."""
 CONNECT_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 20.0
 
 
 class EngineLoop:
@@ -79,6 +82,21 @@ class TemporalRunner:
 
     def __init__(self, engine: EngineLoop, client: Client, project: str, echo: Echo) -> None:
         self.engine, self.client, self.project, self.echo = engine, client, project, echo
+        self.running: dict[str, WorkflowHandle[Any, Any]] = {}
+        """The workflows of the sessions being awaited (touched only on the engine's loop)."""
+        self.stopping = False
+
+    def stop(self) -> None:
+        """Cancel every session being awaited (a Ctrl-C of the run): the workers stop their CLIs,
+        and each `run` returns a session cut off (the run records it as interrupted)."""
+        with suppress(TimeoutError):  # a server gone: nothing to cancel there
+            self.engine.call(self._cancel_all(), STOP_TIMEOUT_S)
+
+    async def _cancel_all(self) -> None:
+        self.stopping = True
+        for handle in list(self.running.values()):
+            with suppress(RPCError):
+                await handle.cancel(rpc_timeout=timedelta(seconds=5))
 
     async def run(self, request: SessionRequest) -> SessionResult:
         began = time.monotonic()
@@ -129,6 +147,10 @@ class TemporalRunner:
             )
         except WorkflowAlreadyStartedError:  # it completed: its result is the session's
             handle = self.client.get_workflow_handle(wid)
+        self.running[wid] = handle
+        if self.stopping:  # a stop came while it started
+            with suppress(RPCError):
+                await handle.cancel()
         try:
             answer: dict[str, Any] = await handle.result()
             return answer
@@ -136,6 +158,11 @@ class TemporalRunner:
             await handle.cancel()
             raise
         except WorkflowFailureError as exc:
+            if self.stopping and isinstance(exc.cause, TemporalCancelledError):
+                stopped = SessionResult(
+                    error="stopped with the run (its workflow was cancelled)", cut_off=True
+                )
+                return {"result": wire.result_to_json(stopped), "host": None, "try": None}
             cause: BaseException | None = exc.cause
             while getattr(cause, "cause", None) is not None:  # the activity's own error, under the workflow's
                 cause = getattr(cause, "cause", None)
@@ -143,6 +170,8 @@ class TemporalRunner:
                 f"session workflow {wid} failed on the engine: {getattr(cause, 'message', cause)}; "
                 "run the same command again"
             ) from None
+        finally:
+            self.running.pop(wid, None)
 
 
 async def _connect(address: str) -> Client:
@@ -175,9 +204,11 @@ def engine_runners(engine: Engine, project: Path, local_runners: RunnerFactory) 
                     worker = None
                     if local is not None:
                         worker = loop.submit(work(client, local, "local", echo))
+                    runner = TemporalRunner(loop, client, project_id(project), echo)
                     try:
-                        yield TemporalRunner(loop, client, project_id(project), echo)
+                        yield runner
                     finally:
+                        runner.stop()  # what is still running elsewhere (one lane's Ctrl-C leaves run at once)
                         if worker is not None:
                             worker.cancel()
                             with suppress(CancelledError):  # a cancelled worker ends with its cancellation

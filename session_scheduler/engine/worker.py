@@ -11,6 +11,7 @@ import asyncio
 import os
 import shutil
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,9 @@ def worker_of(client: Client, runner: SessionRunner, host: str, echo: Callable[[
         activities=[SessionActivity(runner, host, echo).run_session],
         identity=f"{host}@{os.getpid()}",
         max_concurrent_activities=16,
+        # heartbeats reach the server each second (not 0.8 x the timeout): a cancellation, which comes
+        # back with a heartbeat's answer, reaches the session within about a second
+        max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_S),
     )
 
 

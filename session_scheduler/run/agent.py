@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import claude_agent_sdk
@@ -130,6 +130,15 @@ class SessionRunner(Protocol):
     synchronous loop runs each with `anyio.run(runner.run, request)`."""
 
     async def run(self, request: SessionRequest) -> SessionResult: ...
+
+
+@runtime_checkable
+class Stoppable(Protocol):
+    """A runner whose sessions run elsewhere (an engine's workers): `stop()` stops every session it
+    is running, from another thread, and their `run` returns (a Ctrl-C of the run). A runner in this
+    process needs none: its CLIs are stopped by their TMPDIR."""
+
+    def stop(self) -> None: ...
 
 
 def policy_refusal(

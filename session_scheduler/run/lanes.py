@@ -57,7 +57,7 @@ from session_scheduler.guard.sandbox import private_tmp
 from session_scheduler.repo import gitops, merge_queue, workdirs
 from session_scheduler.repo.merge_queue import Conflict, Landed, Landing, Queue, Red
 from session_scheduler.run import gating
-from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
+from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner, Stoppable
 from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged, receipt
 from session_scheduler.run.gating import Gatekeeper, gated
 from session_scheduler.run.opening import open_project, run_started
@@ -200,6 +200,8 @@ class Lanes:
             with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: they are being stopped
                 for n in range(self.count):
                     processes.stop_with_tmpdir(private_tmp(workdirs.path_of(self.project, n)))
+                if isinstance(self.runner, Stoppable):  # sessions on an engine's workers
+                    self.runner.stop()
             while True:  # a second Ctrl-C while they stop does not leave them running
                 try:
                     self._wait_for_threads()

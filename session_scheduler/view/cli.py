@@ -868,6 +868,12 @@ class _Guarded:
         self.check.once()
         return await self.runner.run(request)
 
+    def stop(self) -> None:
+        from session_scheduler.run.agent import Stoppable
+
+        if isinstance(self.runner, Stoppable):
+            self.runner.stop()
+
 
 def load_scenario(path: Path | None) -> Scenario:
     try:
