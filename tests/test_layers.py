@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "session_scheduler"
-LAYERS = ("core", "store", "guard", "repo", "run", "view", "testing")
+LAYERS = ("core", "store", "guard", "repo", "run", "engine", "view", "testing")
 """In order: a layer may import itself and the layers before it (testing may import them all)."""
 FACES = ("autonomous_agent_demo", "config", "agent", "prompts", "security", "progress")
 

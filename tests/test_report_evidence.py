@@ -429,8 +429,6 @@ def test_a_review_the_scheduler_wrote_in_another_session_has_no_browser_evidence
     assert [r.review_id for r in f1.reviews] == [1]
 
 
-
-
 @pytest.mark.parametrize("where", ["default", "elsewhere"])
 def test_chromium_loads_every_screenshot_of_the_written_report(
     project: Path, tmp_path: Path, where: str

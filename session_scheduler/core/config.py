@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from session_scheduler.core.engine import parse_engine
+
 if TYPE_CHECKING:  # core/gates and core/app read core/schemas, which reads this module
     from session_scheduler.core.app import AppSpec
     from session_scheduler.core.gates import GateSet
@@ -122,6 +124,9 @@ class AgentConfig:
     allow_repo_code: bool = False
     """Commits may add what makes git run code (nested repositories as gitlinks, filter, diff or merge
     drivers selected in .gitattributes); refused by verification otherwise."""
+    engine: str | None = None
+    """Where sessions run (`--engine`, saved; core/engine.py): None in this process, or
+    `temporal://HOST:PORT` / `temporal://local` on Temporal workers."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -159,6 +164,8 @@ class AgentConfig:
                 raise ValueError(f"{name} must be a positive number of dollars, got {budget}")
         if not isinstance(self.offline_demo, bool):
             raise ValueError(f"offline_demo must be true or false, got {self.offline_demo!r}")
+        engine = parse_engine(self.engine)  # raises ValueError with what to give instead
+        object.__setattr__(self, "engine", None if engine is None else str(engine))
         unknown = set(self.models) - set(DEFAULT_MODELS)
         if unknown:
             raise ValueError(f"unknown role(s) in models: {', '.join(sorted(unknown))}")

@@ -202,6 +202,7 @@ _IN_FLIGHT: dict[str, Any] = {
         "why": {"enum": ["interrupted", "usage_limit", "outage", "budget", "auth"]},
         "wait_until": {"type": "number"},
         "copies": {"type": "string", "minLength": 1},
+        "attempt": _POSITIVE,
     },
 }
 """Where one lane's session in flight started (core/session.py's `InFlight`): the state file's

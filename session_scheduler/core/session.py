@@ -39,6 +39,8 @@ class InFlight:
     why: str | None = None
     wait_until: float | None = None
     lane: int = LANE
+    attempt: int = 1
+    """Which run of the session this is: one more each time it runs again (core/engine.workflow_id)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None, lane: int = LANE) -> InFlight | None:
@@ -57,6 +59,7 @@ class InFlight:
             why=data.get("why"),
             wait_until=data.get("wait_until"),
             lane=lane,
+            attempt=int(data.get("attempt", 1)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -75,6 +78,8 @@ class InFlight:
             data["why"] = self.why
         if self.wait_until is not None:
             data["wait_until"] = self.wait_until
+        if self.attempt != 1:
+            data["attempt"] = self.attempt
         return data
 
     @property

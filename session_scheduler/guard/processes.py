@@ -86,6 +86,14 @@ def with_tmpdir(tmpdir: Path) -> list[int]:
     return _matching(lambda pid: want in (PROC / str(pid) / "environ").read_bytes().split(b"\0"))
 
 
+def naming(folder: Path) -> list[int]:
+    """The processes (never this one nor its parents) whose command line names a path inside
+    `folder`: the sandbox's bridges of a session's CLI (`socat UNIX-LISTEN:<its TMPDIR>/...`),
+    which outlive a CLI that was killed."""
+    want = str(folder).rstrip("/").encode() + b"/"
+    return _matching(lambda pid: want in (PROC / str(pid) / "cmdline").read_bytes())
+
+
 def stop_left_in(folder: Path, since: float, grace_s: float = 2.0) -> list[int]:
     """Stop what a session started at `since` left running in `folder`: SIGTERM, then SIGKILL
     after `grace_s`."""
@@ -95,7 +103,7 @@ def stop_left_in(folder: Path, since: float, grace_s: float = 2.0) -> list[int]:
 def stop_with_tmpdir(tmpdir: Path, grace_s: float = 2.0) -> list[int]:
     """Stop what the sessions of an earlier run left running (their TMPDIR is `tmpdir`): called
     while the caller holds the project's authority, so no session of its own is running."""
-    return stop(with_tmpdir(tmpdir), grace_s)
+    return stop(sorted(set(with_tmpdir(tmpdir)) | set(naming(tmpdir))), grace_s)
 
 
 def stop(pids: list[int], grace_s: float) -> list[int]:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import claude_agent_sdk
@@ -77,6 +77,9 @@ class SessionRequest:
     """The lane it runs in, with several lanes (its console lines say so); None with one."""
     browser: BrowserAccess | None = None
     """A REVIEW of a web feature: the browser started for it (run/browsing.py); None otherwise."""
+    attempt: int = 1
+    """Which run of session `plan.number` this is (one more each time it runs again after it was
+    cut short): with the session's number, what names it on an engine (core/engine.workflow_id)."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,15 @@ class SessionRunner(Protocol):
     synchronous loop runs each with `anyio.run(runner.run, request)`."""
 
     async def run(self, request: SessionRequest) -> SessionResult: ...
+
+
+@runtime_checkable
+class Stoppable(Protocol):
+    """A runner whose sessions run elsewhere (an engine's workers): `stop()` stops every session it
+    is running, from another thread, and their `run` returns (a Ctrl-C of the run). A runner in this
+    process needs none: its CLIs are stopped by their TMPDIR."""
+
+    def stop(self) -> None: ...
 
 
 def policy_refusal(

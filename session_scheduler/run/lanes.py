@@ -57,7 +57,7 @@ from session_scheduler.guard.sandbox import private_tmp
 from session_scheduler.repo import gitops, merge_queue, workdirs
 from session_scheduler.repo.merge_queue import Conflict, Landed, Landing, Queue, Red
 from session_scheduler.run import browsing, gating
-from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner, run_session
+from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner, Stoppable, run_session
 from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged, receipt
 from session_scheduler.run.gating import Gatekeeper, gated
 from session_scheduler.run.opening import open_project, run_started
@@ -200,6 +200,8 @@ class Lanes:
             with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: they are being stopped
                 for n in range(self.count):
                     processes.stop_with_tmpdir(private_tmp(workdirs.path_of(self.project, n)))
+                if isinstance(self.runner, Stoppable):  # sessions on an engine's workers
+                    self.runner.stop()
             while True:  # a second Ctrl-C while they stop does not leave them running
                 try:
                     self._wait_for_threads()
@@ -330,8 +332,14 @@ class Lanes:
                 ):
                     self.lock.notify_all()
                     return
+                attempt = 1
                 if lane in self.reruns:  # the same session, from the same start
                     number, view = self.reruns.pop(lane)
+                    before = self.flights.get(lane)
+                    if (
+                        before is not None and before.number == number
+                    ):  # its next run: a new name on an engine
+                        attempt = before.attempt + 1
                 else:
                     view = self.schedule.view(lane)
                     self.schedule, number = self.schedule.issue()
@@ -346,12 +354,15 @@ class Lanes:
                     gitops.head(repo, work.branch) if work else None,
                     wait_until=self.paused_until if self.paused_until > self.clock.now() else None,
                     lane=lane,
+                    attempt=attempt,
                 )  # a pause it waits out at its start (`_session`) holds after a stop, too
                 self.started += 1
                 self._save()
                 outbox = open_outbox(self.records, folder.path / "outbox")
                 spent = self.totals.cost_usd + self._per_session() * (self._running() - 1)
-            self._session(repo, lane, number, replace(view, session_count=number - 1), folder, outbox, spent)
+            self._session(
+                repo, lane, number, replace(view, session_count=number - 1), folder, outbox, spent, attempt
+            )
 
     def _limit(self, lane: int) -> bool:
         """Whether a limit keeps every lane from starting another session in this run (under the
@@ -416,6 +427,7 @@ class Lanes:
         folder: SessionFolder,
         outbox: Records,
         spent: float,
+        attempt: int = 1,
     ) -> None:
         """One session of the lane: its clone made ready, the session run and verified there,
         then (under the lock) its outbox applied, its branch brought back, its outcome transitioned.
@@ -430,7 +442,9 @@ class Lanes:
         brief = brief_for(state, self.config, outbox, APP_ORIGIN if browser else None)
         plan = plan_session(state, self.config, workdir, brief=brief, spent_usd=spent)
         pre = capture(outbox, clone, state, folder.path / SessionFolder.PRE)
-        request = SessionRequest(plan, workdir, write_plan(plan, workdir), folder.path, outbox, lane)
+        request = SessionRequest(
+            plan, workdir, write_plan(plan, workdir), folder.path, outbox, lane, attempt=attempt
+        )
         while True:  # no session starts while every lane is paused, however late the pause came
             self._paused()
             with self.lock:

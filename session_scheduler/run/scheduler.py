@@ -163,6 +163,8 @@ class Scheduler:
         """The lane this scheduler runs sessions in (its in-flight record and restore point are keyed by it)."""
         self.adopted = adoption.NONE
         """The person's CLAUDE.md and branch as the first run found them (read when the run opens the project)."""
+        self._attempt = 1
+        """Which run of its session the next session is (one more after each cut: `InFlight.attempt`)."""
 
     # -- state -----------------------------------------------------------------
     def load(self) -> tuple[SessionState, InFlight | None]:
@@ -274,11 +276,13 @@ class Scheduler:
             if limit:
                 return self._report("limit", state, limit)
             pre = None
+            self._attempt = 1
             if interrupted:
                 stop = self._wait(interrupted)
                 if stop:
                     return self._report("limit", state, stop)
                 pre = self._recover(repo, state, interrupted)
+                self._attempt = interrupted.attempt + 1  # its next run: a new name on an engine
             interrupted = None
             session = self._one_session(repo, state, pre)
             standing, why = session.judged.standing, session.judged.reason
@@ -594,7 +598,14 @@ class Scheduler:
         running is stopped, the repository repaired and its settings restored; its result and
         denials written to the session folder."""
         state, plan, log_dir = session.state, session.plan, session.folder.path
-        request = SessionRequest(plan, self.project, write_plan(plan, self.project), log_dir, self.records)
+        request = SessionRequest(
+            plan,
+            self.project,
+            write_plan(plan, self.project),
+            log_dir,
+            self.records,
+            attempt=session.in_flight.attempt,
+        )
         crashpoints.reached("plan_written")
         work = plan.work
         started_event = self.events.emit(
@@ -876,6 +887,7 @@ class Scheduler:
             heads=record["heads"],
             heads_gone=tuple(record["heads_gone"]),
             copies=str(pre.copies),
+            attempt=self._attempt,
         )
 
 

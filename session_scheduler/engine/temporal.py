@@ -1,0 +1,219 @@
+"""The Temporal runner (`--engine temporal://...`): each session is one workflow on the engine,
+named from the saved state (core/engine.workflow_id), whose one activity a worker runs; the
+runner awaits its result. Everything else stays in the scheduler (the one authority).
+
+The Temporal client lives on one event loop in a thread of its own (`EngineLoop`); each session's
+`run` (called by the lanes through `anyio.run`, each in its own loop) hands its work to it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import CancelledError, Future
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import CancelledError as TemporalCancelledError
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from session_scheduler.core.engine import TASK_QUEUE, Engine, project_id, workflow_id
+from session_scheduler.core.errors import ConfigError, SchedulerError
+from session_scheduler.engine import wire
+from session_scheduler.engine.devserver import dev_server
+from session_scheduler.engine.worker import work
+from session_scheduler.engine.workflow import WORKFLOW
+from session_scheduler.guard import safe_git
+from session_scheduler.repo import gitops
+from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
+from session_scheduler.run.runners import Echo, RunnerFactory
+
+T = TypeVar("T")
+TRIES = 2
+"""A session's tries on the engine: its first, and one more if its worker is lost (never for
+what the session ended with)."""
+HEARTBEAT_TIMEOUT_S = 10.0
+"""A worker silent this long is lost: its session goes to another worker (or to it, when it returns)."""
+GRACE_S = 120.0
+"""What a session's activity may take beyond the session's own timeout (start, stop, clean up)."""
+ENGINE_FILE = "engine.json"
+"""In a session's folder: where it ran on the engine (workflow, host, tries, the engine's overhead)."""
+CONNECT_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 20.0
+
+
+class EngineLoop:
+    """An asyncio loop in a daemon thread: where the Temporal client (and a local worker) live."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="temporal-engine", daemon=True)
+        self.thread.start()
+
+    def submit(self, work: Coroutine[Any, Any, T]) -> Future[T]:
+        return asyncio.run_coroutine_threadsafe(work, self.loop)
+
+    def call(self, work: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return self.submit(work).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def start_of(request: SessionRequest) -> dict[str, Any]:
+    """Where the session starts in its work tree (what a retry on another worker goes back to):
+    the branch checked out and the tips of `main` and of the work's branch."""
+    clone = safe_git.open(request.cwd)
+    branches = [gitops.MAIN] + ([request.plan.work.branch] if request.plan.work else [])
+    head = clone.git.rev_parse("--abbrev-ref", "HEAD")
+    return {"head": head, "tips": {b: gitops.head(clone, b) for b in branches}}
+
+
+class TemporalRunner:
+    """Runs each session as a workflow on the engine and returns its result (SessionRunner)."""
+
+    def __init__(self, engine: EngineLoop, client: Client, project: str, echo: Echo) -> None:
+        self.engine, self.client, self.project, self.echo = engine, client, project, echo
+        self.running: dict[str, WorkflowHandle[Any, Any]] = {}
+        """The workflows of the sessions being awaited (touched only on the engine's loop)."""
+        self.stopping = False
+
+    def stop(self) -> None:
+        """Cancel every session being awaited (a Ctrl-C of the run): the workers stop their CLIs,
+        and each `run` returns a session cut off (the run records it as interrupted)."""
+        with suppress(TimeoutError):  # a server gone: nothing to cancel there
+            self.engine.call(self._cancel_all(), STOP_TIMEOUT_S)
+
+    async def _cancel_all(self) -> None:
+        self.stopping = True
+        for handle in list(self.running.values()):
+            with suppress(RPCError):
+                await handle.cancel(rpc_timeout=timedelta(seconds=5))
+
+    async def run(self, request: SessionRequest) -> SessionResult:
+        began = time.monotonic()
+        number, attempt = request.plan.number, request.attempt
+        wid = workflow_id(self.project, number, attempt)
+        job = {
+            "request": wire.request_to_json(request),
+            "start": start_of(request),
+            "task_queue": TASK_QUEUE,
+            "start_to_close_s": request.plan.timeout_s + GRACE_S,
+            "heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
+            "tries": TRIES,
+        }
+        earlier = workflow_id(self.project, number, attempt - 1) if attempt > 1 else None
+        answer = await asyncio.wrap_future(self.engine.submit(self._session(wid, job, earlier)))
+        result = wire.result_from_json(answer["result"])
+        wall = time.monotonic() - began
+        where = {
+            "workflow_id": wid,
+            "host": answer.get("host"),
+            "tries": answer.get("try"),
+            "wall_s": round(wall, 3),
+            "engine_s": round(max(wall - result.duration_s, 0.0), 3),
+        }
+        request.log_dir.mkdir(parents=True, exist_ok=True)
+        (request.log_dir / ENGINE_FILE).write_text(json.dumps(where, indent=2), encoding="utf-8")
+        lane = "" if request.lane is None else f"[lane {request.lane}] "
+        tries = f", try {where['tries']}" if where["tries"] != 1 else ""
+        self.echo(
+            f"{lane}  session {number} ran on {where['host']}{tries} (engine {where['engine_s']:.2f} s)"
+        )
+        return result
+
+    async def _session(self, wid: str, job: dict[str, Any], earlier: str | None) -> dict[str, Any]:
+        """Start the session's workflow, or attach to it (running: await it; completed: its
+        result); an earlier attempt's workflow still running (a killed scheduler's) is ended first."""
+        if earlier is not None:
+            with suppress(RPCError):  # not running (done, or never started)
+                await self.client.get_workflow_handle(earlier).terminate("its session runs again")
+        try:
+            handle = await self.client.start_workflow(
+                WORKFLOW,
+                job,
+                id=wid,
+                task_queue=TASK_QUEUE,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            )
+        except WorkflowAlreadyStartedError:  # it completed: its result is the session's
+            handle = self.client.get_workflow_handle(wid)
+        self.running[wid] = handle
+        if self.stopping:  # a stop came while it started
+            with suppress(RPCError):
+                await handle.cancel()
+        try:
+            answer: dict[str, Any] = await handle.result()
+            return answer
+        except asyncio.CancelledError:
+            await handle.cancel()
+            raise
+        except WorkflowFailureError as exc:
+            if self.stopping and isinstance(exc.cause, TemporalCancelledError):
+                stopped = SessionResult(
+                    error="stopped with the run (its workflow was cancelled)", cut_off=True
+                )
+                return {"result": wire.result_to_json(stopped), "host": None, "try": None}
+            cause: BaseException | None = exc.cause
+            while getattr(cause, "cause", None) is not None:  # the activity's own error, under the workflow's
+                cause = getattr(cause, "cause", None)
+            raise SchedulerError(
+                f"session workflow {wid} failed on the engine: {getattr(cause, 'message', cause)}; "
+                "run the same command again"
+            ) from None
+        finally:
+            self.running.pop(wid, None)
+
+
+async def _connect(address: str) -> Client:
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        try:
+            return await Client.connect(address)
+        except RuntimeError as exc:  # the server is not up yet, or not there
+            if time.monotonic() > deadline:
+                raise ConfigError(f"cannot reach the Temporal server at {address}: {exc}") from None
+            await asyncio.sleep(0.5)
+
+
+def engine_runners(engine: Engine, project: Path, local_runners: RunnerFactory) -> RunnerFactory:
+    """The run's runner factory on `engine`: sessions on its workers. For `temporal://local` a dev
+    server (its database in the project's log folder) and one worker in this process, with the
+    local runner, are started for the run and stopped after it."""
+
+    @contextmanager
+    def opened(echo: Echo, log_dir: Path) -> Iterator[SessionRunner]:
+        server: AbstractContextManager[str] = (
+            dev_server(log_dir) if engine.local else nullcontext(engine.address or "")
+        )
+        loop = EngineLoop()
+        try:
+            with server as address:
+                client = loop.call(_connect(address))
+                echo(f"Engine: Temporal at {address} ({engine}); sessions run on its workers")
+                with local_runners(echo, log_dir) if engine.local else nullcontext() as local:
+                    worker = None
+                    if local is not None:
+                        worker = loop.submit(work(client, local, "local", echo))
+                    runner = TemporalRunner(loop, client, project_id(project), echo)
+                    try:
+                        yield runner
+                    finally:
+                        runner.stop()  # what is still running elsewhere (one lane's Ctrl-C leaves run at once)
+                        if worker is not None:
+                            worker.cancel()
+                            with suppress(CancelledError):  # a cancelled worker ends with its cancellation
+                                worker.result(30)
+        finally:
+            loop.close()
+
+    return opened

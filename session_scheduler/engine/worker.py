@@ -1,0 +1,127 @@
+"""A Temporal worker (`autonomous_agent_demo.py worker --engine temporal://HOST:PORT --host NAME`):
+runs the sessions of the pool's task queue with the local runner (the real CLI, its OS sandbox,
+the policy hook and the hand-off tools, exactly as in the scheduler's own process), heartbeating
+while each runs. A session's CLI dies with its worker (run/agent.guarded_cli: PR_SET_PDEATHSIG);
+when its heartbeat stops, Temporal gives the session to another worker, which first puts the
+lane's clone and outbox back where the session started (`restart_point`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
+from session_scheduler.core.engine import TASK_QUEUE
+from session_scheduler.core.errors import ConfigError
+from session_scheduler.core.layout import HANDOFF_FILES
+from session_scheduler.core.session import SessionFolder
+from session_scheduler.engine import wire
+from session_scheduler.engine.workflow import NOT_RETRIED, RUN_SESSION, SessionWorkflow
+from session_scheduler.guard import processes, safe_git
+from session_scheduler.run.agent import SessionRequest, SessionRunner
+
+HEARTBEAT_S = 1.0
+"""How often a running session's activity tells the server it is alive."""
+
+
+def restart_point(request: SessionRequest, start: dict[str, Any]) -> None:
+    """Put what a lost try of the session changed back as it was at its start: what it left
+    running stopped, the clone's branches at their start tips (`start`: the runner read them
+    before the first try), its work tree clean on the start's branch (ignored files stay: the
+    scheduler's, the session folder's), the outbox's hand-off files from the session folder's
+    copies (`pre/`)."""
+    tmp = request.plan.settings.get("env", {}).get("TMPDIR")
+    if tmp:
+        processes.stop_with_tmpdir(Path(tmp))
+    processes.stop_left_in(request.cwd, 0.0)
+    clone = safe_git.open(request.cwd)
+    clone.git.checkout("-q", "--detach")
+    for branch, tip in start["tips"].items():
+        if tip is None:
+            clone.git.update_ref("-d", f"refs/heads/{branch}")
+        else:
+            clone.git.update_ref(f"refs/heads/{branch}", tip)
+    clone.git.checkout("-q", "-f", start["head"])
+    clone.git.reset("-q", "--hard")
+    clone.git.clean("-q", "-ffd", "-e", request.settings_path.name)  # the scheduler wrote it for the session
+    copies = request.log_dir / SessionFolder.PRE
+    for (
+        name
+    ) in HANDOFF_FILES:  # a file without a copy is left (one lane copies only those a session appends to)
+        if (copies / name).is_file():
+            shutil.copyfile(copies / name, request.records.path(name))
+
+
+class SessionActivity:
+    """The activity: one session run by `runner` on this worker, its result returned as data."""
+
+    def __init__(self, runner: SessionRunner, host: str, echo: Callable[[str], None] = print) -> None:
+        self.runner, self.host, self.echo = runner, host, echo
+
+    @activity.defn(name=RUN_SESSION)
+    async def run_session(self, job: dict[str, Any]) -> dict[str, Any]:
+        info = activity.info()
+        beat = asyncio.create_task(_heartbeat())  # from the start: putting a lost try back takes a moment
+        try:
+            request = wire.request_from_json(job["request"])
+            if info.attempt > 1:  # an earlier try's worker was lost mid-session
+                self.echo(f"[{self.host}] session {request.plan.number}: try {info.attempt}, from its start")
+                await asyncio.to_thread(restart_point, request, job["start"])
+            result = await self.runner.run(request)
+        except (
+            Exception
+        ) as exc:  # a fault of the runner or the request is the scheduler's to see, never retried
+            raise ApplicationError(
+                f"{type(exc).__name__}: {exc}", type=NOT_RETRIED, non_retryable=True
+            ) from exc
+        finally:
+            beat.cancel()
+        return {"result": wire.result_to_json(result), "host": self.host, "try": info.attempt}
+
+
+async def _heartbeat() -> None:
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(HEARTBEAT_S)
+
+
+def worker_of(client: Client, runner: SessionRunner, host: str, echo: Callable[[str], None]) -> Worker:
+    """A worker of the pool's task queue: the session workflow and its activity."""
+    return Worker(
+        client,
+        task_queue=TASK_QUEUE,
+        workflows=[SessionWorkflow],
+        activities=[SessionActivity(runner, host, echo).run_session],
+        identity=f"{host}@{os.getpid()}",
+        max_concurrent_activities=16,
+        # heartbeats reach the server each second (not 0.8 x the timeout): a cancellation, which comes
+        # back with a heartbeat's answer, reaches the session within about a second
+        max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_S),
+    )
+
+
+async def work(client: Client, runner: SessionRunner, host: str, echo: Callable[[str], None]) -> None:
+    """Run a worker until cancelled (its sessions are cancelled with it: their CLIs stop); made
+    in the loop it runs on."""
+    await worker_of(client, runner, host, echo).run()
+
+
+async def serve(address: str, runner: SessionRunner, host: str, echo: Callable[[str], None]) -> None:
+    """Connect to the server at `address` and work for it until cancelled."""
+    try:
+        client = await Client.connect(address)
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"cannot reach the Temporal server at {address} ({exc}); start it or check --engine"
+        ) from None
+    echo(f"Worker {host} on {address}, task queue {TASK_QUEUE}")
+    await work(client, runner, host, echo)
