@@ -260,6 +260,7 @@ def test_a_worker_that_cannot_reach_its_server_says_so_in_one_line(tmp_path: Pat
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().startswith("error: cannot reach the Temporal server at 127.0.0.1:")
+    assert "(connection refused); start it or check --engine" in done.stderr, done.stderr
     assert done.stderr.strip().count("\n") == 0
 
 
@@ -304,3 +305,22 @@ def test_stopping_the_runner_cancels_the_sessions_on_their_workers(tmp_path: Pat
         print(f"stopped in {stopped_s:.2f} s")
         assert stopped_s < 5
     assert results[0].cut_off and results[0].is_error and "stopped with the run" in (results[0].error or "")
+
+
+@pytest.mark.parametrize(
+    ("said", "plain"),
+    [
+        (
+            'Failed client connect: Server connection error: tonic::transport::Error(Transport, ConnectError("tcp connect error", 127.0.0.1:1, Os { code: 111, kind: ConnectionRefused }))',
+            "connection refused",
+        ),
+        ("Failed client connect: dns error: failed to lookup", "dns error"),
+        ("Failed client connect: operation timed out", "timed out"),
+        ("Something else: detail", "Something else"),
+    ],
+)
+def test_a_connection_error_is_said_plainly(said: str, plain: str) -> None:
+    pytest.importorskip("temporalio")
+    from session_scheduler.engine.worker import connect_error
+
+    assert connect_error(RuntimeError(said)) == plain

@@ -270,7 +270,7 @@ def test_the_app_on_the_command_line_is_checked_and_saved(spec_file: Path, tmp_p
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"start": "x", "port_env": "HOME"}))
     refused = cli("--app", str(bad))
-    assert refused.exit_code == 2 and "app.json is invalid" in refused.output  # type: ignore[attr-defined]
+    assert refused.exit_code == 2 and f"--app {bad} is invalid at port_env" in refused.output  # type: ignore[attr-defined]
     assert len(refused.output.strip().splitlines()) == 1 and not resolve_project("a").exists()  # type: ignore[attr-defined]
     good = tmp_path / "app.json"
     good.write_text(SERVE)

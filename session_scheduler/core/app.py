@@ -22,7 +22,7 @@ APP_SCHEMA: dict[str, Any] = {
     "required": ["start"],
     "additionalProperties": False,
     "properties": {
-        "start": {"type": "string", "pattern": "\\S"},
+        "start": {"type": "string", "minLength": 1, "pattern": "\\S"},
         "ready_path": {"type": "string", "pattern": "^/[^\\s]*$"},
         "ready_timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_READY_TIMEOUT_S},
         "port_env": {
@@ -58,12 +58,12 @@ class AppSpec:
         }
 
     @classmethod
-    def from_json(cls, data: Any) -> AppSpec:
-        """An AppSpec from `app.json` or a saved config; BadInput (one line: where, what, how to
-        fix it) when it does not fit APP_SCHEMA."""
+    def from_json(cls, data: Any, where: str = APP_FILE) -> AppSpec:
+        """An AppSpec from `app.json` (or `where`: the person's --app file, a saved config); BadInput
+        (one line: where, what, how to fix it) when it does not fit APP_SCHEMA."""
         wrong = schema_error(data, APP_SCHEMA)
         if wrong is not None:
-            raise BadInput(f"{APP_FILE} is invalid {one_line(wrong)}: {FIX}")
+            raise BadInput(f"{where} is invalid {one_line(wrong)}: {FIX}")
         return cls(
             data["start"],
             data.get("ready_path", "/"),

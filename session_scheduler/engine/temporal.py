@@ -28,7 +28,7 @@ from session_scheduler.core.engine import TASK_QUEUE, Engine, project_id, workfl
 from session_scheduler.core.errors import ConfigError, SchedulerError
 from session_scheduler.engine import wire
 from session_scheduler.engine.devserver import dev_server
-from session_scheduler.engine.worker import work
+from session_scheduler.engine.worker import connect_error, work
 from session_scheduler.engine.workflow import WORKFLOW
 from session_scheduler.guard import safe_git
 from session_scheduler.repo import gitops
@@ -181,7 +181,11 @@ async def _connect(address: str) -> Client:
             return await Client.connect(address)
         except RuntimeError as exc:  # the server is not up yet, or not there
             if time.monotonic() > deadline:
-                raise ConfigError(f"cannot reach the Temporal server at {address}: {exc}") from None
+                raise ConfigError(
+                    f"cannot reach the Temporal server at {address} ({connect_error(exc)}) after "
+                    f"{CONNECT_TIMEOUT_S:g} s: start it, or run with --engine inprocess (the engine is "
+                    "saved with the project) to run the sessions here"
+                ) from None
             await asyncio.sleep(0.5)
 
 

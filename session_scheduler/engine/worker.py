@@ -115,13 +115,28 @@ async def work(client: Client, runner: SessionRunner, host: str, echo: Callable[
     await worker_of(client, runner, host, echo).run()
 
 
+def connect_error(exc: BaseException) -> str:
+    """What the SDK's connection error says, without its transport's debug text."""
+    text = str(exc)
+    for said in (
+        "Connection refused",
+        "ConnectionRefused",
+        "dns error",
+        "timed out",
+        "Name or service not known",
+    ):
+        if said.lower() in text.lower():
+            return "connection refused" if "refused" in said.lower() else said.lower()
+    return text.split(":", 1)[0].strip() or "no answer"
+
+
 async def serve(address: str, runner: SessionRunner, host: str, echo: Callable[[str], None]) -> None:
     """Connect to the server at `address` and work for it until cancelled."""
     try:
         client = await Client.connect(address)
     except RuntimeError as exc:
         raise ConfigError(
-            f"cannot reach the Temporal server at {address} ({exc}); start it or check --engine"
+            f"cannot reach the Temporal server at {address} ({connect_error(exc)}); start it or check --engine"
         ) from None
     echo(f"Worker {host} on {address}, task queue {TASK_QUEUE}")
     await work(client, runner, host, echo)

@@ -265,7 +265,11 @@ def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentCo
         data["gates"], data["detect_gates"] = read_gates(choice)
     app = given.pop("app_choice", None)
     if app is not None:
-        data["app"] = None if app == "none" else AppSpec.from_json(read_json_option("--app", app)).to_json()
+        data["app"] = (
+            None
+            if app == "none"
+            else AppSpec.from_json(read_json_option("--app", app), f"--app {app}").to_json()
+        )
     models = {**DEFAULT_MODELS, **data.get("models", {})}
     for role in ROLES:
         value = given.pop(f"{role.value.lower()}_model", None)
@@ -491,7 +495,7 @@ class FiniteFloat(click.FloatRange):
 @click.option(
     "--check",
     is_flag=True,
-    help="Say in one line whether the OS sandbox really works here (a probe must fail to write outside), then exit.",
+    help="Say whether the OS sandbox really works here (a probe must fail to write outside) and whether REVIEW's browser can start, then exit.",
 )
 @click.option(
     "--dry-run",
