@@ -136,10 +136,12 @@ def alive(pid: int) -> bool:
 
 
 @pytest.fixture
-def hosts(tmp_path: Path) -> Iterator[tuple[str, Host, Host]]:
+def hosts(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, Host, Host]]:
+    """A dev server and two workers on the scenario `request.param` (default SCENARIO)."""
+    data = getattr(request, "param", SCENARIO)
     scenario = tmp_path / "scenario.json"
-    Scenario.from_json(SCENARIO)
-    scenario.write_text(json.dumps(SCENARIO), encoding="utf-8")
+    Scenario.from_json(data)
+    scenario.write_text(json.dumps(data), encoding="utf-8")
     with dev_server(tmp_path / "server") as address:
         a, b = Host(tmp_path, "host-a", address, scenario), Host(tmp_path, "host-b", address, scenario)
         try:
@@ -225,4 +227,87 @@ def test_two_hosts_build_a_project_and_a_killed_worker_s_session_runs_on_the_oth
         f"\nsessions {len(where)}, hosts {sorted(w['host'] for w in where.values())}; engine overhead per "
         f"session median {overhead[len(overhead) // 2]:.2f} s, max {overhead[-1]:.2f} s; second try "
         f"started {rerun_s:.1f} s after the kill (heartbeat timeout {HEARTBEAT_TIMEOUT_S:.0f} s); run {total_s:.0f} s"
+    )
+
+
+FOUR_LANES: dict[str, Any] = {
+    "description": "F001, then F002 to F005 side by side in four lanes",
+    "features": 5,
+    "depends": {f"F00{n}": ["F001"] for n in range(2, 6)},
+    "turn_latency_s": 0.3,
+}
+
+
+def in_flight(log: list[dict[str, Any]]) -> set[int]:
+    started = {e["session"] for e in log if e["kind"] == "session_started"}
+    return started - {e["session"] for e in log if e["kind"] == "session_ended"}
+
+
+@pytest.mark.parametrize("hosts", [FOUR_LANES], indirect=True)
+def test_four_lanes_across_two_hosts_and_a_killed_scheduler_reattaches_to_its_sessions(
+    tmp_path: Path, hosts: tuple[str, Host, Host]
+) -> None:
+    """`kill -9` of the scheduler while sessions run on both workers: the same command again
+    awaits those sessions where they run (by their workflow ids), and runs none again; nothing
+    that had finished is redone."""
+    address, a, b = hosts
+    project = tmp_path / "generations" / "four"
+    command = [
+        sys.executable,
+        "autonomous_agent_demo.py",
+        "--project-dir",
+        str(project),
+        "--offline-demo",
+        "--scenario",
+        str(a.scenario),
+        "--lanes",
+        "4",
+        "--engine",
+        f"temporal://{address}",
+    ]
+    env = product_env(tmp_path, "scheduler")
+    output = tmp_path / "first-run.out"
+    with output.open("wb") as out:
+        first = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    log_file = events.log_path(project)
+
+    def busy() -> bool:  # the INITIALIZER verified, three IMPLEMENTs running on the workers
+        assert first.poll() is None, output.read_text()[-5000:]
+        log = events.read(log_file) if log_file.exists() else []
+        return any(e["kind"] == "session_ended" for e in log) and len(in_flight(log)) >= 3
+
+    wait_until(busy, "three sessions running on the workers", 150)
+    time.sleep(1.5)  # their CLIs at work
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    before = events.read(log_file)
+    finished = {e["session"] for e in before if e["kind"] == "session_ended"}
+    saved = statefile.load(project)
+    assert saved is not None
+    running = {f.number for f in saved.in_flight.values() if f.why is None and f.heads_gone is not None}
+    assert running, saved.in_flight
+
+    again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert again.returncode == 0, again.stdout[-5000:] + again.stderr[-2000:]
+    assert "still on the engine: awaiting it" in again.stdout
+
+    features = json.loads((project / "feature_list.json").read_text())["features"]
+    assert all(f["passes"] for f in features) and len(features) == 5
+    log = events.read(log_file)
+    reattached = {e["session"] for e in log if e["kind"] == "resumed" and e["cause"] == "reattached"}
+    assert reattached == running
+    started = [e["session"] for e in log if e["kind"] == "session_started"]
+    ended = [e["session"] for e in log if e["kind"] == "session_ended"]
+    assert sorted(started) == sorted(ended) == sorted(set(started)), "every session started and ended once"
+    assert not [p for p in (project / LOG_DIR).iterdir() if ".interrupted-" in p.name], "nothing run again"
+    where = {
+        int(f.parent.name.split("_")[1]): json.loads(f.read_text())
+        for f in (project / LOG_DIR).glob(f"session_*/{ENGINE_FILE}")
+    }
+    assert all(w["tries"] == 1 and w["workflow_id"].endswith("/attempt-1") for w in where.values()), where
+    assert finished.isdisjoint(reattached)
+    assert {w["host"] for w in where.values()} == {a.name, b.name}, "the lanes' sessions ran on both hosts"
+    print(
+        f"\nsessions {len(where)}; at the kill {sorted(running)} running, {sorted(finished)} finished; "
+        f"reattached {sorted(reattached)}"
     )

@@ -17,6 +17,11 @@ LANE = 0
 """The one lane sessions run in today (a lane's records are keyed by its id)."""
 
 
+REATTACHED = "reattached"
+"""The cause of a `resumed` event whose session an engine still held after its run was killed:
+awaited, not run again."""
+
+
 @dataclass(frozen=True)
 class InFlight:
     """Where the session in flight started: set while it runs, and after it was cut short until

@@ -18,11 +18,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import CancelledError as TemporalCancelledError
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from session_scheduler.core.engine import TASK_QUEUE, Engine, project_id, workflow_id
 from session_scheduler.core.errors import ConfigError, SchedulerError
@@ -85,6 +85,20 @@ class TemporalRunner:
         self.running: dict[str, WorkflowHandle[Any, Any]] = {}
         """The workflows of the sessions being awaited (touched only on the engine's loop)."""
         self.stopping = False
+
+    def holds(self, number: int, attempt: int) -> bool:
+        """Whether the engine has session `number`'s try `attempt` running, or ended with a
+        result (Reattachable): a killed scheduler's session, which the rerun awaits."""
+        return self.engine.call(self._holds(workflow_id(self.project, number, attempt)), STOP_TIMEOUT_S)
+
+    async def _holds(self, wid: str) -> bool:
+        try:
+            described = await self.client.get_workflow_handle(wid).describe()
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return described.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED)
 
     def stop(self) -> None:
         """Cancel every session being awaited (a Ctrl-C of the run): the workers stop their CLIs,

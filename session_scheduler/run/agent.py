@@ -148,6 +148,27 @@ class Stoppable(Protocol):
     def stop(self) -> None: ...
 
 
+@runtime_checkable
+class Reattachable(Protocol):
+    """A runner whose sessions outlive the scheduler (an engine's workers): after a kill of the
+    run, a session in flight may still be running there, or have ended with a result. `holds`
+    says so for one session's try; `run` with the same request then awaits it (or takes its
+    result) instead of starting it again."""
+
+    def holds(self, number: int, attempt: int) -> bool: ...
+
+
+def reattachable(runner: SessionRunner) -> Reattachable | None:
+    """The runner whose sessions outlive the scheduler: `runner`, or the one it wraps (`wrapped`,
+    as a runner that checks the sandbox first does); None when sessions run in this process."""
+    here: object = runner
+    while here is not None:
+        if isinstance(here, Reattachable):
+            return here
+        here = getattr(here, "wrapped", None)
+    return None
+
+
 def policy_refusal(
     request: SessionRequest, tool: str, tool_input: dict[str, Any], cwd: Path | None = None
 ) -> str | None:

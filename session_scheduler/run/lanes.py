@@ -34,7 +34,7 @@ from session_scheduler.core.errors import (
 )
 from session_scheduler.core.gates import finding
 from session_scheduler.core.humane import duration, money, plural
-from session_scheduler.core.layout import LOG_DIR, STATE_FILE
+from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE, STATE_FILE
 from session_scheduler.core.machine import (
     ARCHITECTURE_BRANCH,
     FEATURE_BRANCH,
@@ -49,7 +49,7 @@ from session_scheduler.core.machine import (
 )
 from session_scheduler.core.policy import policy
 from session_scheduler.core.schedule import IDLE, Schedule, landed, resized, sent_back, transition_lane, wake
-from session_scheduler.core.session import InFlight, SessionFolder
+from session_scheduler.core.session import REATTACHED, InFlight, SessionFolder
 from session_scheduler.core.standing import Standing, Then, Wait
 from session_scheduler.guard import processes, safe_git
 from session_scheduler.guard.browser_box import APP_ORIGIN
@@ -57,17 +57,24 @@ from session_scheduler.guard.sandbox import private_tmp
 from session_scheduler.repo import gitops, merge_queue, workdirs
 from session_scheduler.repo.merge_queue import Conflict, Landed, Landing, Queue, Red
 from session_scheduler.run import browsing, gating
-from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner, Stoppable, run_session
+from session_scheduler.run.agent import (
+    SessionRequest,
+    SessionResult,
+    SessionRunner,
+    Stoppable,
+    reattachable,
+    run_session,
+)
 from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged, receipt
 from session_scheduler.run.gating import Gatekeeper, gated
 from session_scheduler.run.opening import open_project, run_started
 from session_scheduler.run.plan import brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.scheduler import ended_partly
-from session_scheduler.run.verify import capture, verify_session
+from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
 from session_scheduler.store import events, progress, statefile
 from session_scheduler.store.events import EventLog, Totals, new_run_id
-from session_scheduler.store.outbox import apply, open_outbox
+from session_scheduler.store.outbox import OUTBOX, apply, open_outbox
 from session_scheduler.store.records import Records
 
 T = SessionType
@@ -115,6 +122,9 @@ class Lanes:
         """Per lane, the session cut short that it runs again (its number and its state)."""
         self.flights: dict[int, InFlight] = {}
         """Per lane, the session in flight (saved with the schedule: what a rerun after a kill needs)."""
+        self.held: dict[int, InFlight] = {}
+        """Per lane, a killed run's session that the engine still holds (running on a worker, or
+        ended there with a result): the lane awaits it instead of running it again."""
         self.events = events or EventLog(project, new_run_id(self.clock), clock=self.clock.now)
         self.totals = Totals()
         self.run_totals = Totals(run=self.events.run)
@@ -141,7 +151,10 @@ class Lanes:
         events go to the event log from `run_started` to `run_ended`, whatever ends it."""
         self.max_iterations = max_iterations
         tmp_dirs = [private_tmp(workdirs.path_of(self.project, n)) for n in range(self.count)]
-        repo, _ = open_project(self.project, self.records, self.echo, tmp_dirs)
+        # a killed run's sessions on an engine's workers may still run: only those not awaited are stopped (`_resume`)
+        repo, _ = open_project(
+            self.project, self.records, self.echo, [] if reattachable(self.runner) else tmp_dirs
+        )
         self.totals = Totals.of(events.read(self.events.path))
         self.events.subscribe(self.totals.apply)
         self.events.subscribe(self.run_totals.apply)
@@ -253,6 +266,18 @@ class Lanes:
         role = self.schedule.lanes[lane].role
         folder = Path(flight.log_dir)
         why = flight.why or Standing.INTERRUPTED.value
+        if self._still_held(repo, lane, flight):
+            self.held[lane] = flight
+            self.reruns[lane] = (flight.number, self.schedule.view(lane))
+            self.flights[lane] = flight
+            self.events.emit("resumed", session=flight.number, role=role.value, cause=REATTACHED, lane=lane)
+            self._say(
+                lane,
+                f"session {flight.number} ({role.value}) is still on the engine: awaiting it, not running it again",
+            )
+            return
+        if reattachable(self.runner):  # what it left running here (open_project stopped none)
+            processes.stop_with_tmpdir(private_tmp(workdirs.path_of(self.project, lane)))
         if flight.copies is not None and Path(flight.copies).is_dir():
             progress.restore(self.records, Path(flight.copies), self.schedule.backlog.passing)
             work = self.schedule.lanes[lane].work
@@ -277,6 +302,24 @@ class Lanes:
         self.events.emit("resumed", session=flight.number, role=role.value, cause=why, lane=lane)
         cause = "interrupted" if why == Standing.INTERRUPTED.value else f"cut short ({why.replace('_', ' ')})"
         self._say(lane, f"session {flight.number} ({role.value}) runs again: it was {cause}")
+
+    def _still_held(self, repo: git.Repo, lane: int, flight: InFlight) -> bool:
+        """Whether a killed run's session is one to await rather than run again: it was running
+        (not cut short, not half recorded), its start is on record (its folder's copies, its
+        branches), it needs no browser of the killed run's, and the engine holds it."""
+        engine = reattachable(self.runner)
+        return (
+            engine is not None
+            and flight.why is None
+            and flight.copies is None
+            and flight.heads_gone is not None
+            and (Path(flight.log_dir) / SessionFolder.PRE).is_dir()
+            and browsing.plan_for(
+                Gatekeeper.of(self.config), repo, self.records, self.schedule.view(lane), Path(flight.log_dir)
+            )
+            is None
+            and engine.holds(flight.number, flight.attempt)
+        )
 
     def _reconcile_queue(self, repo: git.Repo) -> None:
         """The merge queue's file and the schedule agree (a kill between writing one and the other):
@@ -333,10 +376,13 @@ class Lanes:
                     self.lock.notify_all()
                     return
                 attempt = 1
+                held = self.held.pop(lane, None)
                 if lane in self.reruns:  # the same session, from the same start
                     number, view = self.reruns.pop(lane)
                     before = self.flights.get(lane)
-                    if (
+                    if held is not None:  # still on the engine: the same try, awaited
+                        attempt = held.attempt
+                    elif (
                         before is not None and before.number == number
                     ):  # its next run: a new name on an engine
                         attempt = before.attempt + 1
@@ -347,7 +393,7 @@ class Lanes:
                 assert main is not None
                 folder = SessionFolder.of(self.project, number, view.lane.role)
                 work = view.lane.work
-                self.flights[lane] = InFlight(
+                self.flights[lane] = held or InFlight(
                     number,
                     str(folder.path),
                     main,
@@ -358,10 +404,20 @@ class Lanes:
                 )  # a pause it waits out at its start (`_session`) holds after a stop, too
                 self.started += 1
                 self._save()
-                outbox = open_outbox(self.records, folder.path / "outbox")
+                outbox = (
+                    Records(folder.path / OUTBOX) if held else open_outbox(self.records, folder.path / OUTBOX)
+                )  # a held session's outbox is the one it writes to
                 spent = self.totals.cost_usd + self._per_session() * (self._running() - 1)
             self._session(
-                repo, lane, number, replace(view, session_count=number - 1), folder, outbox, spent, attempt
+                repo,
+                lane,
+                number,
+                replace(view, session_count=number - 1),
+                folder,
+                outbox,
+                spent,
+                attempt,
+                held=held,
             )
 
     def _limit(self, lane: int) -> bool:
@@ -428,24 +484,54 @@ class Lanes:
         outbox: Records,
         spent: float,
         attempt: int = 1,
+        *,
+        held: InFlight | None = None,
     ) -> None:
         """One session of the lane: its clone made ready, the session run and verified there,
         then (under the lock) its outbox applied, its branch brought back, its outcome transitioned.
         `spent`: the project's spending, the other lanes' sessions in flight counted as spending
-        what one session may (what is left is this session's budget)."""
+        what one session may (what is left is this session's budget). `held`: a killed run's
+        session the engine still holds, awaited where it runs (its clone, its start as recorded)."""
         role, work = state.lane.role, state.lane.work
-        with self.lock:  # what reads the project's repository runs while no worktree is half made there
-            main = gitops.head(repo, gitops.MAIN)  # read with the clone made: the queue may have moved it
-            assert main is not None
-            clone, workdir = self._ready(repo, lane, role, work, main)
-        browser = browsing.plan_for(Gatekeeper.of(self.config), clone, outbox, state, folder.path)
+        if held is None:
+            with self.lock:  # what reads the project's repository runs while no worktree is half made there
+                main = gitops.head(repo, gitops.MAIN)  # read with the clone made: the queue may have moved it
+                assert main is not None
+                clone, workdir = self._ready(repo, lane, role, work, main)
+        else:
+            workdir = workdirs.path_of(self.project, lane)
+            clone = safe_git.open(workdir)
+        browser = (
+            browsing.plan_for(Gatekeeper.of(self.config), clone, outbox, state, folder.path)
+            if held is None
+            else None
+        )
         brief = brief_for(state, self.config, outbox, APP_ORIGIN if browser else None)
         plan = plan_session(state, self.config, workdir, brief=brief, spent_usd=spent)
-        pre = capture(outbox, clone, state, folder.path / SessionFolder.PRE)
-        request = SessionRequest(
-            plan, workdir, write_plan(plan, workdir), folder.path, outbox, lane, attempt=attempt
-        )
-        while True:  # no session starts while every lane is paused, however late the pause came
+        copies = folder.path / SessionFolder.PRE
+        if held is None:
+            pre = capture(outbox, clone, state, copies)
+            settings = write_plan(plan, workdir)
+            with self.lock:  # its start's branches on record: what a rerun that awaits it verifies against
+                flight = self.flights.get(lane)
+                if flight is not None:
+                    record = pre.heads_record
+                    self.flights[lane] = replace(
+                        flight, heads=record["heads"], heads_gone=tuple(record["heads_gone"])
+                    )
+                    self._save()
+        else:
+            record = {"heads": dict(held.heads), "heads_gone": list(held.heads_gone or ())}
+            pre = PreSession(
+                held.main,
+                held.branch_tip,
+                progress.load_handoff(Records(copies)),
+                copies,
+                heads_of(record, copies),
+            )
+            settings = workdir / SETTINGS_FILE  # as the killed run wrote it for the session
+        request = SessionRequest(plan, workdir, settings, folder.path, outbox, lane, attempt=attempt)
+        while held is None:  # no session starts while every lane is paused, however late the pause came
             self._paused()
             with self.lock:
                 if self.failed is not None:  # stopped before it started: it runs next time (`_resume`)
@@ -465,7 +551,7 @@ class Lanes:
                     lane=lane,
                 )
                 break
-        started = time.time()  # the OS's clock: compared with processes' start times
+        started = time.time() if held is None else 0.0  # the OS's clock: processes' start times
         result = run_session(self.runner, request, browser, lambda line: self._say(lane, line))
         processes.stop_left_in(workdir, started)
         if self._stopping(lane, number, role, folder):

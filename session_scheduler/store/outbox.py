@@ -25,6 +25,9 @@ from session_scheduler.store.handoff_history import largest_archived_id
 from session_scheduler.store.progress import atomic_write_json, load_handoff, validate
 from session_scheduler.store.records import Records
 
+OUTBOX = "outbox"
+"""A lane's session's outbox: its folder in the session's folder."""
+
 
 def open_outbox(records: Records, folder: Path) -> Records:
     """A session's outbox in `folder`: copies of the records' hand-off files, made now, and their

@@ -867,18 +867,18 @@ class _SandboxCheck:
 class _Guarded:
     """A runner that proves the sandbox before its first session."""
 
-    runner: SessionRunner
+    wrapped: SessionRunner
     check: _SandboxCheck
 
     async def run(self, request: SessionRequest) -> SessionResult:
         self.check.once()
-        return await self.runner.run(request)
+        return await self.wrapped.run(request)
 
     def stop(self) -> None:
         from session_scheduler.run.agent import Stoppable
 
-        if isinstance(self.runner, Stoppable):
-            self.runner.stop()
+        if isinstance(self.wrapped, Stoppable):
+            self.wrapped.stop()
 
 
 def load_scenario(path: Path | None) -> Scenario:
