@@ -11,7 +11,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import CancelledError, Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import timedelta
@@ -46,6 +46,12 @@ GRACE_S = 120.0
 ENGINE_FILE = "engine.json"
 """In a session's folder: where it ran on the engine (workflow, host, tries, the engine's overhead)."""
 CONNECT_TIMEOUT_S = 20.0
+SERVER_GONE_S = 600.0
+"""How long a session's start or its awaiting outlasts a server that does not answer (restarted,
+cut off): its sessions go on on the workers meanwhile; after it, the run stops (and its rerun
+reattaches to them)."""
+GONE = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
+"""What a server that is not there (yet) answers."""
 STOP_TIMEOUT_S = 20.0
 
 
@@ -151,13 +157,16 @@ class TemporalRunner:
             with suppress(RPCError):  # not running (done, or never started)
                 await self.client.get_workflow_handle(earlier).terminate("its session runs again")
         try:
-            handle = await self.client.start_workflow(
-                WORKFLOW,
-                job,
-                id=wid,
-                task_queue=TASK_QUEUE,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            handle = await _outlasting(
+                lambda: self.client.start_workflow(
+                    WORKFLOW,
+                    job,
+                    id=wid,
+                    task_queue=TASK_QUEUE,
+                    id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                ),
+                wid,
             )
         except WorkflowAlreadyStartedError:  # it completed: its result is the session's
             handle = self.client.get_workflow_handle(wid)
@@ -166,7 +175,7 @@ class TemporalRunner:
             with suppress(RPCError):
                 await handle.cancel()
         try:
-            answer: dict[str, Any] = await handle.result()
+            answer: dict[str, Any] = await _outlasting(handle.result, wid)
             return answer
         except asyncio.CancelledError:
             await handle.cancel()
@@ -186,6 +195,25 @@ class TemporalRunner:
             ) from None
         finally:
             self.running.pop(wid, None)
+
+
+async def _outlasting(call: Callable[[], Awaitable[T]], wid: str) -> T:
+    """`call()`, again each second while the server does not answer (a restart), for up to
+    SERVER_GONE_S; then a SchedulerError that says what to do."""
+    deadline = time.monotonic() + SERVER_GONE_S
+    while True:
+        try:
+            return await call()
+        except RPCError as exc:
+            if exc.status not in GONE:
+                raise
+            if time.monotonic() > deadline:
+                raise SchedulerError(
+                    f"the Temporal server has not answered for {SERVER_GONE_S:g} s about {wid} "
+                    f"({exc.message}); its sessions go on on the workers: run the same command again "
+                    "once the server is back, and it awaits them"
+                ) from None
+        await asyncio.sleep(1.0)
 
 
 async def _connect(address: str) -> Client:
