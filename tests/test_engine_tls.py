@@ -363,3 +363,19 @@ def test_a_worker_connects_over_tls_and_without_the_ca_says_why_in_one_line(
         f"error: cannot connect to the Temporal server at {behind_tls}: TLS handshake failed"
     )
     assert CA_VAR in refused.stderr
+
+
+def test_a_run_says_an_unreadable_tls_file_before_anything_is_created(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from session_scheduler.view.cli import main
+
+    missing = tmp_path / "ca.pem"
+    result = CliRunner().invoke(
+        main,
+        ["--project-dir", str(tmp_path / "p"), "--offline-demo", "--engine", "temporal://127.0.0.1:9"],
+        env={CA_VAR: str(missing), "TEMPORAL_CONFIG_FILE": str(tmp_path / "no-temporal.toml")},
+    )
+    assert result.exit_code == 1
+    assert f"{CA_VAR} names {missing}, which cannot be read (No such file or directory)" in result.output
+    assert not (tmp_path / "p").exists()

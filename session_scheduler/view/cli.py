@@ -678,6 +678,11 @@ def run_cli(
         from session_scheduler.engine import require_temporal
 
         require_temporal(f"--engine {config.engine}")
+        engine = parse_engine(config.engine)
+        if engine is not None and not engine.local:  # its TLS files named but unreadable, say
+            from session_scheduler.engine.connection import connect_options
+
+            connect_options(os.environ)
     if (
         starts and not offline_demo
     ):  # before anything is created: a newcomer without credentials gets no folder
