@@ -178,7 +178,10 @@ def test_a_plain_client_at_a_tls_server_is_told_about_tls() -> None:
 
 
 def _cert(
-    subject: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[x509.Name, ec.EllipticCurvePrivateKey] | None
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: tuple[x509.Name, ec.EllipticCurvePrivateKey] | None,
+    usage: x509.ObjectIdentifier = ExtendedKeyUsageOID.SERVER_AUTH,
 ) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
@@ -197,35 +200,42 @@ def _cert(
     else:
         names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-        builder = builder.add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-        )
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     return builder.sign(signer, hashes.SHA256())
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A CA (ca.pem) and the proxy's certificate for 127.0.0.1 signed by it (server.pem, server.key)."""
+    """A CA (ca.pem), the proxy's certificate for 127.0.0.1 signed by it (server.pem, server.key),
+    and a client's (client.pem, client.key)."""
     folder = tmp_path_factory.mktemp("pki")
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = _cert("test CA", ca_key, None)
-    server = _cert("localhost", key, (ca.subject, ca_key))
     (folder / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    (folder / "server.pem").write_bytes(server.public_bytes(serialization.Encoding.PEM))
-    (folder / "server.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    for name, usage in (
+        ("server", ExtendedKeyUsageOID.SERVER_AUTH),
+        ("client", ExtendedKeyUsageOID.CLIENT_AUTH),
+    ):
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = _cert(name, key, (ca.subject, ca_key), usage)
+        (folder / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        (folder / f"{name}.key").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
         )
-    )
     return folder
 
 
 class TlsProxy:
     """TLS on 127.0.0.1 (ALPN h2, as gRPC wants) in front of a plain server: a loop in a thread."""
 
-    def __init__(self, pki: Path, backend: str) -> None:
+    def __init__(self, pki: Path, backend: str, *, mutual: bool = False) -> None:
         self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.context.load_cert_chain(pki / "server.pem", pki / "server.key")
+        if mutual:  # a client certificate signed by the CA, or no connection
+            self.context.verify_mode = ssl.CERT_REQUIRED
+            self.context.load_verify_locations(pki / "ca.pem")
         self.context.set_alpn_protocols(["h2"])
         self.host, port = backend.rsplit(":", 1)
         self.port = int(port)
@@ -274,10 +284,17 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 @pytest.fixture(scope="module")
-def behind_tls(tmp_path_factory: pytest.TempPathFactory, pki: Path) -> Iterator[str]:
+def behind_tls(server: str, pki: Path) -> Iterator[str]:
     """A dev server's address behind the TLS proxy."""
-    with dev_server(tmp_path_factory.mktemp("server")) as plain, TlsProxy(pki, plain) as address:
+    with TlsProxy(pki, server) as address:
         yield address
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A dev server (plain) for the module's proxies."""
+    with dev_server(tmp_path_factory.mktemp("server")) as plain:
+        yield plain
 
 
 def test_the_scheduler_connects_over_tls_with_the_ca_given(
@@ -304,6 +321,26 @@ def test_without_the_ca_the_scheduler_says_it_is_a_tls_problem_at_once(
         f"cannot connect to the Temporal server at {behind_tls}: TLS handshake failed: the server's "
         f"certificate is signed by a CA this machine does not trust: give the CA that signed it in {CA_VAR}"
     )
+
+
+def test_mutual_tls_the_client_s_certificate_is_sent_and_without_it_said(
+    server: str, pki: Path, env: dict[str, str]
+) -> None:
+    with TlsProxy(pki, server, mutual=True) as address:
+        mutual = {
+            **env,
+            CA_VAR: str(pki / "ca.pem"),
+            "TEMPORAL_TLS_CLIENT_CERT_PATH": str(pki / "client.pem"),
+            "TEMPORAL_TLS_CLIENT_KEY_PATH": str(pki / "client.key"),
+        }
+
+        async def connected(environ: dict[str, str]) -> int:
+            client = await _connect(address, connect_options(environ), timeout_s=5)
+            return (await client.count_workflows()).count
+
+        assert asyncio.run(connected(mutual)) == 0
+        with pytest.raises(ConfigError, match=r"TLS handshake failed: .* a client certificate, give it in"):
+            asyncio.run(connected({**env, CA_VAR: str(pki / "ca.pem")}))
 
 
 def _worker_command(address: str, tmp_path: Path) -> list[str]:

@@ -42,6 +42,11 @@ _TLS_FAILURES: tuple[tuple[str, str], ...] = (
     ("InvalidCertificate", f"the server's certificate is refused: {CA_HINT}"),
     ("InvalidContentType", "the server does not answer in TLS: check the port, or unset TEMPORAL_TLS"),
     ("InvalidMessage", "the server does not answer in TLS: check the port, or unset TEMPORAL_TLS"),
+    (
+        "close_notify",
+        "the server ended the connection; if it wants a client certificate, give it in "
+        "TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH",
+    ),
 )
 """Words of the SDK's TLS errors (rustls's) and what each means, first match wins."""
 _PLAIN_FAILURES: tuple[tuple[str, str], ...] = (
