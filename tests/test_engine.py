@@ -321,6 +321,6 @@ def test_stopping_the_runner_cancels_the_sessions_on_their_workers(tmp_path: Pat
 )
 def test_a_connection_error_is_said_plainly(said: str, plain: str) -> None:
     pytest.importorskip("temporalio")
-    from session_scheduler.engine.worker import connect_error
+    from session_scheduler.engine.connection import connect_error
 
     assert connect_error(RuntimeError(said)) == plain

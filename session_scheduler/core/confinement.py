@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePath, PurePosixPath
 
+from session_scheduler.core.engine import CONNECTION_ENV, CONNECTION_ENV_PREFIX
+
 SECRET_ENV_NAMES: tuple[str, ...] = (
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
@@ -35,6 +37,7 @@ SECRET_ENV_NAMES: tuple[str, ...] = (
     "AZURE_CLIENT_SECRET",
     "DOCKER_AUTH_CONFIG",
     "SSH_AUTH_SOCK",
+    *CONNECTION_ENV,
 )
 """Variables unset in every sandboxed command whether or not the scheduler's environment has them."""
 SECRET_WORDS = re.compile(
@@ -42,6 +45,9 @@ SECRET_WORDS = re.compile(
 )
 """A variable whose name says it holds a secret is unset too (whatever the product it is for)."""
 NOT_SECRET = frozenset({"CLAUDE_CODE_MAX_RETRIES"})
+SECRET_PREFIXES: tuple[str, ...] = (CONNECTION_ENV_PREFIX,)
+"""A variable with one of these prefixes is unset too: the engine's connection (Temporal's `TEMPORAL_*`,
+its API key, TLS keys and headers) belongs to the scheduler and its workers, never to a session."""
 
 OTHER_HOMES: tuple[str, ...] = ("/root", "/home")
 """Where other users' home folders are: always denied."""
@@ -92,7 +98,14 @@ class Host:
     def of(cls, env: Mapping[str, str]) -> Host:
         home = env.get("HOME") or os.path.expanduser("~")
         names = sorted(
-            {*SECRET_ENV_NAMES, *(k for k in env if SECRET_WORDS.search(k) and k not in NOT_SECRET)}
+            {
+                *SECRET_ENV_NAMES,
+                *(
+                    k
+                    for k in env
+                    if (SECRET_WORDS.search(k) or k.startswith(SECRET_PREFIXES)) and k not in NOT_SECRET
+                ),
+            }
         )
         return cls(
             homes=_unique((home, *OTHER_HOMES)),

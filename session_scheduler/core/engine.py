@@ -20,6 +20,26 @@ IN_PROCESS = "inprocess"
 TASK_QUEUE = "session-scheduler"
 """The task queue every worker of the pool polls (the workers share the project's file system)."""
 INSTALL_HINT = "pip install '.[temporal]'"
+CONNECTION_ENV_PREFIX = "TEMPORAL_"
+"""The connection's settings are Temporal's own variables (engine/connection.py); each process reads
+its own, nothing is saved, and no session, agent command, test or gate gets any of them."""
+CONNECTION_ENV: tuple[str, ...] = (
+    "TEMPORAL_API_KEY",
+    "TEMPORAL_TLS",
+    "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
+    "TEMPORAL_TLS_SERVER_CA_CERT_DATA",
+    "TEMPORAL_TLS_CLIENT_CERT_PATH",
+    "TEMPORAL_TLS_CLIENT_CERT_DATA",
+    "TEMPORAL_TLS_CLIENT_KEY_PATH",
+    "TEMPORAL_TLS_CLIENT_KEY_DATA",
+    "TEMPORAL_TLS_SERVER_NAME",
+    "TEMPORAL_CONFIG_FILE",
+    "TEMPORAL_PROFILE",
+    "TEMPORAL_CODEC_AUTH",
+)
+"""The variables of the SDK's environment configuration that carry the connection's keys or name
+where they are (and `TEMPORAL_GRPC_META_*`, any header): unset in every session's sandbox whether
+or not the scheduler has them (a worker may have them when the scheduler does not)."""
 
 _ADDRESS = re.compile(r"^(?P<host>[A-Za-z0-9._-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})$")
 _NAME = re.compile(r"[^A-Za-z0-9._-]+")

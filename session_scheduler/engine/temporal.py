@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from concurrent.futures import CancelledError, Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import timedelta
@@ -27,8 +28,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from session_scheduler.core.engine import TASK_QUEUE, Engine, project_id, workflow_id
 from session_scheduler.core.errors import ConfigError, SchedulerError
 from session_scheduler.engine import wire
+from session_scheduler.engine.connection import connect_error, connect_options, tls_error
 from session_scheduler.engine.devserver import dev_server
-from session_scheduler.engine.worker import connect_error, work
+from session_scheduler.engine.worker import work
 from session_scheduler.engine.workflow import WORKFLOW
 from session_scheduler.guard import safe_git
 from session_scheduler.repo import gitops
@@ -216,16 +218,21 @@ async def _outlasting(call: Callable[[], Awaitable[T]], wid: str) -> T:
         await asyncio.sleep(1.0)
 
 
-async def _connect(address: str) -> Client:
-    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+async def _connect(address: str, options: Mapping[str, Any], timeout_s: float = CONNECT_TIMEOUT_S) -> Client:
+    """A client of the server at `address` (`options`: connection.connect_options), tried again
+    until `timeout_s` while the server is not up; a TLS failure is said at once (waiting mends none)."""
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
-            return await Client.connect(address)
+            return await Client.connect(address, **options)
         except RuntimeError as exc:  # the server is not up yet, or not there
+            tls = tls_error(exc)
+            if tls is not None:
+                raise ConfigError(f"cannot connect to the Temporal server at {address}: {tls}") from None
             if time.monotonic() > deadline:
                 raise ConfigError(
                     f"cannot reach the Temporal server at {address} ({connect_error(exc)}) after "
-                    f"{CONNECT_TIMEOUT_S:g} s: start it, or run with --engine inprocess (the engine is "
+                    f"{timeout_s:g} s: start it, or run with --engine inprocess (the engine is "
                     "saved with the project) to run the sessions here"
                 ) from None
             await asyncio.sleep(0.5)
@@ -234,17 +241,19 @@ async def _connect(address: str) -> Client:
 def engine_runners(engine: Engine, project: Path, local_runners: RunnerFactory) -> RunnerFactory:
     """The run's runner factory on `engine`: sessions on its workers. For `temporal://local` a dev
     server (its database in the project's log folder) and one worker in this process, with the
-    local runner, are started for the run and stopped after it."""
+    local runner, are started for the run and stopped after it. A server of one's own is reached
+    with this process's Temporal settings (TLS, API key: connection.py); the dev server, plainly."""
 
     @contextmanager
     def opened(echo: Echo, log_dir: Path) -> Iterator[SessionRunner]:
+        options = {} if engine.local else connect_options(os.environ)
         server: AbstractContextManager[str] = (
             dev_server(log_dir) if engine.local else nullcontext(engine.address or "")
         )
         loop = EngineLoop()
         try:
             with server as address:
-                client = loop.call(_connect(address))
+                client = loop.call(_connect(address, options))
                 echo(f"Engine: Temporal at {address} ({engine}); sessions run on its workers")
                 with local_runners(echo, log_dir) if engine.local else nullcontext() as local:
                     worker = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from session_scheduler.core.errors import ConfigError
 from session_scheduler.core.layout import HANDOFF_FILES
 from session_scheduler.core.session import SessionFolder
 from session_scheduler.engine import wire
+from session_scheduler.engine.connection import connect_error, tls_error
 from session_scheduler.engine.workflow import NOT_RETRIED, RUN_SESSION, SessionWorkflow
 from session_scheduler.guard import processes, safe_git
 from session_scheduler.run.agent import SessionRequest, SessionRunner
@@ -115,26 +116,21 @@ async def work(client: Client, runner: SessionRunner, host: str, echo: Callable[
     await worker_of(client, runner, host, echo).run()
 
 
-def connect_error(exc: BaseException) -> str:
-    """What the SDK's connection error says, without its transport's debug text."""
-    text = str(exc)
-    for said in (
-        "Connection refused",
-        "ConnectionRefused",
-        "dns error",
-        "timed out",
-        "Name or service not known",
-    ):
-        if said.lower() in text.lower():
-            return "connection refused" if "refused" in said.lower() else said.lower()
-    return text.split(":", 1)[0].strip() or "no answer"
-
-
-async def serve(address: str, runner: SessionRunner, host: str, echo: Callable[[str], None]) -> None:
-    """Connect to the server at `address` and work for it until cancelled."""
+async def serve(
+    address: str,
+    options: Mapping[str, Any],
+    runner: SessionRunner,
+    host: str,
+    echo: Callable[[str], None],
+) -> None:
+    """Connect to the server at `address` (`options`: connection.connect_options) and work for it
+    until cancelled."""
     try:
-        client = await Client.connect(address)
+        client = await Client.connect(address, **options)
     except RuntimeError as exc:
+        tls = tls_error(exc)
+        if tls is not None:
+            raise ConfigError(f"cannot connect to the Temporal server at {address}: {tls}") from None
         raise ConfigError(
             f"cannot reach the Temporal server at {address} ({connect_error(exc)}); start it or check --engine"
         ) from None

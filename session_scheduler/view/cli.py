@@ -678,6 +678,11 @@ def run_cli(
         from session_scheduler.engine import require_temporal
 
         require_temporal(f"--engine {config.engine}")
+        engine = parse_engine(config.engine)
+        if engine is not None and not engine.local:  # its TLS files named but unreadable, say
+            from session_scheduler.engine.connection import connect_options
+
+            connect_options(os.environ)
     if (
         starts and not offline_demo
     ):  # before anything is created: a newcomer without credentials gets no folder
@@ -1031,8 +1036,11 @@ def worker_command(
         import asyncio
         import tempfile
 
+        from session_scheduler.engine import connection
         from session_scheduler.engine.worker import serve
 
+        options = connection.connect_options(os.environ)  # TLS, API key: this host's own settings
+        connection.forget(os.environ)  # read once: the sessions it runs never inherit them
         _using_temporal()
 
         def echo(line: str) -> None:
@@ -1044,7 +1052,7 @@ def worker_command(
             folder = work_dir or Path(scratch)
             folder.mkdir(parents=True, exist_ok=True)
             with seams.runners(scenario_data)(echo, folder) as runner:
-                asyncio.run(serve(engine.address, runner, host, echo))
+                asyncio.run(serve(engine.address, options, runner, host, echo))
 
     try:
         work()
