@@ -11,12 +11,16 @@ model on each worker. One run (about a minute on 2 cores) covers both cases:
 from __future__ import annotations
 
 import json
+import queue
+import random
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
@@ -135,22 +139,82 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+class Server:
+    """A real dev server on its database file, which the test may restart on the same port. It is
+    started and stopped by a thread of its own that lives as long as the fixture: the server is
+    tied to the thread that started it (PR_SET_PDEATHSIG), and a test restarts it from threads
+    that end."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.address = folder, ""
+        self.restarts = 0
+        self.orders: queue.Queue[float | None] = queue.Queue()
+        self.done: queue.Queue[BaseException | None] = queue.Queue()
+        self.keeper = threading.Thread(target=self._keep, daemon=True)
+
+    def _keep(self) -> None:
+        with ExitStack() as stack:
+            port: int | None = None
+            while True:
+                try:
+                    self.address = stack.enter_context(dev_server(self.folder, port))
+                    port = int(self.address.rsplit(":", 1)[1])
+                    self.done.put(None)
+                except BaseException as exc:  # the test says it
+                    self.done.put(exc)
+                    return
+                down_s = self.orders.get()
+                stack.close()
+                if down_s is None:
+                    return
+                time.sleep(down_s)
+
+    def _answer(self) -> None:
+        failed = self.done.get(timeout=60)
+        if failed is not None:
+            raise failed
+
+    def start(self) -> None:
+        self.keeper.start()
+        self._answer()
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stopped (SIGTERM), `down_s` seconds away, started again on its file and port."""
+        self.orders.put(down_s)
+        self._answer()
+        self.restarts += 1
+
+    def stop(self) -> None:
+        self.orders.put(None)
+        self.keeper.join(30)
+
+
 @pytest.fixture
-def hosts(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, Host, Host]]:
+def server(tmp_path: Path) -> Iterator[Server]:
+    running = Server(tmp_path / "server")
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, server: Server, request: pytest.FixtureRequest) -> Iterator[tuple[str, Host, Host]]:
     """A dev server and two workers on the scenario `request.param` (default SCENARIO)."""
     data = getattr(request, "param", SCENARIO)
     scenario = tmp_path / "scenario.json"
     Scenario.from_json(data)
     scenario.write_text(json.dumps(data), encoding="utf-8")
-    with dev_server(tmp_path / "server") as address:
-        a, b = Host(tmp_path, "host-a", address, scenario), Host(tmp_path, "host-b", address, scenario)
-        try:
-            a.start()
-            b.start()
-            yield address, a, b
-        finally:
-            a.stop()
-            b.stop()
+    address = server.address
+    a, b = Host(tmp_path, "host-a", address, scenario), Host(tmp_path, "host-b", address, scenario)
+    try:
+        a.start()
+        b.start()
+        yield address, a, b
+    finally:
+        a.stop()
+        b.stop()
 
 
 def test_two_hosts_build_a_project_and_a_killed_worker_s_session_runs_on_the_other(
@@ -311,3 +375,110 @@ def test_four_lanes_across_two_hosts_and_a_killed_scheduler_reattaches_to_its_se
         f"\nsessions {len(where)}; at the kill {sorted(running)} running, {sorted(finished)} finished; "
         f"reattached {sorted(reattached)}"
     )
+
+
+LIMITED: dict[str, Any] = {
+    **SCENARIO,
+    "description": "SCENARIO, with a usage limit at the first IMPLEMENT's second request",
+    "faults": [{"session": 2, "kind": "usage_limit", "request": 2, "reset_in_seconds": 1800}],
+}
+
+
+class HookedClock:
+    """Real time, except that a sleep skips ahead instead of sleeping; the first sleep after a
+    usage limit cut a session runs `hook` first (what happens during the wait)."""
+
+    def __init__(self, log: Path, hook: Callable[[], None]) -> None:
+        self.log, self.hook = log, hook
+        self.skipped, self.sleeps = 0.0, list[float]()
+        self.hooked = threading.Lock()
+        self.ran = False
+
+    def now(self) -> float:
+        return time.time() + self.skipped
+
+    def sleep(self, seconds: float) -> None:
+        with self.hooked:
+            if (
+                not self.ran
+                and self.log.exists()
+                and any(e.get("standing") == "usage_limit" for e in events.read(self.log))
+            ):
+                self.ran = True
+                self.hook()
+            self.sleeps.append(seconds)
+            self.skipped += seconds
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.skipped
+
+    def random(self) -> float:
+        return random.random()
+
+
+@pytest.mark.parametrize("hosts", [LIMITED], indirect=True)
+def test_a_usage_limit_wait_outlasts_server_restarts_and_work_goes_on_through_one(
+    tmp_path: Path, server: Server, hosts: tuple[str, Host, Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A usage limit on a worker's session pauses every lane until its reset, held by the
+    scheduler, not the engine: the server restarted during the wait changes nothing, no session
+    starts before the reset, the cut session runs again (a new try, a new workflow). The server
+    restarted again while two sessions run on the workers: the run goes on and ends done."""
+    from click.testing import CliRunner
+
+    from session_scheduler.testing.seams import active_sandbox
+    from session_scheduler.view.cli import main
+
+    address, a, _ = hosts
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    project = tmp_path / "generations" / "limited"
+    log_file = events.log_path(project)
+    clock = HookedClock(log_file, lambda: server.restart(1.0))
+
+    def restart_while_two_run() -> None:  # after the wait: F002 and F003 at work on the workers
+        def two() -> bool:
+            log = events.read(log_file) if log_file.exists() else []
+            return (
+                clock.ran
+                and len(in_flight(log)) >= 2
+                and any(e["kind"] == "session_ended" and e["session"] == 3 for e in log)
+            )
+
+        wait_until(two, "two sessions at work after the wait", 200)
+        time.sleep(1.0)
+        server.restart(12.0)  # longer than the SDK retries its calls by itself
+
+    watcher = threading.Thread(target=restart_while_two_run, daemon=True)
+    watcher.start()
+    args = [
+        "--project-dir",
+        str(project),
+        "--offline-demo",
+        "--scenario",
+        str(a.scenario),
+        "--lanes",
+        "2",
+        "--engine",
+        f"temporal://{address}",
+    ]
+    result = CliRunner().invoke(main, args, obj={"preflight": active_sandbox, "clock": clock})
+    watcher.join(5)
+    assert result.exit_code == 0, result.output[-5000:]
+    assert server.restarts == 2
+
+    log = events.read(log_file)
+    waits = [e for e in log if e["kind"] == "limit_wait"]
+    assert waits and all(w["session"] == 2 and w["why"] == "usage_limit" for w in waits)
+    assert float(waits[0]["until"]) >= float(waits[0]["ts"]) + 1800
+    for wait in waits:  # each worker's robot limits session 2 once: one wait, or two
+        at, until = float(wait["ts"]), float(wait["until"])
+        assert not [e for e in log if e["kind"] == "session_started" and at <= float(e["ts"]) < until]
+    assert sum(clock.sleeps) >= 1800
+    twos = [e.get("standing") for e in log if e.get("session") == 2 and e["kind"] == "session_ended"]
+    assert twos == ["usage_limit"] * len(waits) + ["verified"]
+    two = json.loads(next((project / LOG_DIR).glob(f"session_0002_*/{ENGINE_FILE}")).read_text())
+    assert two["workflow_id"].endswith(f"/attempt-{len(waits) + 1}")
+    features = json.loads((project / "feature_list.json").read_text())["features"]
+    assert [(f["id"], f["passes"]) for f in features] == [("F001", True), ("F002", True), ("F003", True)]
+    saved = statefile.load(project)
+    assert saved is not None and saved.in_flight == {}

@@ -613,9 +613,10 @@ def _using_temporal() -> None:
 def _exit(code: int) -> None:
     """Exit with `code`; an invocation that used the Temporal client exits at once, its output
     flushed first (its SDK can crash a normal interpreter exit: an open bug). Only such an
-    invocation: `os._exit` would end a test process that drives the CLI in-process."""
+    invocation, and only from the command line: one given seams (`ctx.obj`) is driven in-process
+    by a test or a benchmark, whose process `os._exit` would end."""
     ctx = click.get_current_context(silent=True)
-    if ctx is not None and ctx.meta.get(TEMPORAL_USED):
+    if ctx is not None and ctx.meta.get(TEMPORAL_USED) and not ctx.find_root().obj:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
