@@ -347,3 +347,104 @@ def test_an_architecture_review_runs_on_a_quiet_main_and_its_fixes_land_through_
     fixes = [e for e in log if e["kind"] == "merge_verified" and str(e["branch"]).startswith("arch/")]
     assert len(fixes) == 1  # its FIX, reviewed, landed through the queue once
     assert f"Merge {fixes[0]['branch']}" in "\n".join(_merges(project))
+
+
+class Engine(InProcessRobotRunner):
+    """An engine's runner (Reattachable), its "workers" the robot: session `number`'s first try
+    runs to its end on its worker while the scheduler dies (the result kept by the engine, the run
+    ended as by kill -9). `holds` says which tries the engine has; a run of one returns its result."""
+
+    def __init__(self, scenario: Scenario, number: int, *, holding: bool = True) -> None:
+        super().__init__(scenario)
+        self.number, self.holding = number, holding
+        self.kept: dict[tuple[int, int], SessionResult] = {}
+        self.asked: list[tuple[int, int]] = []
+        self.awaited: list[tuple[int, int]] = []
+        self.dying = True
+
+    def holds(self, number: int, attempt: int) -> bool:
+        self.asked.append((number, attempt))
+        return self.holding and (number, attempt) in self.kept
+
+    async def run(self, request: SessionRequest) -> SessionResult:
+        key = (request.plan.number, request.attempt)
+        if key in self.kept:
+            self.awaited.append(key)
+            return self.kept[key]
+        result = await super().run(request)
+        if request.plan.number == self.number and self.dying:
+            self.kept[key] = result
+            self.dying = False
+            raise SystemExit("the scheduler was killed; its session ran to its end on its worker")
+        return result
+
+
+def _killed_with_a_session_on_the_engine(tmp_path: Path, **engine: Any) -> tuple[Path, Engine, int]:
+    project = new_project(tmp_path)
+    runner = Engine(Scenario.from_json(FOUR), 3, **engine)
+    with pytest.raises(SystemExit):
+        Lanes(project, CFG, runner, 3, echo=lambda _: None).run()
+    saved = statefile.load(project)
+    assert saved is not None
+    (lane,) = [n for n, f in saved.in_flight.items() if f.number == 3]
+    return project, runner, lane
+
+
+def test_a_killed_run_s_session_the_engine_holds_is_awaited_not_run_again(tmp_path: Path) -> None:
+    project, runner, lane = _killed_with_a_session_on_the_engine(tmp_path)
+    lines: list[str] = []
+    report = Lanes(project, CFG, runner, 3, echo=lines.append).run()
+    assert report.run.status == "done" and sorted(report.landed) == ["F001", "F002", "F003", "F004"]
+    assert runner.awaited == [(3, 1)]  # the same try, its result taken
+    log = events.read(events.log_path(project))
+    (resumed,) = [e for e in log if e["kind"] == "resumed"]
+    assert (resumed["session"], resumed["cause"], resumed["lane"]) == (3, "reattached", lane)
+    assert any(f"[lane {lane}] session 3" in line and "still on the engine" in line for line in lines)
+    starts = Counter(e["session"] for e in log if e["kind"] == "session_started")
+    assert set(starts.values()) == {1}, starts  # nothing started twice, the held one included
+    ends = [e["standing"] for e in log if e["kind"] == "session_ended" and e["session"] == 3]
+    assert ends == ["verified"]
+    assert not [p for p in (project / ".agent_logs").iterdir() if ".interrupted-" in p.name]
+    merges = [m for m in _merges(project) if m.startswith("Merge feature/")]
+    assert len(merges) == len(set(merges)) == 4
+
+
+def _flight_changed(project: Path, lane: int, **change: Any) -> None:
+    saved = statefile.load(project)
+    assert saved is not None
+    flights = {**saved.in_flight, lane: dataclasses.replace(saved.in_flight[lane], **change)}
+    statefile.save(project, saved.schedule, flights)
+
+
+@pytest.mark.parametrize(
+    "why",
+    [
+        "the engine does not hold it",
+        "it was cut short",
+        "its start's branches are not on record",
+        "its results were half recorded",
+    ],
+)
+def test_a_killed_run_s_session_runs_again_unless_the_engine_holds_it_as_it_started(
+    tmp_path: Path, why: str
+) -> None:
+    project, runner, lane = _killed_with_a_session_on_the_engine(
+        tmp_path, holding=why != "the engine does not hold it"
+    )
+    if why == "it was cut short":
+        _flight_changed(project, lane, why="outage")
+    if why == "its start's branches are not on record":
+        _flight_changed(project, lane, heads={}, heads_gone=None)
+    if why == "its results were half recorded":  # undone from its copies first, then run again
+        saved = statefile.load(project)
+        assert saved is not None
+        _flight_changed(project, lane, copies=str(Path(saved.in_flight[lane].log_dir) / "pre"))
+    report = Lanes(project, CFG, runner, 3, echo=lambda _: None).run()
+    assert report.run.status == "done" and sorted(report.landed) == ["F001", "F002", "F003", "F004"]
+    assert runner.awaited == []
+    log = events.read(events.log_path(project))
+    assert [e["cause"] for e in log if e["kind"] == "resumed"] != ["reattached"]
+    starts = Counter(e["session"] for e in log if e["kind"] == "session_started")
+    assert starts[3] == 2  # run again, as its next try
+    aside = [p.name for p in (project / ".agent_logs").iterdir() if ".interrupted-" in p.name]
+    assert len(aside) == 1 and aside[0].startswith("session_0003_")
