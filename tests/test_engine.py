@@ -22,7 +22,7 @@ from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.engine import Engine, parse_engine, project_id, workflow_id
 from session_scheduler.core.session import InFlight
 from session_scheduler.guard.sandbox import Preflight
-from session_scheduler.run.agent import SessionRequest, SessionResult
+from session_scheduler.run.agent import Reattachable, SessionRequest, SessionResult
 from session_scheduler.run.browsing import BrowserAccess
 from session_scheduler.view.cli import main, merge_config
 
@@ -186,7 +186,11 @@ def test_a_session_started_twice_is_attached_to_and_its_next_attempt_runs_again(
     lines: list[str] = []
     factory = engine_runners(Engine(None), project, factory_of(lambda _: counting)(None))
     with factory(lines.append, project / ".agent_logs") as runner:
+        assert isinstance(runner, Reattachable)
+        number = request.plan.number
+        assert not runner.holds(number, 1)  # unknown to the engine: a rerun starts it
         first = anyio.run(runner.run, request)
+        assert runner.holds(number, 1) and not runner.holds(number, 2)  # completed: its result is taken
         again = anyio.run(runner.run, request)
         second = anyio.run(
             runner.run,
@@ -194,7 +198,6 @@ def test_a_session_started_twice_is_attached_to_and_its_next_attempt_runs_again(
                 request.plan, request.cwd, request.settings_path, request.log_dir, request.records, attempt=2
             ),
         )
-    number = request.plan.number
     assert counting.ran == [(number, 1), (number, 2)]
     assert first == again and first.num_turns == 1 and second.num_turns == 2
     where = json.loads((request.log_dir / ENGINE_FILE).read_text())
@@ -293,10 +296,11 @@ def test_stopping_the_runner_cancels_the_sessions_on_their_workers(tmp_path: Pat
     results: list[SessionResult] = []
     factory = engine_runners(Engine(None), project, factory_of(lambda _: endless)(None))
     with factory(lambda line: None, project / ".agent_logs") as runner:
-        assert isinstance(runner, Stoppable)
+        assert isinstance(runner, Stoppable) and isinstance(runner, Reattachable)
         lane = threading.Thread(target=lambda: results.append(anyio.run(runner.run, request)))
         lane.start()
         assert endless.started.wait(30)
+        assert runner.holds(request.plan.number, 1)  # running: a killed scheduler's rerun awaits it
         began = time.monotonic()
         runner.stop()
         lane.join(30)
@@ -304,6 +308,7 @@ def test_stopping_the_runner_cancels_the_sessions_on_their_workers(tmp_path: Pat
         stopped_s = time.monotonic() - began
         print(f"stopped in {stopped_s:.2f} s")
         assert stopped_s < 5
+        assert not runner.holds(request.plan.number, 1)  # cancelled with the run: it runs again
     assert results[0].cut_off and results[0].is_error and "stopped with the run" in (results[0].error or "")
 
 
