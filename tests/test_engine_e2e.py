@@ -35,7 +35,8 @@ from session_scheduler.store import events, statefile
 pytest.importorskip("temporalio")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
 
-from session_scheduler.engine.devserver import dev_server  # noqa: E402  (needs the extra)
+from session_scheduler.engine.connection import CLIENT_LOG  # noqa: E402  (needs the extra)
+from session_scheduler.engine.devserver import dev_server  # noqa: E402
 from session_scheduler.engine.temporal import ENGINE_FILE, HEARTBEAT_TIMEOUT_S  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -482,3 +483,10 @@ def test_a_usage_limit_wait_outlasts_server_restarts_and_work_goes_on_through_on
     assert [(f["id"], f["passes"]) for f in features] == [("F001", True), ("F002", True), ("F003", True)]
     saved = statefile.load(project)
     assert saved is not None and saved.in_flight == {}
+    # the outage said in two lines; the SDK's own retries in the log files, not on the consoles
+    assert "the Temporal server does not answer" in result.output
+    assert "the Temporal server answers again" in result.output
+    assert "retried" in (project / LOG_DIR / CLIENT_LOG).read_text()
+    for host in hosts[1:]:
+        assert "temporalio_client" not in host.text()
+        assert "retried" in (host.folder / CLIENT_LOG).read_text()

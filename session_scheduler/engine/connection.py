@@ -9,11 +9,14 @@ SDK's transport dump."""
 
 from __future__ import annotations
 
+import itertools
+import logging
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
 from temporalio.envconfig import ClientConfigProfile
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
 from session_scheduler.core.engine import CONNECTION_ENV_PREFIX
 from session_scheduler.core.errors import ConfigError
@@ -57,6 +60,28 @@ _PLAIN_FAILURES: tuple[tuple[str, str], ...] = (
     ("Name or service not known", "name or service not known"),
     ("BrokenPipe", "the server closed the connection; if it wants TLS, set TEMPORAL_TLS=true"),
 )
+
+
+CLIENT_LOG = "temporal-client.log"
+"""In the run's log folder, and in a worker's folder: the Temporal SDK's own log lines (its
+retries while a server is away), which would otherwise flood the console."""
+_RUNTIMES = itertools.count()
+
+
+def logged_runtime(log_file: Path) -> Runtime:
+    """A Temporal runtime (`Client.connect(runtime=...)`) whose core writes its warnings and errors
+    to `log_file` instead of the console (a logger of its own, not shared: not propagated)."""
+    logger = logging.getLogger(f"{__name__}.runtime{next(_RUNTIMES)}")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    handler = logging.FileHandler(log_file, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    forwarded = LoggingConfig(
+        filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+        forwarding=LogForwardingConfig(logger=logger),
+    )
+    return Runtime(telemetry=TelemetryConfig(logging=forwarded))
 
 
 def connect_options(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -28,7 +28,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from session_scheduler.core.engine import TASK_QUEUE, Engine, project_id, workflow_id
 from session_scheduler.core.errors import ConfigError, SchedulerError
 from session_scheduler.engine import wire
-from session_scheduler.engine.connection import connect_error, connect_options, tls_error
+from session_scheduler.engine.connection import (
+    CLIENT_LOG,
+    connect_error,
+    connect_options,
+    logged_runtime,
+    tls_error,
+)
 from session_scheduler.engine.devserver import dev_server
 from session_scheduler.engine.worker import work
 from session_scheduler.engine.workflow import WORKFLOW
@@ -133,7 +139,12 @@ class TemporalRunner:
             "tries": TRIES,
         }
         earlier = workflow_id(self.project, number, attempt - 1) if attempt > 1 else None
-        answer = await asyncio.wrap_future(self.engine.submit(self._session(wid, job, earlier)))
+        lane = "" if request.lane is None else f"[lane {request.lane}] "
+
+        def say(line: str) -> None:
+            self.echo(lane + line)
+
+        answer = await asyncio.wrap_future(self.engine.submit(self._session(wid, job, earlier, say)))
         result = wire.result_from_json(answer["result"])
         wall = time.monotonic() - began
         where = {
@@ -145,14 +156,13 @@ class TemporalRunner:
         }
         request.log_dir.mkdir(parents=True, exist_ok=True)
         (request.log_dir / ENGINE_FILE).write_text(json.dumps(where, indent=2), encoding="utf-8")
-        lane = "" if request.lane is None else f"[lane {request.lane}] "
         tries = f", try {where['tries']}" if where["tries"] != 1 else ""
         self.echo(
             f"{lane}  session {number} ran on {where['host']}{tries} (engine {where['engine_s']:.2f} s)"
         )
         return result
 
-    async def _session(self, wid: str, job: dict[str, Any], earlier: str | None) -> dict[str, Any]:
+    async def _session(self, wid: str, job: dict[str, Any], earlier: str | None, say: Echo) -> dict[str, Any]:
         """Start the session's workflow, or attach to it (running: await it; completed: its
         result); an earlier attempt's workflow still running (a killed scheduler's) is ended first."""
         if earlier is not None:
@@ -169,6 +179,7 @@ class TemporalRunner:
                     id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 ),
                 wid,
+                say,
             )
         except WorkflowAlreadyStartedError:  # it completed: its result is the session's
             handle = self.client.get_workflow_handle(wid)
@@ -177,7 +188,7 @@ class TemporalRunner:
             with suppress(RPCError):
                 await handle.cancel()
         try:
-            answer: dict[str, Any] = await _outlasting(handle.result, wid)
+            answer: dict[str, Any] = await _outlasting(handle.result, wid, say)
             return answer
         except asyncio.CancelledError:
             await handle.cancel()
@@ -199,16 +210,26 @@ class TemporalRunner:
             self.running.pop(wid, None)
 
 
-async def _outlasting(call: Callable[[], Awaitable[T]], wid: str) -> T:
+async def _outlasting(call: Callable[[], Awaitable[T]], wid: str, say: Echo) -> T:
     """`call()`, again each second while the server does not answer (a restart), for up to
-    SERVER_GONE_S; then a SchedulerError that says what to do."""
+    SERVER_GONE_S (said once, and when it answers again); then a SchedulerError that says what to do."""
     deadline = time.monotonic() + SERVER_GONE_S
+    away = False
     while True:
         try:
-            return await call()
+            answer = await call()
+            if away:
+                say("  the Temporal server answers again")
+            return answer
         except RPCError as exc:
             if exc.status not in GONE:
                 raise
+            if not away:
+                away = True
+                say(
+                    f"  the Temporal server does not answer ({exc.message}): waiting for it, up to "
+                    f"{SERVER_GONE_S / 60:g} min (the sessions go on on their workers)"
+                )
             if time.monotonic() > deadline:
                 raise SchedulerError(
                     f"the Temporal server has not answered for {SERVER_GONE_S:g} s about {wid} "
@@ -247,6 +268,8 @@ def engine_runners(engine: Engine, project: Path, local_runners: RunnerFactory) 
     @contextmanager
     def opened(echo: Echo, log_dir: Path) -> Iterator[SessionRunner]:
         options = {} if engine.local else connect_options(os.environ)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        options["runtime"] = logged_runtime(log_dir / CLIENT_LOG)
         server: AbstractContextManager[str] = (
             dev_server(log_dir) if engine.local else nullcontext(engine.address or "")
         )

@@ -1052,6 +1052,7 @@ def worker_command(
         with tempfile.TemporaryDirectory(prefix="agent-worker-") as scratch:
             folder = work_dir or Path(scratch)
             folder.mkdir(parents=True, exist_ok=True)
+            options["runtime"] = connection.logged_runtime(folder / connection.CLIENT_LOG)
             with seams.runners(scenario_data)(echo, folder) as runner:
                 asyncio.run(serve(engine.address, options, runner, host, echo))
 
