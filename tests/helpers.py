@@ -8,6 +8,7 @@ import contextlib
 import http.server
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -232,3 +233,30 @@ def probe_report(chromium: str, tmp: Path, report: Path) -> dict[str, Any]:
     assert found, dom[-2000:]
     seen: dict[str, Any] = json.loads(unescape(found.group(1)))
     return seen
+
+
+class SkippingClock:
+    """Real time, except that a sleep skips ahead instead of sleeping: the scripted model sets a
+    usage limit's reset from the real clock, so the wait is measured against it however slow
+    the machine is. `before_sleep`, when given, runs before each sleep (what happens meanwhile)."""
+
+    def __init__(self, before_sleep: Callable[[], None] | None = None) -> None:
+        self.skipped, self.sleeps = 0.0, list[float]()
+        self.before_sleep = before_sleep
+        self.lock = threading.Lock()
+
+    def now(self) -> float:
+        return time.time() + self.skipped
+
+    def sleep(self, seconds: float) -> None:
+        with self.lock:  # lanes sleep from several threads
+            if self.before_sleep is not None:
+                self.before_sleep()
+            self.sleeps.append(seconds)
+            self.skipped += seconds
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.skipped
+
+    def random(self) -> float:
+        return random.random()

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import re
 import shlex
 import shutil
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import group_alive, wait_until
+from helpers import SkippingClock, group_alive, wait_until
 
 from scripted_model.hermetic import hermetic_env
 from scripted_model.offline import RobotBrain
@@ -706,28 +705,6 @@ def test_any_endpoint_gets_the_per_role_models_and_the_token(tmp_path: Path) -> 
     # the token reached the server on every request, and no API key was sent instead
     assert {r["auth"] for r in requests} == {f"bearer:{token}"}
     assert state_of(project)["backlog"]["passing"] == ["F001", "F002"]
-
-
-class SkippingClock:
-    """Real time, except that a sleep skips ahead instead of sleeping: the scripted model sets a
-    usage limit's reset from the real clock, so the wait is measured against it however slow
-    the machine is."""
-
-    def __init__(self) -> None:
-        self.skipped, self.sleeps = 0.0, list[float]()
-
-    def now(self) -> float:
-        return time.time() + self.skipped
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.skipped += seconds
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.skipped
-
-    def random(self) -> float:
-        return random.random()
 
 
 def test_one_invocation_waits_out_a_usage_limit_and_backs_off_a_529_burst(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import queue
-import random
 import shutil
 import signal
 import subprocess
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from helpers import wait_until
+from helpers import SkippingClock, wait_until
 
 from scripted_model.hermetic import hermetic_env
 from scripted_model.scenario import Scenario
@@ -385,36 +384,20 @@ LIMITED: dict[str, Any] = {
 }
 
 
-class HookedClock:
-    """Real time, except that a sleep skips ahead instead of sleeping; the first sleep after a
-    usage limit cut a session runs `hook` first (what happens during the wait)."""
+class OnceAfterALimit:
+    """What runs during a usage-limit wait: `hook`, once, at the first sleep after a usage limit
+    cut a session (the clock's `before_sleep`)."""
 
     def __init__(self, log: Path, hook: Callable[[], None]) -> None:
         self.log, self.hook = log, hook
-        self.skipped, self.sleeps = 0.0, list[float]()
-        self.hooked = threading.Lock()
         self.ran = False
 
-    def now(self) -> float:
-        return time.time() + self.skipped
-
-    def sleep(self, seconds: float) -> None:
-        with self.hooked:
-            if (
-                not self.ran
-                and self.log.exists()
-                and any(e.get("standing") == "usage_limit" for e in events.read(self.log))
-            ):
-                self.ran = True
-                self.hook()
-            self.sleeps.append(seconds)
-            self.skipped += seconds
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.skipped
-
-    def random(self) -> float:
-        return random.random()
+    def __call__(self) -> None:
+        if self.ran or not self.log.exists():
+            return
+        if any(e.get("standing") == "usage_limit" for e in events.read(self.log)):
+            self.ran = True
+            self.hook()
 
 
 @pytest.mark.parametrize("hosts", [LIMITED], indirect=True)
@@ -434,13 +417,14 @@ def test_a_usage_limit_wait_outlasts_server_restarts_and_work_goes_on_through_on
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     project = tmp_path / "generations" / "limited"
     log_file = events.log_path(project)
-    clock = HookedClock(log_file, lambda: server.restart(1.0))
+    during_the_wait = OnceAfterALimit(log_file, lambda: server.restart(1.0))
+    clock = SkippingClock(during_the_wait)
 
     def restart_while_two_run() -> None:  # after the wait: F002 and F003 at work on the workers
         def two() -> bool:
             log = events.read(log_file) if log_file.exists() else []
             return (
-                clock.ran
+                during_the_wait.ran
                 and len(in_flight(log)) >= 2
                 and any(e["kind"] == "session_ended" and e["session"] == 3 for e in log)
             )

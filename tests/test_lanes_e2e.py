@@ -16,17 +16,16 @@ Runs (about 40-60 s each on 2 cores), each combining cases to keep the time down
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import subprocess
 import sys
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import SkippingClock
 
 from scripted_model.hermetic import hermetic_env
 from scripted_model.scenario import Scenario
@@ -244,26 +243,6 @@ def test_no_dependent_starts_before_its_dependency_landed(red_and_chain: Run) ->
 
 
 # -- (e) a usage-limit window with three lanes in flight ----------------------------------------
-class SkippingClock:
-    """Real time, except that a sleep skips ahead instead of sleeping (as in test_e2e)."""
-
-    def __init__(self) -> None:
-        self.skipped, self.sleeps = 0.0, list[float]()
-
-    def now(self) -> float:
-        return time.time() + self.skipped
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.skipped += seconds
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.skipped
-
-    def random(self) -> float:
-        return random.random()
-
-
 def test_a_usage_limit_pauses_every_lane_once_and_the_cut_session_runs_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
