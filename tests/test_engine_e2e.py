@@ -18,15 +18,15 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 from helpers import wait_until
 
-from scripted_model.hermetic import hermetic_env
 from scripted_model.scenario import Scenario
 from session_scheduler.core.layout import LOG_DIR
 from session_scheduler.store import events, statefile
+from session_scheduler.testing.hosts import REPO, Host, product_env
 
 pytest.importorskip("temporalio")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
@@ -34,7 +34,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None,
 from session_scheduler.engine.devserver import dev_server  # noqa: E402  (needs the extra)
 from session_scheduler.engine.temporal import ENGINE_FILE, HEARTBEAT_TIMEOUT_S  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 240
 SCENARIO: dict[str, Any] = {
     "description": "F001, then F002 and F003 side by side in two lanes",
@@ -42,64 +41,6 @@ SCENARIO: dict[str, Any] = {
     "depends": {"F002": ["F001"], "F003": ["F001"]},
     "turn_latency_s": 0.3,
 }
-
-
-def product_env(tmp: Path, name: str) -> dict[str, str]:
-    env = hermetic_env("http://127.0.0.1:9", tmp / f"{name}-home", max_retries=0)
-    env["AGENT_GENERATIONS_DIR"] = str(tmp / "generations")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-class Host:
-    """A worker process standing in for a host: its own folder, its own output file."""
-
-    def __init__(self, tmp: Path, name: str, address: str, scenario: Path) -> None:
-        self.tmp, self.name, self.address, self.scenario = tmp, name, address, scenario
-        self.folder = tmp / name
-        self.output = self.folder / "worker.out"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._out: IO[bytes] | None = None
-
-    def start(self) -> None:
-        self.folder.mkdir(exist_ok=True)
-        self._out = self.output.open("ab")
-        command = [
-            sys.executable,
-            "autonomous_agent_demo.py",
-            "worker",
-            "--engine",
-            f"temporal://{self.address}",
-            "--host",
-            self.name,
-            "--offline-demo",
-            "--scenario",
-            str(self.scenario),
-            "--work-dir",
-            str(self.folder),
-        ]
-        self.proc = subprocess.Popen(
-            command,
-            cwd=REPO,
-            env=product_env(self.tmp, self.name),
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-        )
-        wait_until(lambda: f"Worker {self.name}" in self.text(), f"worker {self.name} connected", 60)
-
-    def text(self) -> str:
-        return self.output.read_text(errors="replace") if self.output.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self._out is not None:
-            self._out.close()
 
 
 def descendants(pid: int) -> list[int]:
