@@ -27,7 +27,9 @@ exit 0. For the fault run also the recovery time: from the kill to the other wor
 "try 2, from its start" line. Goals: overhead under 1 s per session; recovery under 60 s; no
 session redone but the ones the kill cut.
 
-    .venv/bin/python bench/engine.py [--features 8] [--latency 1] [--runs inprocess,1,2,kill]
+    .venv/bin/python bench/engine.py [--features 8] [--latency 1] [--runs inprocess,1,2,kill] [--save F.json]
+    .venv/bin/python bench/engine.py --runs kill --kill-implement 1   # the kill while F001 runs alone
+    .venv/bin/python bench/engine.py --load F.json                    # the table again
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -118,13 +120,16 @@ class Run:
         return Counter(str(w.get("host")) for w in self.where.values())
 
     def most_at_once(self) -> dict[str, int]:
-        """Per host, the most sessions that ran on it at once (from the event log's start and end
-        times of each session, and the host of its engine.json)."""
+        """Per host, the most sessions that ran on it at once: each session's last try from when
+        the scheduler got its result (engine.json's time) back by its run on the host (wall time
+        less the engine's)."""
         marks: list[tuple[float, int, str]] = []
-        for e in self.log:
-            if e["kind"] in ("session_started", "session_ended") and e["session"] in self.where:
-                host = str(self.where[e["session"]].get("host"))
-                marks.append((e["ts"], 1 if e["kind"] == "session_started" else -1, host))
+        for where in self.where.values():
+            host = str(where.get("host"))
+            marks += [
+                (where["done_at"] - (where["wall_s"] - where["engine_s"]), 1, host),
+                (where["done_at"], -1, host),
+            ]
         running: Counter[str] = Counter()
         most: Counter[str] = Counter()
         for _, step, host in sorted(marks, key=lambda m: (m[0], m[1])):  # an end before a start at a tie
@@ -220,8 +225,9 @@ def passing(project: Path) -> list[str]:
 
 
 def engine_files(project: Path) -> dict[int, dict[str, Any]]:
+    """Session number -> its engine.json, with when it was written (`done_at`: the result back)."""
     return {
-        int(f.parent.name.split("_")[1]): json.loads(f.read_text())
+        int(f.parent.name.split("_")[1]): json.loads(f.read_text()) | {"done_at": f.stat().st_mtime}
         for f in (project / LOG_DIR).glob(f"session_*/{ENGINE_FILE}")
     }
 
@@ -317,6 +323,16 @@ def table(runs: list[Run]) -> None:
             )
 
 
+def load(path: Path) -> list[Run]:
+    runs = []
+    for data in json.loads(path.read_text(encoding="utf-8")):
+        killed = data.pop("kill")
+        kill = Kill(**killed) if killed else None
+        where = {int(n): w for n, w in data.pop("where").items()}
+        runs.append(Run(**data, where=where, kill=kill))
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
@@ -335,7 +351,12 @@ def main() -> None:
         default=2,
         help="the kill run: kill the worker of the Nth IMPLEMENT to start (default 2: the first beside others)",
     )
+    parser.add_argument("--save", type=Path, help="write the runs' measurements to this file (JSON)")
+    parser.add_argument("--load", type=Path, help="print the table of runs saved with --save instead")
     args = parser.parse_args()
+    if args.load:
+        table(load(args.load))
+        return
     names = args.runs.split(",")
     if unknown := set(names) - set(RUNS):
         raise SystemExit(f"--runs: unknown {', '.join(sorted(unknown))}; choose among {', '.join(RUNS)}")
@@ -353,6 +374,8 @@ def main() -> None:
         if run.exit != 0:
             print(run.output, flush=True)
         runs.append(run)
+        if args.save:
+            args.save.write_text(json.dumps([asdict(r) for r in runs]), encoding="utf-8")
     table(runs)
 
 
