@@ -24,6 +24,7 @@ from session_scheduler.core.session import InFlight
 from session_scheduler.guard.sandbox import Preflight
 from session_scheduler.run.agent import Reattachable, SessionRequest, SessionResult
 from session_scheduler.run.browsing import BrowserAccess
+from session_scheduler.view import cli
 from session_scheduler.view.cli import main, merge_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,6 +157,35 @@ def test_a_worker_refuses_to_start_without_its_sandbox() -> None:
     )
     assert result.exit_code == 1
     assert "(bwrap is missing); a worker runs sessions only in the OS sandbox" in result.output
+
+
+@pytest.mark.parametrize(("given", "sessions"), [([], 16), (["--sessions", "2"], 2)])
+def test_a_worker_runs_at_most_its_sessions_at_once(
+    monkeypatch: pytest.MonkeyPatch, given: list[str], sessions: int
+) -> None:
+    """`worker --sessions N`: what the host holds reaches the worker (max_concurrent_activities)."""
+    pytest.importorskip("temporalio")
+    from session_scheduler.engine import worker
+
+    served: list[int] = []
+
+    async def serve(address: str, runner: object, host: str, echo: object, sessions: int) -> None:
+        served.append(sessions)
+
+    monkeypatch.setattr(worker, "serve", serve)
+    monkeypatch.setattr(cli, "_using_temporal", lambda: None)  # its exit would end this process
+    obj = {"preflight": lambda: Preflight(True, "sandbox ok"), "runners": factory_of(lambda _: _Counting())}
+    args = ["worker", "--engine", "temporal://127.0.0.1:9", "--host", "a", "--offline-demo", *given]
+    result = CliRunner().invoke(main, args, obj=obj)
+    assert result.exit_code == 0, result.output
+    assert served == [sessions]
+
+
+def test_a_worker_s_sessions_are_at_least_one() -> None:
+    result = CliRunner().invoke(
+        main, ["worker", "--engine", "temporal://127.0.0.1:9", "--host", "a", "--sessions", "0"]
+    )
+    assert result.exit_code == 2 and "--sessions" in result.output
 
 
 def test_a_worker_joins_a_server_not_temporal_local() -> None:

@@ -15,21 +15,20 @@ import queue
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 from helpers import SkippingClock, wait_until
 
-from scripted_model.hermetic import hermetic_env
 from scripted_model.scenario import Scenario
 from session_scheduler.core.layout import LOG_DIR
 from session_scheduler.store import events, statefile
+from session_scheduler.testing.hosts import REPO, Host, product_env, run_command
 
 pytest.importorskip("temporalio")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
@@ -38,7 +37,6 @@ from session_scheduler.engine.connection import CLIENT_LOG  # noqa: E402  (needs
 from session_scheduler.engine.devserver import dev_server  # noqa: E402
 from session_scheduler.engine.temporal import ENGINE_FILE, HEARTBEAT_TIMEOUT_S  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 240
 SCENARIO: dict[str, Any] = {
     "description": "F001, then F002 and F003 side by side in two lanes",
@@ -46,64 +44,6 @@ SCENARIO: dict[str, Any] = {
     "depends": {"F002": ["F001"], "F003": ["F001"]},
     "turn_latency_s": 0.3,
 }
-
-
-def product_env(tmp: Path, name: str) -> dict[str, str]:
-    env = hermetic_env("http://127.0.0.1:9", tmp / f"{name}-home", max_retries=0)
-    env["AGENT_GENERATIONS_DIR"] = str(tmp / "generations")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-class Host:
-    """A worker process standing in for a host: its own folder, its own output file."""
-
-    def __init__(self, tmp: Path, name: str, address: str, scenario: Path) -> None:
-        self.tmp, self.name, self.address, self.scenario = tmp, name, address, scenario
-        self.folder = tmp / name
-        self.output = self.folder / "worker.out"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._out: IO[bytes] | None = None
-
-    def start(self) -> None:
-        self.folder.mkdir(exist_ok=True)
-        self._out = self.output.open("ab")
-        command = [
-            sys.executable,
-            "autonomous_agent_demo.py",
-            "worker",
-            "--engine",
-            f"temporal://{self.address}",
-            "--host",
-            self.name,
-            "--offline-demo",
-            "--scenario",
-            str(self.scenario),
-            "--work-dir",
-            str(self.folder),
-        ]
-        self.proc = subprocess.Popen(
-            command,
-            cwd=REPO,
-            env=product_env(self.tmp, self.name),
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-        )
-        wait_until(lambda: f"Worker {self.name}" in self.text(), f"worker {self.name} connected", 60)
-
-    def text(self) -> str:
-        return self.output.read_text(errors="replace") if self.output.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self._out is not None:
-            self._out.close()
 
 
 def descendants(pid: int) -> list[int]:
@@ -222,19 +162,7 @@ def test_two_hosts_build_a_project_and_a_killed_worker_s_session_runs_on_the_oth
 ) -> None:
     address, a, b = hosts
     project = tmp_path / "generations" / "p"
-    command = [
-        sys.executable,
-        "autonomous_agent_demo.py",
-        "--project-dir",
-        str(project),
-        "--offline-demo",
-        "--scenario",
-        str(a.scenario),
-        "--lanes",
-        "2",
-        "--engine",
-        f"temporal://{address}",
-    ]
+    command = run_command(project, a.scenario, 2, address)
     began = time.monotonic()
     run = subprocess.Popen(
         command,
@@ -316,19 +244,7 @@ def test_four_lanes_across_two_hosts_and_a_killed_scheduler_reattaches_to_its_se
     that had finished is redone."""
     address, a, b = hosts
     project = tmp_path / "generations" / "four"
-    command = [
-        sys.executable,
-        "autonomous_agent_demo.py",
-        "--project-dir",
-        str(project),
-        "--offline-demo",
-        "--scenario",
-        str(a.scenario),
-        "--lanes",
-        "4",
-        "--engine",
-        f"temporal://{address}",
-    ]
+    command = run_command(project, a.scenario, 4, address)
     env = product_env(tmp_path, "scheduler")
     output = tmp_path / "first-run.out"
     with output.open("wb") as out:

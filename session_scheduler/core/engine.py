@@ -19,6 +19,8 @@ IN_PROCESS = "inprocess"
 """`--engine inprocess`: back to running sessions in the scheduler's own process (saved as none)."""
 TASK_QUEUE = "session-scheduler"
 """The task queue every worker of the pool polls (the workers share the project's file system)."""
+WORKER_SESSIONS = 16
+"""How many sessions a worker runs at once unless told (`worker --sessions N`)."""
 INSTALL_HINT = "pip install '.[temporal]'"
 CONNECTION_ENV_PREFIX = "TEMPORAL_"
 """The connection's settings are Temporal's own variables (engine/connection.py); each process reads

@@ -20,7 +20,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from session_scheduler.core.engine import TASK_QUEUE
+from session_scheduler.core.engine import TASK_QUEUE, WORKER_SESSIONS
 from session_scheduler.core.errors import ConfigError
 from session_scheduler.core.layout import HANDOFF_FILES
 from session_scheduler.core.session import SessionFolder
@@ -95,25 +95,38 @@ async def _heartbeat() -> None:
         await asyncio.sleep(HEARTBEAT_S)
 
 
-def worker_of(client: Client, runner: SessionRunner, host: str, echo: Callable[[str], None]) -> Worker:
-    """A worker of the pool's task queue: the session workflow and its activity."""
+def worker_of(
+    client: Client,
+    runner: SessionRunner,
+    host: str,
+    echo: Callable[[str], None],
+    sessions: int = WORKER_SESSIONS,
+) -> Worker:
+    """A worker of the pool's task queue: the session workflow and its activity, at most
+    `sessions` of them at once."""
     return Worker(
         client,
         task_queue=TASK_QUEUE,
         workflows=[SessionWorkflow],
         activities=[SessionActivity(runner, host, echo).run_session],
         identity=f"{host}@{os.getpid()}",
-        max_concurrent_activities=16,
+        max_concurrent_activities=sessions,
         # heartbeats reach the server each second (not 0.8 x the timeout): a cancellation, which comes
         # back with a heartbeat's answer, reaches the session within about a second
         max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_S),
     )
 
 
-async def work(client: Client, runner: SessionRunner, host: str, echo: Callable[[str], None]) -> None:
+async def work(
+    client: Client,
+    runner: SessionRunner,
+    host: str,
+    echo: Callable[[str], None],
+    sessions: int = WORKER_SESSIONS,
+) -> None:
     """Run a worker until cancelled (its sessions are cancelled with it: their CLIs stop); made
     in the loop it runs on."""
-    await worker_of(client, runner, host, echo).run()
+    await worker_of(client, runner, host, echo, sessions).run()
 
 
 async def serve(
@@ -122,9 +135,10 @@ async def serve(
     runner: SessionRunner,
     host: str,
     echo: Callable[[str], None],
+    sessions: int = WORKER_SESSIONS,
 ) -> None:
-    """Connect to the server at `address` (`options`: connection.connect_options) and work for it
-    until cancelled."""
+    """Connect to the server at `address` (`options`: connection.connect_options) and work for it,
+    `sessions` at once at most, until cancelled."""
     try:
         client = await Client.connect(address, **options)
     except RuntimeError as exc:
@@ -134,5 +148,5 @@ async def serve(
         raise ConfigError(
             f"cannot reach the Temporal server at {address} ({connect_error(exc)}); start it or check --engine"
         ) from None
-    echo(f"Worker {host} on {address}, task queue {TASK_QUEUE}")
-    await work(client, runner, host, echo)
+    echo(f"Worker {host} on {address}, task queue {TASK_QUEUE}, {sessions} sessions at once at most")
+    await work(client, runner, host, echo, sessions)

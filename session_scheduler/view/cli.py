@@ -38,7 +38,7 @@ from session_scheduler.core.config import (
     AgentConfig,
     SessionType,
 )
-from session_scheduler.core.engine import parse_engine
+from session_scheduler.core.engine import WORKER_SESSIONS, parse_engine
 from session_scheduler.core.errors import (
     EXIT_DONE,
     EXIT_ERROR,
@@ -1004,6 +1004,13 @@ def report_command(ctx: click.Context, project_dir: str, output: Path | None, fm
     type=click.Path(path_type=Path, file_okay=False),
     help="This worker's own folder (its logs); default: a temporary folder.",
 )
+@click.option(
+    "--sessions",
+    type=click.IntRange(min=1),
+    default=WORKER_SESSIONS,
+    show_default=True,
+    help="How many sessions this worker runs at once at most (what this host holds).",
+)
 @click.pass_context
 def worker_command(
     ctx: click.Context,
@@ -1012,6 +1019,7 @@ def worker_command(
     offline_demo: bool,
     scenario: Path | None,
     work_dir: Path | None,
+    sessions: int,
 ) -> None:
     """Run sessions for a scheduler started with --engine temporal://HOST:PORT (this machine needs
     the product, Claude Code's credentials and the OS sandbox; it refuses to start without them)."""
@@ -1054,7 +1062,7 @@ def worker_command(
             folder.mkdir(parents=True, exist_ok=True)
             options["runtime"] = connection.logged_runtime(folder / connection.CLIENT_LOG)
             with seams.runners(scenario_data)(echo, folder) as runner:
-                asyncio.run(serve(engine.address, options, runner, host, echo))
+                asyncio.run(serve(engine.address, options, runner, host, echo, sessions))
 
     try:
         work()
