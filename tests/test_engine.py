@@ -24,7 +24,6 @@ from session_scheduler.core.session import InFlight
 from session_scheduler.guard.sandbox import Preflight
 from session_scheduler.run.agent import Reattachable, SessionRequest, SessionResult
 from session_scheduler.run.browsing import BrowserAccess
-from session_scheduler.view import cli
 from session_scheduler.view.cli import main, merge_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -169,11 +168,12 @@ def test_a_worker_runs_at_most_its_sessions_at_once(
 
     served: list[int] = []
 
-    async def serve(address: str, runner: object, host: str, echo: object, sessions: int) -> None:
+    async def serve(
+        address: str, options: object, runner: object, host: str, echo: object, sessions: int
+    ) -> None:
         served.append(sessions)
 
     monkeypatch.setattr(worker, "serve", serve)
-    monkeypatch.setattr(cli, "_using_temporal", lambda: None)  # its exit would end this process
     obj = {"preflight": lambda: Preflight(True, "sandbox ok"), "runners": factory_of(lambda _: _Counting())}
     args = ["worker", "--engine", "temporal://127.0.0.1:9", "--host", "a", "--offline-demo", *given]
     result = CliRunner().invoke(main, args, obj=obj)
