@@ -359,3 +359,39 @@ def test_a_connection_error_is_said_plainly(said: str, plain: str) -> None:
     from session_scheduler.engine.connection import connect_error
 
     assert connect_error(RuntimeError(said)) == plain
+
+
+def test_a_session_s_result_waits_for_the_server_to_answer(tmp_path: Path) -> None:
+    """A session that ends while the server is away keeps its result until the server answers
+    (the SDK gives up reporting it after a few seconds, and the session would run again)."""
+    pytest.importorskip("temporalio")
+    import asyncio
+
+    from temporalio.testing import ActivityEnvironment
+
+    from session_scheduler.engine import wire
+    from session_scheduler.engine.worker import SessionActivity
+
+    project = _git_project(tmp_path)
+    request = request_for(project, state_for(SessionType.INITIALIZER))
+    answers: list[bool | Exception] = [RuntimeError("tcp connect error"), False, True]
+    asked: list[float] = []
+
+    async def server() -> bool:
+        asked.append(time.monotonic())
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    lines: list[str] = []
+    counting = _Counting()
+    session = SessionActivity(counting, "host-a", lines.append, server)
+    job = {"request": wire.request_to_json(request), "start": {}}
+    answer = asyncio.run(ActivityEnvironment().run(session.run_session, job))
+    assert answer["host"] == "host-a" and counting.ran == [(request.plan.number, 1)]
+    assert len(asked) == 3 and answers == []  # reported once the server answered
+    number = request.plan.number
+    assert lines[0].startswith(f"[host-a] session {number} (INITIALIZER) of {project.name} starts")
+    assert f"[host-a] session {number}: the Temporal server does not answer; its result waits for it" in lines
+    assert lines[-1] == f"[host-a] session {number}: reporting its result"

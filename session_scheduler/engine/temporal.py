@@ -157,9 +157,13 @@ class TemporalRunner:
         request.log_dir.mkdir(parents=True, exist_ok=True)
         (request.log_dir / ENGINE_FILE).write_text(json.dumps(where, indent=2), encoding="utf-8")
         tries = f", try {where['tries']}" if where["tries"] != 1 else ""
-        self.echo(
-            f"{lane}  session {number} ran on {where['host']}{tries} (engine {where['engine_s']:.2f} s)"
-        )
+        if where["host"] is None:  # cancelled with the run before a worker answered
+            said = "stopped on the engine"
+        elif wall < result.duration_s:  # awaited after it ran: a killed scheduler's, reattached
+            said = f"ran on {where['host']}{tries} (it ended while no scheduler awaited it)"
+        else:
+            said = f"ran on {where['host']}{tries} (engine {where['engine_s']:.2f} s)"
+        self.echo(f"{lane}  session {number} {said}")
         return result
 
     async def _session(self, wid: str, job: dict[str, Any], earlier: str | None, say: Echo) -> dict[str, Any]:

@@ -8,9 +8,11 @@ lane's clone and outbox back where the session started (`restart_point`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from session_scheduler.core.engine import TASK_QUEUE, WORKER_SESSIONS
@@ -31,6 +34,9 @@ from session_scheduler.guard import processes, safe_git
 from session_scheduler.run.agent import SessionRequest, SessionRunner
 
 HEARTBEAT_S = 1.0
+SERVER_WAIT_S = 600.0
+"""How long a session's result waits for a server that does not answer (a restart) before it is
+reported anyway."""
 """How often a running session's activity tells the server it is alive."""
 
 
@@ -63,10 +69,18 @@ def restart_point(request: SessionRequest, start: dict[str, Any]) -> None:
 
 
 class SessionActivity:
-    """The activity: one session run by `runner` on this worker, its result returned as data."""
+    """The activity: one session run by `runner` on this worker, its result returned as data once
+    the server answers (`server`: whether it does; the SDK gives up reporting a result after a few
+    seconds of a server away, and the session would then run again from its start)."""
 
-    def __init__(self, runner: SessionRunner, host: str, echo: Callable[[str], None] = print) -> None:
-        self.runner, self.host, self.echo = runner, host, echo
+    def __init__(
+        self,
+        runner: SessionRunner,
+        host: str,
+        echo: Callable[[str], None] = print,
+        server: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
+        self.runner, self.host, self.echo, self.server = runner, host, echo, server
 
     @activity.defn(name=RUN_SESSION)
     async def run_session(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -74,10 +88,17 @@ class SessionActivity:
         beat = asyncio.create_task(_heartbeat())  # from the start: putting a lost try back takes a moment
         try:
             request = wire.request_from_json(job["request"])
+            session = f"[{self.host}] session {request.plan.number}"
+            self.echo(
+                f"{session} ({request.plan.role.value}) of {request.records.root.name} starts"
+                + ("" if request.lane is None else f" in lane {request.lane}")
+            )
             if info.attempt > 1:  # an earlier try's worker was lost mid-session
-                self.echo(f"[{self.host}] session {request.plan.number}: try {info.attempt}, from its start")
+                self.echo(f"{session}: try {info.attempt}, from its start")
                 await asyncio.to_thread(restart_point, request, job["start"])
             result = await self.runner.run(request)
+            self.echo(f"{session} ended ({result.subtype}, {result.duration_s:.0f} s)")
+            await self._until_the_server_answers(session)
         except (
             Exception
         ) as exc:  # a fault of the runner or the request is the scheduler's to see, never retried
@@ -87,6 +108,24 @@ class SessionActivity:
         finally:
             beat.cancel()
         return {"result": wire.result_to_json(result), "host": self.host, "try": info.attempt}
+
+    async def _until_the_server_answers(self, session: str) -> None:
+        """Wait (heartbeating) until the server answers, up to SERVER_WAIT_S: a result reported to a
+        server away is lost, and its session runs again."""
+        if self.server is None:
+            return
+        deadline = time.monotonic() + SERVER_WAIT_S
+        away = False
+        while time.monotonic() < deadline:
+            with contextlib.suppress(RPCError, RuntimeError):
+                if await self.server():
+                    break
+            if not away:
+                away = True
+                self.echo(f"{session}: the Temporal server does not answer; its result waits for it")
+            await asyncio.sleep(1.0)
+        if away:
+            self.echo(f"{session}: reporting its result")
 
 
 async def _heartbeat() -> None:
@@ -108,7 +147,7 @@ def worker_of(
         client,
         task_queue=TASK_QUEUE,
         workflows=[SessionWorkflow],
-        activities=[SessionActivity(runner, host, echo).run_session],
+        activities=[SessionActivity(runner, host, echo, client.service_client.check_health).run_session],
         identity=f"{host}@{os.getpid()}",
         max_concurrent_activities=sessions,
         # heartbeats reach the server each second (not 0.8 x the timeout): a cancellation, which comes
