@@ -4,6 +4,7 @@ sessions' private temp folder (`agent-<hash>` in the system's temp folder) behin
 from __future__ import annotations
 
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,15 @@ import pytest
 from helpers import require_boxed_browser, require_runtime
 
 from session_scheduler.guard import sandbox
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The tests that press Ctrl-C (`_thread.interrupt_main`) need Python's own SIGINT handler: a
+    suite started in the background of a shell without job control inherits SIGINT ignored, and
+    `interrupt_main` then does nothing (such a test waited forever)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 _MADE: set[Path] = set()
 """Every private temp folder a test of this session asked for that was not there before it."""
