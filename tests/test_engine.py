@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import anyio
@@ -21,7 +21,9 @@ from helpers import factory_of, request_for, sh, state_for
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.engine import Engine, parse_engine, project_id, workflow_id
 from session_scheduler.core.session import InFlight
+from session_scheduler.guard import safe_git
 from session_scheduler.guard.sandbox import Preflight
+from session_scheduler.repo import gitops
 from session_scheduler.run.agent import Reattachable, SessionRequest, SessionResult
 from session_scheduler.run.browsing import BrowserAccess
 from session_scheduler.view.cli import main, merge_config
@@ -93,6 +95,7 @@ def _git_project(tmp_path: Path) -> Path:
     project = tmp_path / "p"
     project.mkdir()
     sh(project, "git init -q -b main && git commit -q --allow-empty -m start")
+    gitops.ensure_exclude(safe_git.open(project))  # the scheduler's files (its log folder) stay out of git
     return project
 
 
@@ -169,7 +172,7 @@ def test_a_worker_runs_at_most_its_sessions_at_once(
     served: list[int] = []
 
     async def serve(
-        address: str, options: object, runner: object, host: str, echo: object, sessions: int
+        address: str, options: object, runner: object, host: str, places: object, echo: object, sessions: int
     ) -> None:
         served.append(sessions)
 
@@ -234,43 +237,6 @@ def test_a_session_started_twice_is_attached_to_and_its_next_attempt_runs_again(
     assert where["host"] == "local" and where["workflow_id"].endswith(f"/session-{number:04d}/attempt-2")
     assert (project / ".agent_logs" / "temporal.db").is_file()
     assert any("ran on local" in line for line in lines)
-
-
-def test_a_lost_try_s_changes_are_put_back_before_the_next_try(tmp_path: Path) -> None:
-    """What a worker killed mid-session left (a commit on the work's branch, a stray and an edited
-    file, main moved, the outbox written) is undone by the worker that takes the session over."""
-    pytest.importorskip("temporalio")
-    from session_scheduler.core.session import SessionFolder
-    from session_scheduler.engine.temporal import start_of
-    from session_scheduler.engine.worker import restart_point
-
-    project = _git_project(tmp_path)
-    sh(project, "echo one > a.txt && git add a.txt && git commit -qm one && git checkout -qb feature/F001")
-    request = request_for(project, state_for(SessionType.IMPLEMENT))
-    (project / ".gitignore").write_text(request.settings_path.name + "\n")  # as the clone ignores it
-    sh(project, "git add .gitignore && git commit -qm ignore")
-    outbox = tmp_path / "outbox"
-    outbox.mkdir()
-    (outbox / "progress.json").write_text('{"sessions": []}')
-    (outbox / "reviews.json").write_text('{"reviews": []}')
-    request = SessionRequest(
-        request.plan, request.cwd, request.settings_path, tmp_path / "log", type(request.records)(outbox)
-    )
-    (request.log_dir / SessionFolder.PRE).mkdir(parents=True)
-    for name in ("progress.json", "reviews.json"):
-        (request.log_dir / SessionFolder.PRE / name).write_text((outbox / name).read_text())
-    start = start_of(request)
-    assert start["head"] == "feature/F001" and set(start["tips"]) == {"main", "feature/F001"}
-    sh(project, "echo two > a.txt && git commit -qam two && echo stray > b.txt && echo edit >> a.txt")
-    sh(project, "git branch -f main HEAD")
-    (outbox / "progress.json").write_text('{"sessions": [{"session_id": 1}]}')
-    (outbox / "reviews.json").write_text('{"reviews": [{"review_id": 1}]}')
-    restart_point(request, json.loads(json.dumps(start)))
-    assert start_of(request) == start
-    assert sh(project, "git status --porcelain") == ""
-    assert (project / "a.txt").read_text() == "one\n" and request.settings_path.is_file()
-    assert (outbox / "progress.json").read_text() == '{"sessions": []}'
-    assert (outbox / "reviews.json").read_text() == '{"reviews": []}'
 
 
 @pytest.mark.skipif(
@@ -370,6 +336,7 @@ def test_a_session_s_result_waits_for_the_server_to_answer(tmp_path: Path) -> No
     from temporalio.testing import ActivityEnvironment
 
     from session_scheduler.engine import wire
+    from session_scheduler.engine.exchange import Places, ensure_exchange, send
     from session_scheduler.engine.worker import SessionActivity
 
     project = _git_project(tmp_path)
@@ -386,9 +353,17 @@ def test_a_session_s_result_waits_for_the_server_to_answer(tmp_path: Path) -> No
 
     lines: list[str] = []
     counting = _Counting()
-    session = SessionActivity(counting, "host-a", lines.append, server)
-    job = {"request": wire.request_to_json(request), "start": {}}
-    answer = asyncio.run(ActivityEnvironment().run(session.run_session, job))
+    session = SessionActivity(counting, "host-a", Places(tmp_path / "worker"), lines.append, server)
+    remote = str(ensure_exchange(tmp_path / "exchange.git"))
+    wid = workflow_id("p", request.plan.number, 1)
+    start = send(request, remote, wid)
+    job = {
+        "request": wire.request_to_json(request),
+        "git": {"remote": remote, "project": "p", "start": start},
+    }
+    environment = ActivityEnvironment()
+    environment.info = replace(environment.info, workflow_id=wid)
+    answer = asyncio.run(environment.run(session.run_session, job))
     assert answer["host"] == "host-a" and counting.ran == [(request.plan.number, 1)]
     assert len(asked) == 3 and answers == []  # reported once the server answered
     number = request.plan.number

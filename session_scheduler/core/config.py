@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from session_scheduler.core.engine import parse_engine
+from session_scheduler.core.engine import parse_engine, remote_protocol
 
 if TYPE_CHECKING:  # core/gates and core/app read core/schemas, which reads this module
     from session_scheduler.core.app import AppSpec
@@ -127,6 +127,10 @@ class AgentConfig:
     engine: str | None = None
     """Where sessions run (`--engine`, saved; core/engine.py): None in this process, or
     `temporal://HOST:PORT` / `temporal://local` on Temporal workers."""
+    git_remote: str | None = None
+    """With an engine: the git repository sessions go through to workers and back (`--git-remote`,
+    saved; core/engine.remote_protocol); None: the exchange in the project's log folder (a path,
+    for workers that reach this file system)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -166,6 +170,8 @@ class AgentConfig:
             raise ValueError(f"offline_demo must be true or false, got {self.offline_demo!r}")
         engine = parse_engine(self.engine)  # raises ValueError with what to give instead
         object.__setattr__(self, "engine", None if engine is None else str(engine))
+        if self.git_remote is not None:
+            remote_protocol(self.git_remote)  # raises ValueError with what to give instead
         unknown = set(self.models) - set(DEFAULT_MODELS)
         if unknown:
             raise ValueError(f"unknown role(s) in models: {', '.join(sorted(unknown))}")

@@ -43,6 +43,13 @@ CONNECTION_ENV: tuple[str, ...] = (
 where they are (and `TEMPORAL_GRPC_META_*`, any header): unset in every session's sandbox whether
 or not the scheduler has them (a worker may have them when the scheduler does not)."""
 
+EXCHANGE = "exchange.git"
+"""In the project's log folder: the bare repository sessions go through to workers and back, when
+the project names no git remote of its own (`--git-remote`)."""
+PROTOCOLS = ("file", "ssh", "https", "http", "git")
+"""The git transports an exchange may use (the scheduler's git allows none but the one named)."""
+_SCP = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:(?!//)")
+
 _ADDRESS = re.compile(r"^(?P<host>[A-Za-z0-9._-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})$")
 _NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -95,3 +102,19 @@ def workflow_id(project: str, session: int, attempt: int) -> str:
     if session < 1 or attempt < 1:
         raise ValueError(f"session {session}, attempt {attempt}: both start at 1")
     return f"{project}/session-{session:04d}/attempt-{attempt}"
+
+
+def remote_protocol(url: str) -> str:
+    """The git transport of the exchange at `url` (one of PROTOCOLS); ValueError saying what to
+    give instead (`ext::` and the other transports that run commands are refused)."""
+    if url.startswith("/"):
+        return "file"
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme in PROTOCOLS:
+        return scheme
+    if not sep and "::" not in url and _SCP.match(url):  # user@host:path, as scp writes it
+        return "ssh"
+    raise ValueError(
+        f"--git-remote {url}: give an absolute path or a file://, ssh://, https://, http:// or git:// "
+        "URL (or user@host:path) of a repository the workers can push to"
+    )

@@ -25,9 +25,10 @@ from temporalio.exceptions import CancelledError as TemporalCancelledError
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from session_scheduler.core.engine import TASK_QUEUE, Engine, project_id, workflow_id
+from session_scheduler.core.engine import EXCHANGE, TASK_QUEUE, Engine, project_id, workflow_id
 from session_scheduler.core.errors import ConfigError, SchedulerError
-from session_scheduler.engine import wire
+from session_scheduler.core.layout import LOG_DIR
+from session_scheduler.engine import exchange, wire
 from session_scheduler.engine.connection import (
     CLIENT_LOG,
     connect_error,
@@ -36,10 +37,10 @@ from session_scheduler.engine.connection import (
     tls_error,
 )
 from session_scheduler.engine.devserver import dev_server
+from session_scheduler.engine.exchange import Places
 from session_scheduler.engine.worker import work
 from session_scheduler.engine.workflow import WORKFLOW
-from session_scheduler.guard import safe_git
-from session_scheduler.repo import gitops
+from session_scheduler.repo import workdirs
 from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
 from session_scheduler.run.runners import Echo, RunnerFactory
 
@@ -82,20 +83,13 @@ class EngineLoop:
         self.thread.join(5)
 
 
-def start_of(request: SessionRequest) -> dict[str, Any]:
-    """Where the session starts in its work tree (what a retry on another worker goes back to):
-    the branch checked out and the tips of `main` and of the work's branch."""
-    clone = safe_git.open(request.cwd)
-    branches = [gitops.MAIN] + ([request.plan.work.branch] if request.plan.work else [])
-    head = clone.git.rev_parse("--abbrev-ref", "HEAD")
-    return {"head": head, "tips": {b: gitops.head(clone, b) for b in branches}}
-
-
 class TemporalRunner:
     """Runs each session as a workflow on the engine and returns its result (SessionRunner)."""
 
-    def __init__(self, engine: EngineLoop, client: Client, project: str, echo: Echo) -> None:
+    def __init__(self, engine: EngineLoop, client: Client, project: str, remote: str, echo: Echo) -> None:
         self.engine, self.client, self.project, self.echo = engine, client, project, echo
+        self.remote = remote
+        """The exchange sessions go through to the workers and back (exchange.py)."""
         self.running: dict[str, WorkflowHandle[Any, Any]] = {}
         """The workflows of the sessions being awaited (touched only on the engine's loop)."""
         self.stopping = False
@@ -130,9 +124,10 @@ class TemporalRunner:
         began = time.monotonic()
         number, attempt = request.plan.number, request.attempt
         wid = workflow_id(self.project, number, attempt)
+        start = await asyncio.to_thread(exchange.send, request, self.remote, wid)
         job = {
             "request": wire.request_to_json(request),
-            "start": start_of(request),
+            "git": {"remote": self.remote, "project": self.project, "start": start},
             "task_queue": TASK_QUEUE,
             "start_to_close_s": request.plan.timeout_s + GRACE_S,
             "heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
@@ -146,6 +141,8 @@ class TemporalRunner:
 
         answer = await asyncio.wrap_future(self.engine.submit(self._session(wid, job, earlier, say)))
         result = wire.result_from_json(answer["result"])
+        if answer.get("back") is not None:  # what it left on its worker, where it would have left it here
+            await asyncio.to_thread(exchange.take_back, request, self.remote, wid, answer["back"])
         wall = time.monotonic() - began
         where = {
             "workflow_id": wid,
@@ -263,11 +260,15 @@ async def _connect(address: str, options: Mapping[str, Any], timeout_s: float = 
             await asyncio.sleep(0.5)
 
 
-def engine_runners(engine: Engine, project: Path, local_runners: RunnerFactory) -> RunnerFactory:
-    """The run's runner factory on `engine`: sessions on its workers. For `temporal://local` a dev
-    server (its database in the project's log folder) and one worker in this process, with the
+def engine_runners(
+    engine: Engine, project: Path, local_runners: RunnerFactory, git_remote: str | None = None
+) -> RunnerFactory:
+    """The run's runner factory on `engine`: sessions on its workers, through the exchange at
+    `git_remote` (None: a bare repository in the project's log folder). For `temporal://local` a
+    dev server (its database in the project's log folder) and one worker in this process, with the
     local runner, are started for the run and stopped after it. A server of one's own is reached
     with this process's Temporal settings (TLS, API key: connection.py); the dev server, plainly."""
+    remote = git_remote or str(exchange.ensure_exchange(project / LOG_DIR / EXCHANGE))
 
     @contextmanager
     def opened(echo: Echo, log_dir: Path) -> Iterator[SessionRunner]:
@@ -285,8 +286,9 @@ def engine_runners(engine: Engine, project: Path, local_runners: RunnerFactory) 
                 with local_runners(echo, log_dir) if engine.local else nullcontext() as local:
                     worker = None
                     if local is not None:
-                        worker = loop.submit(work(client, local, "local", echo))
-                    runner = TemporalRunner(loop, client, project_id(project), echo)
+                        places = Places(project.parent, workdirs.root_of(project), "-local")
+                        worker = loop.submit(work(client, local, "local", places, echo))
+                    runner = TemporalRunner(loop, client, project_id(project), remote, echo)
                     try:
                         yield runner
                     finally:

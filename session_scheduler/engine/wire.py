@@ -18,21 +18,34 @@ from session_scheduler.run.browsing import BrowserAccess
 from session_scheduler.run.plan import SessionPlan
 from session_scheduler.store.records import Records
 
-VERSION = 1
+VERSION = 2
 """The wire format's version: a worker refuses a request of another one."""
 
 
-def request_to_json(request: SessionRequest) -> dict[str, Any]:
-    plan = request.plan
+def plan_to_json(plan: SessionPlan) -> dict[str, Any]:
     data = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
     data.update(
         role=plan.role.value,
         work=plan.work.to_json() if plan.work else None,
         reads=list(plan.reads),
     )
+    return data
+
+
+def plan_from_json(data: dict[str, Any]) -> SessionPlan:
+    plan = dict(data)
+    plan.update(
+        role=SessionType(plan["role"]),
+        work=WorkItem.from_json(plan["work"]),
+        reads=tuple(plan["reads"]),
+    )
+    return SessionPlan(**plan)
+
+
+def request_to_json(request: SessionRequest) -> dict[str, Any]:
     return {
         "version": VERSION,
-        "plan": data,
+        "plan": plan_to_json(request.plan),
         "cwd": str(request.cwd),
         "settings_path": str(request.settings_path),
         "log_dir": str(request.log_dir),
@@ -56,14 +69,8 @@ def request_from_json(data: dict[str, Any]) -> SessionRequest:
         raise ValueError(
             f"a session request of wire version {data.get('version')!r}; this worker reads {VERSION}"
         )
-    plan = dict(data["plan"])
-    plan.update(
-        role=SessionType(plan["role"]),
-        work=WorkItem.from_json(plan["work"]),
-        reads=tuple(plan["reads"]),
-    )
     return SessionRequest(
-        SessionPlan(**plan),
+        plan_from_json(data["plan"]),
         Path(data["cwd"]),
         Path(data["settings_path"]),
         Path(data["log_dir"]),

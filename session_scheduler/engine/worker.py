@@ -1,20 +1,19 @@
 """A Temporal worker (`autonomous_agent_demo.py worker --engine temporal://HOST:PORT --host NAME`):
 runs the sessions of the pool's task queue with the local runner (the real CLI, its OS sandbox,
 the policy hook and the hand-off tools, exactly as in the scheduler's own process), heartbeating
-while each runs. A session's CLI dies with its worker (run/agent.guarded_cli: PR_SET_PDEATHSIG);
-when its heartbeat stops, Temporal gives the session to another worker, which first puts the
-lane's clone and outbox back where the session started (`restart_point`)."""
+while each runs, each in its own clone of the lane made from the exchange (exchange.py): it shares
+nothing with the scheduler but the exchange and the engine. A session's CLI dies with its worker
+(run/agent.guarded_cli: PR_SET_PDEATHSIG); when its heartbeat stops, Temporal gives the session to
+another worker (or to it, when it returns), which starts it again from the same start."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from temporalio import activity
@@ -25,47 +24,18 @@ from temporalio.worker import Worker
 
 from session_scheduler.core.engine import TASK_QUEUE, WORKER_SESSIONS
 from session_scheduler.core.errors import ConfigError
-from session_scheduler.core.layout import HANDOFF_FILES
-from session_scheduler.core.session import SessionFolder
-from session_scheduler.engine import wire
+from session_scheduler.engine import exchange, wire
 from session_scheduler.engine.connection import connect_error, tls_error
+from session_scheduler.engine.exchange import Places
 from session_scheduler.engine.workflow import NOT_RETRIED, RUN_SESSION, SessionWorkflow
-from session_scheduler.guard import processes, safe_git
-from session_scheduler.run.agent import SessionRequest, SessionRunner
+from session_scheduler.guard import processes
+from session_scheduler.run.agent import SessionRunner
 
 HEARTBEAT_S = 1.0
 SERVER_WAIT_S = 600.0
 """How long a session's result waits for a server that does not answer (a restart) before it is
 reported anyway."""
 """How often a running session's activity tells the server it is alive."""
-
-
-def restart_point(request: SessionRequest, start: dict[str, Any]) -> None:
-    """Put what a lost try of the session changed back as it was at its start: what it left
-    running stopped, the clone's branches at their start tips (`start`: the runner read them
-    before the first try), its work tree clean on the start's branch (ignored files stay: the
-    scheduler's, the session folder's), the outbox's hand-off files from the session folder's
-    copies (`pre/`)."""
-    tmp = request.plan.settings.get("env", {}).get("TMPDIR")
-    if tmp:
-        processes.stop_with_tmpdir(Path(tmp))
-    processes.stop_left_in(request.cwd, 0.0)
-    clone = safe_git.open(request.cwd)
-    clone.git.checkout("-q", "--detach")
-    for branch, tip in start["tips"].items():
-        if tip is None:
-            clone.git.update_ref("-d", f"refs/heads/{branch}")
-        else:
-            clone.git.update_ref(f"refs/heads/{branch}", tip)
-    clone.git.checkout("-q", "-f", start["head"])
-    clone.git.reset("-q", "--hard")
-    clone.git.clean("-q", "-ffd", "-e", request.settings_path.name)  # the scheduler wrote it for the session
-    copies = request.log_dir / SessionFolder.PRE
-    for (
-        name
-    ) in HANDOFF_FILES:  # a file without a copy is left (one lane copies only those a session appends to)
-        if (copies / name).is_file():
-            shutil.copyfile(copies / name, request.records.path(name))
 
 
 class SessionActivity:
@@ -77,10 +47,11 @@ class SessionActivity:
         self,
         runner: SessionRunner,
         host: str,
+        places: Places,
         echo: Callable[[str], None] = print,
         server: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
-        self.runner, self.host, self.echo, self.server = runner, host, echo, server
+        self.runner, self.host, self.places, self.echo, self.server = runner, host, places, echo, server
 
     @activity.defn(name=RUN_SESSION)
     async def run_session(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -95,8 +66,15 @@ class SessionActivity:
             )
             if info.attempt > 1:  # an earlier try's worker was lost mid-session
                 self.echo(f"{session}: try {info.attempt}, from its start")
-                await asyncio.to_thread(restart_point, request, job["start"])
-            result = await self.runner.run(request)
+            shared = job["git"]
+            remote, workflow, start = shared["remote"], str(info.workflow_id), shared["start"]
+            here = await asyncio.to_thread(
+                exchange.receive, request, remote, workflow, start, shared["project"], self.places
+            )
+            began = time.time()  # the OS's clock: processes' start times
+            result = await self.runner.run(here)
+            processes.stop_left_in(here.cwd, began)
+            back = await asyncio.to_thread(exchange.send_back, here, remote, workflow, start)
             self.echo(f"{session} ended ({result.subtype}, {result.duration_s:.0f} s)")
             await self._until_the_server_answers(session)
         except (
@@ -107,7 +85,7 @@ class SessionActivity:
             ) from exc
         finally:
             beat.cancel()
-        return {"result": wire.result_to_json(result), "host": self.host, "try": info.attempt}
+        return {"result": wire.result_to_json(result), "host": self.host, "try": info.attempt, "back": back}
 
     async def _until_the_server_answers(self, session: str) -> None:
         """Wait (heartbeating) until the server answers, up to SERVER_WAIT_S: a result reported to a
@@ -138,6 +116,7 @@ def worker_of(
     client: Client,
     runner: SessionRunner,
     host: str,
+    places: Places,
     echo: Callable[[str], None],
     sessions: int = WORKER_SESSIONS,
 ) -> Worker:
@@ -147,7 +126,9 @@ def worker_of(
         client,
         task_queue=TASK_QUEUE,
         workflows=[SessionWorkflow],
-        activities=[SessionActivity(runner, host, echo, client.service_client.check_health).run_session],
+        activities=[
+            SessionActivity(runner, host, places, echo, client.service_client.check_health).run_session
+        ],
         identity=f"{host}@{os.getpid()}",
         max_concurrent_activities=sessions,
         # heartbeats reach the server each second (not 0.8 x the timeout): a cancellation, which comes
@@ -160,12 +141,13 @@ async def work(
     client: Client,
     runner: SessionRunner,
     host: str,
+    places: Places,
     echo: Callable[[str], None],
     sessions: int = WORKER_SESSIONS,
 ) -> None:
     """Run a worker until cancelled (its sessions are cancelled with it: their CLIs stop); made
     in the loop it runs on."""
-    await worker_of(client, runner, host, echo, sessions).run()
+    await worker_of(client, runner, host, places, echo, sessions).run()
 
 
 async def serve(
@@ -173,11 +155,12 @@ async def serve(
     options: Mapping[str, Any],
     runner: SessionRunner,
     host: str,
+    places: Places,
     echo: Callable[[str], None],
     sessions: int = WORKER_SESSIONS,
 ) -> None:
     """Connect to the server at `address` (`options`: connection.connect_options) and work for it,
-    `sessions` at once at most, until cancelled."""
+    `sessions` at once at most, its lanes' clones and sessions' folders in `places`, until cancelled."""
     try:
         client = await Client.connect(address, **options)
     except RuntimeError as exc:
@@ -188,4 +171,4 @@ async def serve(
             f"cannot reach the Temporal server at {address} ({connect_error(exc)}); start it or check --engine"
         ) from None
     echo(f"Worker {host} on {address}, task queue {TASK_QUEUE}, {sessions} sessions at once at most")
-    await work(client, runner, host, echo, sessions)
+    await work(client, runner, host, places, echo, sessions)

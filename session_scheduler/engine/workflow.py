@@ -26,7 +26,7 @@ class SessionWorkflow:
         """`job`: the request (wire.py), the task queue, the timeouts and how many tries."""
         answer: dict[str, Any] = await workflow.execute_activity(
             RUN_SESSION,
-            {"request": job["request"], "start": job["start"]},
+            {"request": job["request"], "git": job["git"]},
             task_queue=job["task_queue"],
             start_to_close_timeout=timedelta(seconds=job["start_to_close_s"]),
             heartbeat_timeout=timedelta(seconds=job["heartbeat_timeout_s"]),

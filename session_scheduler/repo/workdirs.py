@@ -37,7 +37,7 @@ def path_of(project: Path, lane: int) -> Path:
     return root_of(project) / f"lane-{lane}"
 
 
-def _transport(repo: git.Repo) -> dict[str, str]:
+def transport(repo: git.Repo) -> dict[str, str]:
     """The environment of one command that moves objects between the scheduler's own
     repositories: the hardened one, with the local (`file`) transport allowed, last so it wins."""
     if isinstance(repo.git, safe_git.HardenedGit) and not repo.git.names_read:
@@ -98,7 +98,7 @@ def ensure(project_repo: git.Repo, project: Path, lane: int) -> tuple[git.Repo, 
     runner.names_read = True  # no repository there yet: no config to read
     try:
         runner.clone(
-            "--no-local", "--no-checkout", "--quiet", str(project), str(path), env=_transport(project_repo)
+            "--no-local", "--no-checkout", "--quiet", str(project), str(path), env=transport(project_repo)
         )
     except git.GitCommandError as exc:
         raise GitError(
@@ -119,7 +119,7 @@ def sync_main(clone: git.Repo, project: Path, main: str) -> None:
     the caller to make it again."""
     refused = GitError(f"lane clone {clone.working_dir} did not take the project's main {main[:10]}")
     try:
-        clone.git.fetch("--quiet", "--no-tags", str(project), gitops.MAIN, env=_transport(clone))
+        clone.git.fetch("--quiet", "--no-tags", str(project), gitops.MAIN, env=transport(clone))
         if str(clone.git.rev_parse("FETCH_HEAD")).strip() != main:  # fetched from elsewhere
             raise refused
         if gitops.current_branch(clone) == gitops.MAIN:
@@ -145,7 +145,7 @@ def bring_back(project_repo: git.Repo, clone_path: Path, branch: str) -> str | N
         "--no-write-fetch-head",
         str(clone_path),
         f"+{ref}:{ref}",
-        env=_transport(project_repo),
+        env=transport(project_repo),
     )
     return gitops.head(project_repo, branch)
 
@@ -156,7 +156,7 @@ def take_main(project_repo: git.Repo, clone_path: Path) -> str:
     ref = "refs/scheduler/lanes/initial"
     project_repo.git.fetch(
         "--quiet", "--no-tags", "--no-write-fetch-head", str(clone_path), f"+refs/heads/{gitops.MAIN}:{ref}",
-        env=_transport(project_repo),
+        env=transport(project_repo),
     )  # fmt: skip
     sha = gitops.ref_sha(project_repo, ref)
     if sha is None:
@@ -171,5 +171,5 @@ def hand_over(project_repo: git.Repo, clone: git.Repo, project: Path, branch: st
     if gitops.head(project_repo, branch) is None:
         raise GitError(f"the project has no branch {branch} to hand to a lane")
     clone.git.fetch(
-        "--quiet", "--no-tags", "--update-head-ok", str(project), f"+{ref}:{ref}", env=_transport(clone)
+        "--quiet", "--no-tags", "--update-head-ok", str(project), f"+{ref}:{ref}", env=transport(clone)
     )

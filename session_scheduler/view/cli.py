@@ -38,7 +38,7 @@ from session_scheduler.core.config import (
     AgentConfig,
     SessionType,
 )
-from session_scheduler.core.engine import WORKER_SESSIONS, parse_engine
+from session_scheduler.core.engine import WORKER_SESSIONS, parse_engine, remote_protocol
 from session_scheduler.core.errors import (
     EXIT_DONE,
     EXIT_ERROR,
@@ -493,6 +493,14 @@ class FiniteFloat(click.FloatRange):
     "Needs the extra: pip install '.[temporal]'.",
 )
 @click.option(
+    "--git-remote",
+    metavar="URL",
+    callback=lambda ctx, param, value: _remote_option(value),
+    help="With --engine: the git repository sessions go through to the workers and back, one every "
+    "worker can push to (saved; ssh://, https://, git://, file:// or a path). Default: a bare "
+    "repository in the project's log folder, for workers that reach this file system.",
+)
+@click.option(
     "--check",
     is_flag=True,
     help="Say whether the OS sandbox really works here (a probe must fail to write outside) and whether REVIEW's browser can start, then exit.",
@@ -589,6 +597,15 @@ def _engine_option(value: str | None) -> str | None:
     return value
 
 
+def _remote_option(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            remote_protocol(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc).removeprefix(f"--git-remote {value}: ")) from None
+    return value
+
+
 def _on_engine(config: AgentConfig, project: Path, runners: RunnerFactory) -> RunnerFactory:
     """The run's runner factory: in this process, or on the engine the project names."""
     engine = parse_engine(config.engine)
@@ -597,7 +614,7 @@ def _on_engine(config: AgentConfig, project: Path, runners: RunnerFactory) -> Ru
     _using_temporal()
     from session_scheduler.engine.temporal import engine_runners
 
-    return engine_runners(engine, project, runners)
+    return engine_runners(engine, project, runners, config.git_remote)
 
 
 TEMPORAL_USED = "session_scheduler.temporal"
@@ -1046,6 +1063,7 @@ def worker_command(
         import tempfile
 
         from session_scheduler.engine import connection
+        from session_scheduler.engine.exchange import Places
         from session_scheduler.engine.worker import serve
 
         options = connection.connect_options(os.environ)  # TLS, API key: this host's own settings
@@ -1062,7 +1080,8 @@ def worker_command(
             folder.mkdir(parents=True, exist_ok=True)
             options["runtime"] = connection.logged_runtime(folder / connection.CLIENT_LOG)
             with seams.runners(scenario_data)(echo, folder) as runner:
-                asyncio.run(serve(engine.address, options, runner, host, echo, sessions))
+                places = Places(folder)  # the lanes' clones and the sessions' folders
+                asyncio.run(serve(engine.address, options, runner, host, places, echo, sessions))
 
     try:
         work()
