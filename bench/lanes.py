@@ -43,7 +43,6 @@ import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -66,6 +65,7 @@ from session_scheduler.run.agent import SessionRequest, SessionResult
 from session_scheduler.run.lanes import Lanes
 from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.store import events
+from session_scheduler.testing.hosts import run_command
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -466,16 +466,11 @@ def real_cli(lanes: int, latency: float, count: int = FEATURES) -> Row:
         project = Path(tmp) / "app"
         scenario = Path(tmp) / "scenario.json"
         scenario.write_text(json.dumps(scenario_data(latency, count)))
-        command = [
-            sys.executable,
-            str(ROOT / "autonomous_agent_demo.py"),
-            "--project-dir",
-            str(project),
-            "--offline-demo",
-            "--scenario",
-            str(scenario),
-            "--lanes",
-            str(lanes),
+        command = run_command(
+            project,
+            scenario,
+            lanes,
+            None,
             "--architecture-interval",
             "100",
             "--feature-count",
@@ -484,7 +479,7 @@ def real_cli(lanes: int, latency: float, count: int = FEATURES) -> Row:
             "bash init.sh",
             "--no-sandbox",
             "--quiet",
-        ]
+        )
         started, epoch = time.monotonic(), time.time()
         proc = subprocess.run(command, cwd=tmp, capture_output=True, text=True, check=False)
         wall = time.monotonic() - started

@@ -210,6 +210,18 @@ EQUIVALENT: dict[str, str] = {
         "changed ones; the unchanged ones were valid in the last validated version, so the verdict is "
         "the same",
     ),
+    **dict.fromkeys(
+        (
+            "session_scheduler.core.confinement.x_reopened__mutmut_19",
+            "session_scheduler.core.confinement.x_reopened__mutmut_21",
+        ),
+        "the deepest region as the greatest path rather than the one of most parts: every region "
+        "holding an absolute PATH entry (Host.path keeps only those) is one of the entry's ancestors, "
+        "so they form a chain in which each is a prefix of the next, and the greater of two is the "
+        "longer",
+    ),
+    "session_scheduler.core.confinement.xǁHostǁof__mutmut_39": '`XXXX` for `""` as the PATH of an '
+    "environment without one: neither is an absolute path, so both give no entries",
 }
 """mutant name -> why it cannot change behaviour (filled from the survivors after review)."""
 

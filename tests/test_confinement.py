@@ -67,9 +67,8 @@ def test_a_shared_temp_parent_stays_open_only_when_asked(parent: str) -> None:
         "the test command's worktree lies apart: its project's parent is denied"
     )
     opened = denied_regions(project, host, open_shared_parent=True)
-    assert parent not in opened
-    assert {"/root", "/home", "/tmp", "/var/tmp", "/scratch"} - {parent} <= set(opened), (
-        "the other temp folders stay denied"
+    assert opened == tuple(p for p in ("/root", "/home", "/tmp", "/var/tmp", "/scratch") if p != parent), (
+        "the other temp folders stay denied, and no config folder is named when there is none"
     )
 
 
@@ -94,6 +93,12 @@ def test_a_shared_temp_parent_stays_open_only_when_asked(parent: str) -> None:
 def test_a_path_entry_in_a_denied_region_reopens_its_toolchain_folder(entry: str, opened: str | None) -> None:
     regions = ("/work", "/root", "/home", "/work/gen", "/srv/cfg")
     assert reopened([entry], regions, ("/srv/cfg", None)) == ((opened,) if opened else ())
+
+
+def test_an_entry_with_nothing_to_reopen_does_not_stop_the_entries_after_it() -> None:
+    regions = ("/root", "/srv/cfg")
+    for skipped in ("/usr/bin", "/srv/cfg/local/bin", "/root", "/root/.ssh/bin"):
+        assert reopened([skipped, "/root/.pyenv/shims"], regions, ("/srv/cfg",)) == ("/root/.pyenv",), skipped
 
 
 def test_reopened_folders_are_listed_once() -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +26,10 @@ from typing import Any
 import pytest
 from helpers import SkippingClock
 
-from scripted_model.hermetic import hermetic_env
 from scripted_model.scenario import Scenario
 from session_scheduler.repo import workdirs
 from session_scheduler.store import events, statefile
+from session_scheduler.testing.hosts import product_env, run_command
 from session_scheduler.testing.kills import check_lanes_log
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
@@ -65,32 +64,24 @@ class Run:
     log: list[dict[str, Any]]
 
 
-def product_env(tmp: Path) -> dict[str, str]:
-    env = hermetic_env("http://127.0.0.1:9", tmp / "product-home", max_retries=0)
-    env["AGENT_GENERATIONS_DIR"] = str(tmp / "generations")
-    return env
-
-
 def write_scenario(path: Path, data: dict[str, Any]) -> Path:
     Scenario.from_json(data)  # a typo in a scenario fails here, not mid-run
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
 
 
-def run_demo(tmp: Path, project: Path, scenario: dict[str, Any], *options: str) -> Run:
+def run_demo(tmp: Path, project: Path, scenario: dict[str, Any], lanes: int | None, *options: str) -> Run:
+    """The scheduler run on `scenario` with `lanes` lanes (None: the project's saved count)."""
     path = write_scenario(tmp / f"{project.name}-scenario.json", scenario)
-    command = [
-        sys.executable,
-        "autonomous_agent_demo.py",
-        "--project-dir",
-        str(project),
-        "--offline-demo",
-        "--scenario",
-        str(path),
-        *options,
-    ]
+    command = run_command(project, path, lanes, None, *options)
     proc = subprocess.run(
-        command, cwd=REPO, env=product_env(tmp), capture_output=True, text=True, timeout=TIMEOUT, check=False
+        command,
+        cwd=REPO,
+        env=product_env(tmp, "product"),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
     )
     return Run(project, proc, events.read(events.log_path(project)) if project.exists() else [])
 
@@ -151,13 +142,13 @@ def overlapping(log: list[dict[str, Any]]) -> list[tuple[int, int]]:
 @pytest.fixture(scope="module")
 def side_by_side(tmp_path_factory: pytest.TempPathFactory) -> Run:
     tmp = tmp_path_factory.mktemp("side-by-side")
-    return run_demo(tmp, tmp / "app", SIDE_BY_SIDE, "--lanes", "3")
+    return run_demo(tmp, tmp / "app", SIDE_BY_SIDE, 3)
 
 
 @pytest.fixture(scope="module")
 def red_and_chain(tmp_path_factory: pytest.TempPathFactory) -> Run:
     tmp = tmp_path_factory.mktemp("red-and-chain")
-    return run_demo(tmp, tmp / "app", RED_AND_CHAIN, "--lanes", "3")
+    return run_demo(tmp, tmp / "app", RED_AND_CHAIN, 3)
 
 
 # -- (a) independent features, three lanes ------------------------------------------------------
@@ -306,8 +297,7 @@ def test_lanes_one_is_the_one_lane_loop_and_a_lane_count_is_saved(tmp_path: Path
         tmp_path,
         tmp_path / "one",
         {"features": 1, "reviews": {"F001": ["REQUEST_CHANGES", "PASS"]}},
-        "--lanes",
-        "1",
+        1,
     )
     assert one.proc.returncode == 0, explain(one.proc)
     roles = [e["role"] for e in of(one.log, "session_started")]
@@ -321,9 +311,9 @@ def test_lanes_one_is_the_one_lane_loop_and_a_lane_count_is_saved(tmp_path: Path
     )
 
     two = tmp_path / "two"
-    first = run_demo(tmp_path, two, {"features": 2}, "--lanes", "2", "--max-iterations", "1")
+    first = run_demo(tmp_path, two, {"features": 2}, 2, "--max-iterations", "1")
     assert first.proc.returncode == 3, explain(first.proc)  # a limit: the INITIALIZER only
-    again = run_demo(tmp_path, two, {"features": 2})  # no --lanes: the saved count
+    again = run_demo(tmp_path, two, {"features": 2}, None)  # no --lanes: the saved count
     assert again.proc.returncode == 0, explain(again.proc)
     assert [e["lanes"] for e in of(again.log, "run_started")] == [2, 2]
     assert "Lanes: 2, each in its own clone" in again.proc.stdout

@@ -1,6 +1,7 @@
 """Worker processes standing in for hosts (`autonomous_agent_demo.py worker`, each with a folder of
 its own) and the environment the product's processes run in against the scripted model: shared by
-the end-to-end test of the engine (tests/test_engine_e2e.py) and its benchmark (bench/engine.py)."""
+the end-to-end tests of the engine and of the lanes (tests/test_engine_e2e.py, tests/test_lanes_e2e.py)
+and their benchmarks (bench/engine.py, bench/lanes.py)."""
 
 from __future__ import annotations
 
@@ -27,20 +28,22 @@ def product_env(tmp: Path, name: str) -> dict[str, str]:
     return env
 
 
-def run_command(project: Path, scenario: Path, lanes: int, address: str | None, *more: str) -> list[str]:
-    """The scheduler's command line on the scripted model: `lanes` lanes, the sessions on the
-    workers of the server at `address` (None: in the scheduler's own process), `more` options."""
+def run_command(
+    project: Path, scenario: Path, lanes: int | None, address: str | None, *more: str
+) -> list[str]:
+    """The scheduler's command line on the scripted model (from any folder): `lanes` lanes (None:
+    no `--lanes`, the project's saved count), the sessions on the workers of the server at
+    `address` (None: in the scheduler's own process), `more` options."""
     engine = ["--engine", f"temporal://{address}"] if address else []
     return [
         sys.executable,
-        "autonomous_agent_demo.py",
+        str(REPO / "autonomous_agent_demo.py"),
         "--project-dir",
         str(project),
         "--offline-demo",
         "--scenario",
         str(scenario),
-        "--lanes",
-        str(lanes),
+        *(["--lanes", str(lanes)] if lanes is not None else []),
         *more,
         *engine,
     ]

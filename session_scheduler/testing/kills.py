@@ -26,6 +26,7 @@ from session_scheduler.repo import workdirs
 from session_scheduler.store import crashpoints, events
 from session_scheduler.store.progress import load_handoff
 from session_scheduler.store.statefile import load
+from session_scheduler.testing.hosts import run_command
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = {
@@ -92,15 +93,7 @@ def _run(root: Path, project: Path, crash_at: str | None) -> subprocess.Complete
         env[crashpoints.ENV] = crash_at
     scenario = root / "scenario.json"
     scenario.write_text(json.dumps(SCENARIO))
-    command = [
-        sys.executable,
-        str(REPO / "autonomous_agent_demo.py"),
-        "--project-dir",
-        str(project),
-        "--offline-demo",
-        "--scenario",
-        str(scenario),
-    ]
+    command = run_command(project, scenario, None, None)
     return subprocess.run(
         command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False
     )
