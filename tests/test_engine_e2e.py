@@ -187,13 +187,13 @@ def test_two_hosts_build_a_project_and_a_killed_worker_s_session_runs_on_the_oth
     wait_until(lambda: not any(alive(p) for p in cli), "the killed worker's CLI gone with it", 5)
     wait_until(lambda: "try 2, from its start" in survivor.text(), "the session's second try", 60)
     rerun_s = time.monotonic() - killed_at
-    # what the CLI's sandbox left (its socat bridges) is stopped by the try that takes over
-    deadline = time.monotonic() + 10
+    victim.output.rename(victim.folder / "worker-killed.out")
+    victim.start()  # the host comes back and works on
+    # what the CLI's sandbox left there (its socat bridges) is stopped by the worker that returns
+    deadline = time.monotonic() + 30
     while (left := [p for p in below if alive(p)]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert left == [], [(p, cmdline(p)) for p in left]
-    victim.output.rename(victim.folder / "worker-killed.out")
-    victim.start()  # the host comes back and works on
     out, _ = run.communicate(timeout=TIMEOUT)
     total_s = time.monotonic() - began
     assert run.returncode == 0, out[-5000:]

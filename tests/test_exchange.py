@@ -96,6 +96,10 @@ def test_a_worker_s_clone_starts_exactly_where_the_lane_s_clone_stands(
     assert (here.log_dir / SessionFolder.PRE / "progress.json").read_text() == '{"sessions": []}'
     assert here.records.path("progress.json").read_text() == '{"sessions": []}'
     assert sh(here.cwd, "git config user.email") == "ann@example.org"  # the agent commits as the project does
+    git_dir = (
+        here.cwd / ".git"
+    )  # what the sandbox keeps unwritable exists (a path it denies that does not is unreadable)
+    assert (git_dir / "packed-refs").is_file() and (git_dir / "refs" / "heads" / "main").is_file()
 
 
 def test_the_plan_is_re_rooted_on_the_worker_and_no_path_of_the_scheduler_s_is_left(

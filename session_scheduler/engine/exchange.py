@@ -90,6 +90,21 @@ class Places:
     def outbox(self, project: str, lane: int | None) -> Path:
         return self._own(project) / f"outbox-{lane or 0}"
 
+    def clones(self) -> list[Path]:
+        """The lanes' clones this worker has made (of every project)."""
+        if self.lanes is not None:
+            return sorted(self.lanes.glob(f"lane-*{self.suffix}"))
+        return sorted(self.root.glob(f"*{SUFFIX}/lane-*"))
+
+    def stop_left(self) -> list[int]:
+        """Stop what the sessions of an earlier worker here left running (a worker killed with its
+        sessions: their CLIs died with it, what their sandboxes started may not have); the pids."""
+        stopped: list[int] = []
+        for clone in self.clones():
+            stopped += processes.stop_with_tmpdir(private_tmp(clone))
+            stopped += processes.stop_left_in(clone, 0.0)
+        return stopped
+
 
 def session_ref(workflow: str) -> str:
     return f"{PREFIX}/{workflow}"
@@ -191,6 +206,7 @@ def receive(
     ):
         raise GitError(f"the exchange's start of {workflow} is not what the scheduler sent")
     _put(clone, start["head"], start["tips"], start["worktree"])
+    gitops.keep_loose(clone, gitops.MAIN)  # the files the sandbox keeps unwritable exist (else unreadable)
     folder = places.folder(project, workflow)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)

@@ -146,7 +146,10 @@ async def work(
     sessions: int = WORKER_SESSIONS,
 ) -> None:
     """Run a worker until cancelled (its sessions are cancelled with it: their CLIs stop); made
-    in the loop it runs on."""
+    in the loop it runs on. What an earlier worker's sessions left running here is stopped first."""
+    left = await asyncio.to_thread(places.stop_left)
+    if left:
+        echo(f"Worker {host}: stopped {len(left)} processes an earlier worker's sessions left running")
     await worker_of(client, runner, host, places, echo, sessions).run()
 
 
