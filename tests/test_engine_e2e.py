@@ -390,3 +390,37 @@ def test_a_usage_limit_wait_outlasts_server_restarts_and_work_goes_on_through_on
     for host in hosts[1:]:
         assert "temporalio_client" not in host.text()
         assert "retried" in (host.folder / CLIENT_LOG).read_text()
+
+
+def test_one_lane_on_temporal_local_builds_the_project_through_the_exchange(tmp_path: Path) -> None:
+    """`--engine temporal://local` with one lane: a dev server and a worker of the run's own; each
+    session runs in the worker's own clone (`<project>.lanes/lane-0-local`), reached only through
+    the exchange, and what it did comes back into the project folder, where it is verified and
+    merged as if it had run there."""
+    from click.testing import CliRunner
+
+    from session_scheduler.guard import safe_git
+    from session_scheduler.repo import gitops
+    from session_scheduler.testing.seams import active_sandbox
+    from session_scheduler.view.cli import main
+
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"description": "two features", "features": 2}))
+    project = tmp_path / "one"
+    args = ["--project-dir", str(project), "--offline-demo", "--scenario", str(scenario)]
+    result = CliRunner().invoke(
+        main, [*args, "--engine", "temporal://local"], obj={"preflight": active_sandbox}
+    )
+    assert result.exit_code == 0, result.output[-5000:]
+    features = json.loads((project / "feature_list.json").read_text())["features"]
+    assert [f["passes"] for f in features] == [True, True]
+    where = [json.loads(f.read_text()) for f in (project / LOG_DIR).glob(f"session_*/{ENGINE_FILE}")]
+    assert where and all(w["host"] == "local" and w["tries"] == 1 for w in where)
+    clone = project.parent / f"{project.name}.lanes" / "lane-0-local"
+    assert gitops.head(safe_git.open(clone), gitops.MAIN) is not None, (
+        "the sessions ran in the worker's clone"
+    )
+    merged = str(safe_git.open(project).git.log("--format=%s", gitops.MAIN))
+    assert "F001" in merged and "F002" in merged
+    exchange = project / LOG_DIR / "exchange.git"
+    assert str(safe_git.open(exchange).git.for_each_ref()) == "", "the exchange keeps nothing once taken back"
