@@ -20,6 +20,7 @@ from helpers import factory_of, request_for, sh, state_for
 
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.engine import Engine, parse_engine, project_id, workflow_id
+from session_scheduler.core.errors import GitError
 from session_scheduler.core.session import InFlight
 from session_scheduler.guard import safe_git
 from session_scheduler.guard.sandbox import Preflight
@@ -370,3 +371,25 @@ def test_a_session_s_result_waits_for_the_server_to_answer(tmp_path: Path) -> No
     assert lines[0].startswith(f"[host-a] session {number} (INITIALIZER) of {project.name} starts")
     assert f"[host-a] session {number}: the Temporal server does not answer; its result waits for it" in lines
     assert lines[-1] == f"[host-a] session {number}: reporting its result"
+
+
+def test_a_web_review_runs_in_this_process_where_its_browser_is(tmp_path: Path) -> None:
+    """A REVIEW given a browser (its app and browser started on this machine) runs with this
+    process's runner, never on a worker that could not reach them; other sessions go to the engine."""
+    pytest.importorskip("temporalio")
+    from session_scheduler.engine.temporal import TemporalRunner
+
+    request = request_for(_git_project(tmp_path), state_for(SessionType.REVIEW, "F002", open_review=4))
+    browser = BrowserAccess("http://127.0.0.1:40000/mcp", "http://127.0.0.1:8000", tmp_path / "session")
+    here = _Counting()
+    lines: list[str] = []
+    runner = TemporalRunner(None, None, "p", str(tmp_path / "x.git"), lines.append, here)  # type: ignore[arg-type]
+    result = anyio.run(runner.run, replace(request, browser=browser, lane=2))
+    assert here.ran == [(request.plan.number, 1)] and result.num_turns == 1
+    assert lines == [f"[lane 2]   session {request.plan.number} runs here: its browser is this machine's"]
+    with pytest.raises(GitError) as refused:  # without a browser: to the engine, through the exchange
+        anyio.run(runner.run, request)
+    assert str(refused.value) == (
+        f"cannot push to the exchange {tmp_path / 'x.git'}: fatal: '{tmp_path / 'x.git'}' does not appear "
+        "to be a git repository"
+    )

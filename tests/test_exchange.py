@@ -234,3 +234,19 @@ def test_a_remote_that_would_run_a_command_or_is_no_url_is_refused(url: str) -> 
         remote_protocol(url)
     with pytest.raises(Exception, match=r"git-remote|git_remote"):
         merge_config(None, {"engine": "temporal://local", "git_remote": url})
+
+
+def test_a_git_remote_that_cannot_be_reached_is_said_in_one_line_before_the_run(tmp_path: Path) -> None:
+    pytest.importorskip("temporalio")
+    from session_scheduler.core.errors import ConfigError
+    from session_scheduler.engine.exchange import check
+
+    project = tmp_path / "p"
+    project.mkdir()
+    sh(project, "git init -q -b main")
+    with pytest.raises(ConfigError) as refused:
+        check(project, str(tmp_path / "nowhere.git"))
+    said = str(refused.value)
+    assert said.startswith(f"cannot reach the git remote {tmp_path / 'nowhere.git'}: fatal: ")
+    assert said.endswith("check --git-remote (saved with the project; every worker pushes there)")
+    assert "\n" not in said

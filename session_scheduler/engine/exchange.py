@@ -37,7 +37,7 @@ import git
 from gitdb import IStream  # type: ignore[import-untyped]
 
 from session_scheduler.core.engine import remote_protocol
-from session_scheduler.core.errors import GitError
+from session_scheduler.core.errors import ConfigError, GitError
 from session_scheduler.core.layout import HANDOFF_FILES, SETTINGS_FILE
 from session_scheduler.core.policy import policy
 from session_scheduler.core.session import SessionFolder
@@ -366,7 +366,7 @@ def _fetch(clone: git.Repo, remote: str, refspec: str, *, prune: bool = False) -
             env=_env(clone, remote),
         )  # fmt: skip
     except git.GitCommandError as exc:
-        raise GitError(f"cannot fetch from the exchange {remote}: {str(exc.stderr).strip()[-300:]}") from None
+        raise GitError(f"cannot fetch from the exchange {remote}: {_said(exc)}") from None
 
 
 def _push(clone: git.Repo, remote: str, refs: Mapping[str, str | None]) -> None:
@@ -375,14 +375,24 @@ def _push(clone: git.Repo, remote: str, refs: Mapping[str, str | None]) -> None:
     try:
         clone.git.push("--quiet", "--no-verify", remote, *specs, env=_env(clone, remote))
     except git.GitCommandError as exc:
-        raise GitError(f"cannot push to the exchange {remote}: {str(exc.stderr).strip()[-300:]}") from None
+        raise GitError(f"cannot push to the exchange {remote}: {_said(exc)}") from None
+
+
+def _said(exc: git.GitCommandError) -> str:
+    """git's complaint in one line (its first `fatal:` or `error:` line)."""
+    lines = [line.strip(" '") for line in str(exc.stderr).splitlines()]
+    lines = [line.removeprefix("stderr: ").strip(" '") for line in lines if line.strip(" '")]
+    found = next(
+        (line for line in lines if line.startswith(("fatal:", "error:"))), lines[-1] if lines else ""
+    )
+    return found[:300]
 
 
 def _remote_refs(clone: git.Repo, remote: str, prefix: str) -> list[str]:
     try:
         out = clone.git.ls_remote(remote, f"{prefix}*", env=_env(clone, remote))
     except git.GitCommandError as exc:
-        raise GitError(f"cannot read the exchange {remote}: {str(exc.stderr).strip()[-300:]}") from None
+        raise GitError(f"cannot read the exchange {remote}: {_said(exc)}") from None
     return [line.split("\t", 1)[1] for line in str(out).splitlines() if "\t" in line]
 
 
@@ -473,3 +483,15 @@ def ensure_exchange(path: Path) -> Path:
         runner.names_read = True  # nothing there yet: no config to read
         runner.init("--bare", "--quiet")
     return path
+
+
+def check(project: Path, remote: str) -> None:
+    """Say at once (a ConfigError) when the exchange at `remote` cannot be read from `project`'s
+    repository (a --git-remote that is wrong, or not there)."""
+    try:
+        _remote_refs(safe_git.open(project), remote, f"{PREFIX}/")
+    except GitError as exc:
+        raise ConfigError(
+            f"{str(exc).replace('cannot read the exchange', 'cannot reach the git remote')}; "
+            "check --git-remote (saved with the project; every worker pushes there)"
+        ) from None

@@ -86,10 +86,20 @@ class EngineLoop:
 class TemporalRunner:
     """Runs each session as a workflow on the engine and returns its result (SessionRunner)."""
 
-    def __init__(self, engine: EngineLoop, client: Client, project: str, remote: str, echo: Echo) -> None:
+    def __init__(
+        self,
+        engine: EngineLoop,
+        client: Client,
+        project: str,
+        remote: str,
+        echo: Echo,
+        here: SessionRunner | None = None,
+    ) -> None:
         self.engine, self.client, self.project, self.echo = engine, client, project, echo
         self.remote = remote
         """The exchange sessions go through to the workers and back (exchange.py)."""
+        self.here = here
+        """The runner of this process: a web REVIEW runs with it, its browser on this machine."""
         self.running: dict[str, WorkflowHandle[Any, Any]] = {}
         """The workflows of the sessions being awaited (touched only on the engine's loop)."""
         self.stopping = False
@@ -121,6 +131,10 @@ class TemporalRunner:
                 await handle.cancel(rpc_timeout=timedelta(seconds=5))
 
     async def run(self, request: SessionRequest) -> SessionResult:
+        if request.browser is not None and self.here is not None:  # its app and browser run here
+            lane = "" if request.lane is None else f"[lane {request.lane}] "
+            self.echo(f"{lane}  session {request.plan.number} runs here: its browser is this machine's")
+            return await self.here.run(request)
         began = time.monotonic()
         number, attempt = request.plan.number, request.attempt
         wid = workflow_id(self.project, number, attempt)
@@ -278,17 +292,18 @@ def engine_runners(
         server: AbstractContextManager[str] = (
             dev_server(log_dir) if engine.local else nullcontext(engine.address or "")
         )
+        exchange.check(project, remote)
         loop = EngineLoop()
         try:
             with server as address:
                 client = loop.call(_connect(address, options))
                 echo(f"Engine: Temporal at {address} ({engine}); sessions run on its workers")
-                with local_runners(echo, log_dir) if engine.local else nullcontext() as local:
+                with local_runners(echo, log_dir) as local:
                     worker = None
-                    if local is not None:
+                    if engine.local:
                         places = Places(project.parent, workdirs.root_of(project), "-local")
                         worker = loop.submit(work(client, local, "local", places, echo))
-                    runner = TemporalRunner(loop, client, project_id(project), remote, echo)
+                    runner = TemporalRunner(loop, client, project_id(project), remote, echo, local)
                     try:
                         yield runner
                     finally:
