@@ -34,7 +34,7 @@ pytest.importorskip("temporalio")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
 
 from session_scheduler.engine.connection import CLIENT_LOG  # noqa: E402  (needs the extra)
-from session_scheduler.engine.devserver import dev_server  # noqa: E402
+from session_scheduler.engine.devserver import dev_server, free_port  # noqa: E402
 from session_scheduler.engine.temporal import ENGINE_FILE, HEARTBEAT_TIMEOUT_S  # noqa: E402
 
 TIMEOUT = 240
@@ -162,7 +162,8 @@ def test_two_hosts_build_a_project_and_a_killed_worker_s_session_runs_on_the_oth
 ) -> None:
     address, a, b = hosts
     project = tmp_path / "generations" / "p"
-    command = run_command(project, a.scenario, 2, address)
+    served = f"127.0.0.1:{free_port()}"  # the workers reach the exchange only as git://, as from elsewhere
+    command = run_command(project, a.scenario, 2, address, "--git-serve", served)
     began = time.monotonic()
     run = subprocess.Popen(
         command,
@@ -197,6 +198,7 @@ def test_two_hosts_build_a_project_and_a_killed_worker_s_session_runs_on_the_oth
     out, _ = run.communicate(timeout=TIMEOUT)
     total_s = time.monotonic() - began
     assert run.returncode == 0, out[-5000:]
+    assert f"Exchange: git://{served}/exchange.git (served from " in out
 
     features = json.loads((project / "feature_list.json").read_text())["features"]
     assert [(f["id"], f["passes"]) for f in features] == [("F001", True), ("F002", True), ("F003", True)]

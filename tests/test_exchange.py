@@ -241,12 +241,69 @@ def test_a_git_remote_that_cannot_be_reached_is_said_in_one_line_before_the_run(
     from session_scheduler.core.errors import ConfigError
     from session_scheduler.engine.exchange import check
 
-    project = tmp_path / "p"
-    project.mkdir()
-    sh(project, "git init -q -b main")
     with pytest.raises(ConfigError) as refused:
-        check(project, str(tmp_path / "nowhere.git"))
+        check(str(tmp_path / "nowhere.git"))
     said = str(refused.value)
     assert said.startswith(f"cannot reach the git remote {tmp_path / 'nowhere.git'}: fatal: ")
     assert said.endswith("check --git-remote (saved with the project; every worker pushes there)")
     assert "\n" not in said
+
+
+def test_workers_on_other_machines_go_through_the_exchange_the_run_serves(
+    lane: SessionRequest, remote: str, tmp_path: Path
+) -> None:
+    """`--git-serve`: the scheduler's own exchange served by `git daemon`; the worker's side goes
+    through git:// only, and the session comes back exactly as through the path."""
+    pytest.importorskip("temporalio")
+    from session_scheduler.engine.devserver import free_port
+    from session_scheduler.engine.exchange import Places, receive, send, send_back, take_back
+    from session_scheduler.engine.gitdaemon import served
+
+    with served(Path(remote), f"127.0.0.1:{free_port()}", tmp_path / "daemon.log") as url:
+        assert url.startswith("git://127.0.0.1:") and url.endswith("/exchange.git")
+        start = send(lane, remote, WID)
+        here = receive(lane, url, WID, start, "proj", Places(tmp_path / "worker"))
+        sh(here.cwd, "git commit -qam three && echo wip > new.txt")
+        expected = _view(here.cwd)
+        take_back(lane, remote, WID, send_back(here, url, WID, start))
+    assert _view(lane.cwd)["branches"] == expected["branches"]
+    assert (lane.cwd / "new.txt").read_text() == "wip\n"
+
+
+def test_an_address_the_daemon_cannot_serve_is_said_in_one_line(remote: str, tmp_path: Path) -> None:
+    pytest.importorskip("temporalio")
+    import socket
+
+    from session_scheduler.core.errors import ConfigError
+    from session_scheduler.engine.gitdaemon import served
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with (
+            pytest.raises(ConfigError) as refused,
+            served(Path(remote), f"127.0.0.1:{port}", tmp_path / "d.log"),
+        ):
+            pass
+    said = str(refused.value)
+    assert said.startswith(f"cannot serve the exchange at 127.0.0.1:{port} (") and "\n" not in said
+    assert said.endswith("choose another --git-serve address")
+
+
+@pytest.mark.parametrize(
+    ("given", "wrong"),
+    [
+        ({"git_serve": "0.0.0.0"}, "HOST:PORT"),
+        ({"git_serve": "h:70000"}, "HOST:PORT"),
+        ({"git_serve": "127.0.0.1:9418", "git_remote": "/srv/app.git"}, "not both"),
+    ],
+)
+def test_a_serving_address_that_is_none_or_with_a_remote_is_refused(
+    given: dict[str, str], wrong: str
+) -> None:
+    from session_scheduler.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=wrong):
+        merge_config(None, {"engine": "temporal://local", **given})
+    assert merge_config(None, {"git_serve": "0.0.0.0:9418"}).to_json()["git_serve"] == "0.0.0.0:9418"

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from session_scheduler.core.engine import parse_engine, remote_protocol
+from session_scheduler.core.engine import parse_address, parse_engine, remote_protocol
 
 if TYPE_CHECKING:  # core/gates and core/app read core/schemas, which reads this module
     from session_scheduler.core.app import AppSpec
@@ -131,6 +131,9 @@ class AgentConfig:
     """With an engine: the git repository sessions go through to workers and back (`--git-remote`,
     saved; core/engine.remote_protocol); None: the exchange in the project's log folder (a path,
     for workers that reach this file system)."""
+    git_serve: str | None = None
+    """With an engine: HOST:PORT where the run serves its exchange with `git daemon` for workers on
+    other machines (`--git-serve`, saved; engine/gitdaemon.py); None: it serves nothing."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -172,6 +175,12 @@ class AgentConfig:
         object.__setattr__(self, "engine", None if engine is None else str(engine))
         if self.git_remote is not None:
             remote_protocol(self.git_remote)  # raises ValueError with what to give instead
+        if self.git_serve is not None:
+            parse_address(self.git_serve, "--git-serve")
+            if self.git_remote is not None:
+                raise ValueError(
+                    "--git-serve serves the run's own exchange: give it or --git-remote, not both"
+                )
         unknown = set(self.models) - set(DEFAULT_MODELS)
         if unknown:
             raise ValueError(f"unknown role(s) in models: {', '.join(sorted(unknown))}")

@@ -118,3 +118,11 @@ def remote_protocol(url: str) -> str:
         f"--git-remote {url}: give an absolute path or a file://, ssh://, https://, http:// or git:// "
         "URL (or user@host:path) of a repository the workers can push to"
     )
+
+
+def parse_address(text: str, option: str) -> str:
+    """HOST:PORT given to `option`, as given; ValueError saying what to give instead."""
+    match = _ADDRESS.match(text)
+    if match is None or not 0 < int(match["port"]) < 65536:
+        raise ValueError(f"{option} {text}: the address must be HOST:PORT, for example 0.0.0.0:9418")
+    return text

@@ -200,10 +200,10 @@ def receive(
     clone = _clone(path, start["identity"])
     _fetch(clone, remote, f"+{session_ref(workflow)}/start/*:refs/scheduler/start/*", prune=True)
     fetched = {b: gitops.ref_sha(clone, f"refs/scheduler/start/heads/{b}") for b in start["tips"]}
-    if (
-        fetched != start["tips"]
-        or gitops.ref_sha(clone, "refs/scheduler/start/worktree") != start["worktree"]
-    ):
+    fetched.update(
+        {kind: gitops.ref_sha(clone, f"refs/scheduler/start/{kind}") for kind in ("worktree", "files")}
+    )
+    if fetched != {**start["tips"], "worktree": start["worktree"], "files": start["files"]}:
         raise GitError(f"the exchange's start of {workflow} is not what the scheduler sent")
     _put(clone, start["head"], start["tips"], start["worktree"])
     gitops.keep_loose(clone, gitops.MAIN)  # the files the sandbox keeps unwritable exist (else unreadable)
@@ -485,13 +485,20 @@ def ensure_exchange(path: Path) -> Path:
     return path
 
 
-def check(project: Path, remote: str) -> None:
-    """Say at once (a ConfigError) when the exchange at `remote` cannot be read from `project`'s
-    repository (a --git-remote that is wrong, or not there)."""
+def check(remote: str) -> None:
+    """Say at once (a ConfigError) when the exchange at `remote` cannot be read (a --git-remote
+    that is wrong, or not there)."""
+    runner = safe_git.HardenedGit(Path(tempfile.gettempdir()))
+    runner.names_read = True  # run in no repository: no config to read
+    env = dict(runner.environment() or safe_git.environment())
+    count = int(env["GIT_CONFIG_COUNT"])
+    env[f"GIT_CONFIG_KEY_{count}"] = f"protocol.{remote_protocol(remote)}.allow"
+    env[f"GIT_CONFIG_VALUE_{count}"] = "always"
+    env["GIT_CONFIG_COUNT"] = str(count + 1)
     try:
-        _remote_refs(safe_git.open(project), remote, f"{PREFIX}/")
-    except GitError as exc:
+        runner.ls_remote(remote, f"{PREFIX}/*", env=env)
+    except git.GitCommandError as exc:
         raise ConfigError(
-            f"{str(exc).replace('cannot read the exchange', 'cannot reach the git remote')}; "
+            f"cannot reach the git remote {remote}: {_said(exc)}; "
             "check --git-remote (saved with the project; every worker pushes there)"
         ) from None

@@ -28,7 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from session_scheduler.core.engine import EXCHANGE, TASK_QUEUE, Engine, project_id, workflow_id
 from session_scheduler.core.errors import ConfigError, SchedulerError
 from session_scheduler.core.layout import LOG_DIR
-from session_scheduler.engine import exchange, wire
+from session_scheduler.engine import exchange, gitdaemon, wire
 from session_scheduler.engine.connection import (
     CLIENT_LOG,
     connect_error,
@@ -52,6 +52,8 @@ HEARTBEAT_TIMEOUT_S = 10.0
 """A worker silent this long is lost: its session goes to another worker (or to it, when it returns)."""
 GRACE_S = 120.0
 """What a session's activity may take beyond the session's own timeout (start, stop, clean up)."""
+GIT_DAEMON_LOG = "git-daemon.log"
+"""In the run's log folder: what `git daemon` said, when the run serves its exchange."""
 ENGINE_FILE = "engine.json"
 """In a session's folder: where it ran on the engine (workflow, host, tries, the engine's overhead)."""
 CONNECT_TIMEOUT_S = 20.0
@@ -94,10 +96,13 @@ class TemporalRunner:
         remote: str,
         echo: Echo,
         here: SessionRunner | None = None,
+        workers: str | None = None,
     ) -> None:
         self.engine, self.client, self.project, self.echo = engine, client, project, echo
         self.remote = remote
         """The exchange sessions go through to the workers and back (exchange.py)."""
+        self.workers = workers or remote
+        """Where the workers reach it (the URL it is served at, `--git-serve`)."""
         self.here = here
         """The runner of this process: a web REVIEW runs with it, its browser on this machine."""
         self.running: dict[str, WorkflowHandle[Any, Any]] = {}
@@ -141,7 +146,7 @@ class TemporalRunner:
         start = await asyncio.to_thread(exchange.send, request, self.remote, wid)
         job = {
             "request": wire.request_to_json(request),
-            "git": {"remote": self.remote, "project": self.project, "start": start},
+            "git": {"remote": self.workers, "project": self.project, "start": start},
             "task_queue": TASK_QUEUE,
             "start_to_close_s": request.plan.timeout_s + GRACE_S,
             "heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
@@ -275,14 +280,18 @@ async def _connect(address: str, options: Mapping[str, Any], timeout_s: float = 
 
 
 def engine_runners(
-    engine: Engine, project: Path, local_runners: RunnerFactory, git_remote: str | None = None
+    engine: Engine,
+    project: Path,
+    local_runners: RunnerFactory,
+    git_remote: str | None = None,
+    git_serve: str | None = None,
 ) -> RunnerFactory:
     """The run's runner factory on `engine`: sessions on its workers, through the exchange at
-    `git_remote` (None: a bare repository in the project's log folder). For `temporal://local` a
+    `git_remote` (None: a bare repository in the project's log folder, served with `git daemon`
+    at `git_serve` when given, for workers on other machines). For `temporal://local` a
     dev server (its database in the project's log folder) and one worker in this process, with the
     local runner, are started for the run and stopped after it. A server of one's own is reached
     with this process's Temporal settings (TLS, API key: connection.py); the dev server, plainly."""
-    remote = git_remote or str(exchange.ensure_exchange(project / LOG_DIR / EXCHANGE))
 
     @contextmanager
     def opened(echo: Echo, log_dir: Path) -> Iterator[SessionRunner]:
@@ -292,18 +301,25 @@ def engine_runners(
         server: AbstractContextManager[str] = (
             dev_server(log_dir) if engine.local else nullcontext(engine.address or "")
         )
-        exchange.check(project, remote)
+        remote = git_remote or str(exchange.ensure_exchange(project / LOG_DIR / EXCHANGE))
+        exchange.check(remote)
+        serving: AbstractContextManager[str] = (
+            gitdaemon.served(Path(remote), git_serve, log_dir / GIT_DAEMON_LOG)
+            if git_serve
+            else nullcontext(remote)
+        )
         loop = EngineLoop()
         try:
-            with server as address:
+            with serving as reached, server as address:
                 client = loop.call(_connect(address, options))
                 echo(f"Engine: Temporal at {address} ({engine}); sessions run on its workers")
+                echo(f"Exchange: {reached}" + (f" (served from {remote})" if reached != remote else ""))
                 with local_runners(echo, log_dir) as local:
                     worker = None
                     if engine.local:
                         places = Places(project.parent, workdirs.root_of(project), "-local")
                         worker = loop.submit(work(client, local, "local", places, echo))
-                    runner = TemporalRunner(loop, client, project_id(project), remote, echo, local)
+                    runner = TemporalRunner(loop, client, project_id(project), remote, echo, local, reached)
                     try:
                         yield runner
                     finally:

@@ -38,7 +38,7 @@ from session_scheduler.core.config import (
     AgentConfig,
     SessionType,
 )
-from session_scheduler.core.engine import WORKER_SESSIONS, parse_engine, remote_protocol
+from session_scheduler.core.engine import WORKER_SESSIONS, parse_address, parse_engine, remote_protocol
 from session_scheduler.core.errors import (
     EXIT_DONE,
     EXIT_ERROR,
@@ -501,6 +501,14 @@ class FiniteFloat(click.FloatRange):
     "repository in the project's log folder, for workers that reach this file system.",
 )
 @click.option(
+    "--git-serve",
+    metavar="HOST:PORT",
+    callback=lambda ctx, param, value: _serve_option(value),
+    help="With --engine: serve the run's own exchange with `git daemon` at this address, for workers "
+    "on other machines (git://HOST:PORT/exchange.git; saved). Anyone who reaches it can make a "
+    "session fail, never change what counts: keep it to the workers' network.",
+)
+@click.option(
     "--check",
     is_flag=True,
     help="Say whether the OS sandbox really works here (a probe must fail to write outside) and whether REVIEW's browser can start, then exit.",
@@ -606,6 +614,15 @@ def _remote_option(value: str | None) -> str | None:
     return value
 
 
+def _serve_option(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            parse_address(value, "--git-serve")
+        except ValueError as exc:
+            raise click.BadParameter(str(exc).removeprefix(f"--git-serve {value}: ")) from None
+    return value
+
+
 def _on_engine(config: AgentConfig, project: Path, runners: RunnerFactory) -> RunnerFactory:
     """The run's runner factory: in this process, or on the engine the project names."""
     engine = parse_engine(config.engine)
@@ -614,7 +631,7 @@ def _on_engine(config: AgentConfig, project: Path, runners: RunnerFactory) -> Ru
     _using_temporal()
     from session_scheduler.engine.temporal import engine_runners
 
-    return engine_runners(engine, project, runners, config.git_remote)
+    return engine_runners(engine, project, runners, config.git_remote, config.git_serve)
 
 
 TEMPORAL_USED = "session_scheduler.temporal"
