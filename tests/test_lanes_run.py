@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import threading
 from collections import Counter
 from pathlib import Path
@@ -423,6 +424,7 @@ def _flight_changed(project: Path, lane: int, **change: Any) -> None:
         "it was cut short",
         "its start's branches are not on record",
         "its results were half recorded",
+        "its folder's copies are gone",
     ],
 )
 def test_a_killed_run_s_session_runs_again_unless_the_engine_holds_it_as_it_started(
@@ -435,6 +437,10 @@ def test_a_killed_run_s_session_runs_again_unless_the_engine_holds_it_as_it_star
         _flight_changed(project, lane, why="outage")
     if why == "its start's branches are not on record":
         _flight_changed(project, lane, heads={}, heads_gone=None)
+    if why == "its folder's copies are gone":
+        saved = statefile.load(project)
+        assert saved is not None
+        shutil.rmtree(Path(saved.in_flight[lane].log_dir) / "pre")
     if why == "its results were half recorded":  # undone from its copies first, then run again
         saved = statefile.load(project)
         assert saved is not None
@@ -448,3 +454,54 @@ def test_a_killed_run_s_session_runs_again_unless_the_engine_holds_it_as_it_star
     assert starts[3] == 2  # run again, as its next try
     aside = [p.name for p in (project / ".agent_logs").iterdir() if ".interrupted-" in p.name]
     assert len(aside) == 1 and aside[0].startswith("session_0003_")
+
+
+def _one_lane_killed_with_a_session_on_the_engine(tmp_path: Path, **engine: Any) -> tuple[Path, Engine]:
+    from session_scheduler.run.scheduler import Scheduler
+
+    project = new_project(tmp_path)
+    runner = Engine(Scenario.from_json(FOUR), 3, **engine)
+    with pytest.raises(SystemExit):
+        Scheduler(project, CFG, runner, echo=lambda _: None).run()
+    saved = statefile.load(project)
+    assert saved is not None and [f.number for f in saved.in_flight.values()] == [3]
+    return project, runner
+
+
+def test_with_one_lane_a_killed_run_s_session_the_engine_holds_is_awaited_not_run_again(
+    tmp_path: Path,
+) -> None:
+    from session_scheduler.run.scheduler import Scheduler
+
+    project, runner = _one_lane_killed_with_a_session_on_the_engine(tmp_path)
+    lines: list[str] = []
+    report = Scheduler(project, CFG, runner, echo=lines.append).run()
+    assert report.status == "done", report
+    assert runner.awaited == [(3, 1)] and (3, 1) in runner.asked
+    log = events.read(events.log_path(project))
+    assert [(e["session"], e["cause"]) for e in log if e["kind"] == "resumed"] == [(3, "reattached")]
+    assert any(line.startswith("Session 3 (") and "still on the engine" in line for line in lines)
+    starts = Counter(e["session"] for e in log if e["kind"] == "session_started")
+    assert set(starts.values()) == {1}, starts
+    assert [e["standing"] for e in log if e["kind"] == "session_ended" and e["session"] == 3] == ["verified"]
+    assert not [p for p in (project / ".agent_logs").iterdir() if ".interrupted-" in p.name]
+
+
+@pytest.mark.parametrize("why", ["the engine does not hold it", "it was cut short"])
+def test_with_one_lane_a_killed_run_s_session_runs_again_unless_the_engine_holds_it(
+    tmp_path: Path, why: str
+) -> None:
+    from session_scheduler.run.scheduler import Scheduler
+
+    project, runner = _one_lane_killed_with_a_session_on_the_engine(
+        tmp_path, holding=why != "the engine does not hold it"
+    )
+    if why == "it was cut short":
+        _flight_changed(project, next(iter(statefile.load(project).in_flight)), why="outage")  # type: ignore[union-attr]
+    report = Scheduler(project, CFG, runner, echo=lambda _: None).run()
+    assert report.status == "done", report
+    assert runner.awaited == []
+    log = events.read(events.log_path(project))
+    assert "reattached" not in [e["cause"] for e in log if e["kind"] == "resumed"]
+    starts = Counter(e["session"] for e in log if e["kind"] == "session_started")
+    assert starts[3] == 2

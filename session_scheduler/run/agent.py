@@ -32,7 +32,7 @@ from claude_agent_sdk import (
 
 from session_scheduler.core import evidence
 from session_scheduler.core.humane import plural
-from session_scheduler.core.session import SessionFolder
+from session_scheduler.core.session import InFlight, SessionFolder
 from session_scheduler.guard import processes
 from session_scheduler.guard.bash_policy import BashContext, bash_refusal
 from session_scheduler.guard.security import (
@@ -167,6 +167,20 @@ def reattachable(runner: SessionRunner) -> Reattachable | None:
             return here
         here = getattr(here, "wrapped", None)
     return None
+
+
+def held_by_engine(runner: SessionRunner, flight: InFlight) -> bool:
+    """Whether a killed run's session in flight is one to await rather than run again: it was
+    running (not cut short), its start is on record (its branches, its folder's copies), and the
+    engine behind `runner` holds it (running, or ended with a result)."""
+    engine = reattachable(runner)
+    return (
+        engine is not None
+        and flight.why is None
+        and flight.heads_gone is not None
+        and (Path(flight.log_dir) / SessionFolder.PRE).is_dir()
+        and engine.holds(flight.number, flight.attempt)
+    )
 
 
 def policy_refusal(

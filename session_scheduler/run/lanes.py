@@ -62,6 +62,7 @@ from session_scheduler.run.agent import (
     SessionResult,
     SessionRunner,
     Stoppable,
+    held_by_engine,
     reattachable,
     run_session,
 )
@@ -307,18 +308,13 @@ class Lanes:
         """Whether a killed run's session is one to await rather than run again: it was running
         (not cut short, not half recorded), its start is on record (its folder's copies, its
         branches), it needs no browser of the killed run's, and the engine holds it."""
-        engine = reattachable(self.runner)
         return (
-            engine is not None
-            and flight.why is None
-            and flight.copies is None
-            and flight.heads_gone is not None
-            and (Path(flight.log_dir) / SessionFolder.PRE).is_dir()
+            flight.copies is None
             and browsing.plan_for(
                 Gatekeeper.of(self.config), repo, self.records, self.schedule.view(lane), Path(flight.log_dir)
             )
             is None
-            and engine.holds(flight.number, flight.attempt)
+            and held_by_engine(self.runner, flight)
         )
 
     def _reconcile_queue(self, repo: git.Repo) -> None:

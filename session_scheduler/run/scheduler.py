@@ -18,7 +18,7 @@ from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
 from session_scheduler.core.errors import GitError, NotLoggedIn, SchedulerError, StateError, UnknownModel
 from session_scheduler.core.humane import duration, money, number, plural
-from session_scheduler.core.layout import HANDOFF_FILES, LOG_DIR, STATE_FILE
+from session_scheduler.core.layout import HANDOFF_FILES, LOG_DIR, SETTINGS_FILE, STATE_FILE
 from session_scheduler.core.machine import (
     WORK_BRANCHES,
     Blocked,
@@ -33,7 +33,7 @@ from session_scheduler.core.machine import (
     transition,
 )
 from session_scheduler.core.policy import policy
-from session_scheduler.core.session import LANE, InFlight, SessionFolder
+from session_scheduler.core.session import LANE, REATTACHED, InFlight, SessionFolder
 from session_scheduler.core.standing import Standing, Then, Wait
 from session_scheduler.guard import processes, safe_git
 from session_scheduler.guard.browser_box import APP_ORIGIN
@@ -45,6 +45,7 @@ from session_scheduler.run.agent import (
     SessionRequest,
     SessionResult,
     SessionRunner,
+    held_by_engine,
     run_session,
     tokens_in_transcript,
 )
@@ -275,16 +276,19 @@ class Scheduler:
             limit = self._limit_before(max_iterations)
             if limit:
                 return self._report("limit", state, limit)
-            pre = None
+            pre, held = None, None
             self._attempt = 1
-            if interrupted:
+            if interrupted and held_by_engine(self.runner, interrupted):  # awaited where it runs
+                pre, held = self._reattach(state, interrupted), interrupted
+                self._attempt = interrupted.attempt
+            elif interrupted:
                 stop = self._wait(interrupted)
                 if stop:
                     return self._report("limit", state, stop)
                 pre = self._recover(repo, state, interrupted)
                 self._attempt = interrupted.attempt + 1  # its next run: a new name on an engine
             interrupted = None
-            session = self._one_session(repo, state, pre)
+            session = self._one_session(repo, state, pre, held)
             standing, why = session.judged.standing, session.judged.reason
             consequence = standing.consequence
             if consequence.then is Then.TRANSITION:
@@ -439,6 +443,22 @@ class Scheduler:
             heads_of(interrupted.heads_record, copies),
         )
 
+    def _reattach(self, state: SessionState, held: InFlight) -> PreSession:
+        """A killed run's session the engine still holds (running, or ended with a result): awaited,
+        not run again, under its number and attempt, and verified against its start as recorded
+        (the hand-off files as its copies keep them: what it wrote comes back with its result)."""
+        copies = Path(held.copies or Path(held.log_dir) / SessionFolder.PRE)
+        role = state.lane.role.value
+        self.events.emit("resumed", session=held.number, role=role, cause=REATTACHED)
+        self.echo(f"Session {held.number} ({role}) is still on the engine: awaiting it, not running it again")
+        return PreSession(
+            held.main,
+            held.branch_tip,
+            progress.load_handoff(Records(copies)),
+            copies,
+            heads_of(held.heads_record, copies),
+        )
+
     def _leave_work_tree(self, repo: git.Repo) -> None:
         """After a run that ran sessions, leave a clean work tree on `main`, where every verified
         merge lands (not on the branch the last session worked on), and name the branch the person
@@ -548,18 +568,31 @@ class Scheduler:
         else:
             gitops.checkout(repo, gitops.MAIN)
 
-    def _one_session(self, repo: git.Repo, state: SessionState, pre: PreSession | None) -> Session:
+    def _one_session(
+        self, repo: git.Repo, state: SessionState, pre: PreSession | None, held: InFlight | None = None
+    ) -> Session:
         """One session through its steps; each takes the Session and returns it, and none returns
-        to the loop before the last: the loop only applies its standing's consequence."""
-        session = self._prepare(repo, state, pre)
-        session = self._run(repo, session)
+        to the loop before the last: the loop only applies its standing's consequence. `held`: a
+        killed run's session the engine still holds, awaited (its start as recorded)."""
+        session = self._prepare(repo, state, pre, held)
+        session = self._run(repo, session, awaited=held is not None)
         session = self._settle(repo, session)
         session = self._transition(session)
         return self._record(repo, session)
 
-    def _prepare(self, repo: git.Repo, state: SessionState, pre: PreSession | None) -> Session:
+    def _prepare(
+        self, repo: git.Repo, state: SessionState, pre: PreSession | None, held: InFlight | None = None
+    ) -> Session:
         """Check out what the session starts on, check the hand-off files, write its status and
-        brief, plan it, capture where it starts (unless a rerun's start is given), save it as in flight."""
+        brief, plan it, capture where it starts (unless a rerun's start is given), save it as in flight.
+        A `held` session (awaited on the engine) is only planned: its start is on record."""
+        if held is not None:
+            assert pre is not None
+            self._write_status(state)
+            plan = plan_session(
+                state, self.config, self.project, spent_usd=self.totals.cost_usd, host=self.host
+            )
+            return Session(state, SessionFolder(Path(held.log_dir)), plan, pre, held)
         log_dir = log_dir_for(self.project, state.next_number, state.lane.role)
         self._prepare_git(repo, state)
         crashpoints.reached("git_prepared")
@@ -593,31 +626,36 @@ class Scheduler:
         crashpoints.reached("in_progress_saved")
         return Session(state, SessionFolder(log_dir), plan, pre, flight, browser)
 
-    def _run(self, repo: git.Repo, session: Session) -> Session:
+    def _run(self, repo: git.Repo, session: Session, *, awaited: bool = False) -> Session:
         """The seam: the plan written, one fresh CLI process (or the robot); then what it left
         running is stopped, the repository repaired and its settings restored; its result and
-        denials written to the session folder."""
+        denials written to the session folder. `awaited`: a killed run's session, still on the
+        engine, whose start was recorded then (no second start)."""
         state, plan, log_dir = session.state, session.plan, session.folder.path
         request = SessionRequest(
             plan,
             self.project,
-            write_plan(plan, self.project),
+            self.project / SETTINGS_FILE if awaited else write_plan(plan, self.project),
             log_dir,
             self.records,
             attempt=session.in_flight.attempt,
         )
         crashpoints.reached("plan_written")
         work = plan.work
-        started_event = self.events.emit(
-            "session_started",
-            session=plan.number,
-            role=plan.role.value,
-            model=plan.model,
-            feature=work.feature_id if work else None,
-            branch=work.branch if work else None,
-            attempt=state.lane.attempts + 1,
-            log_dir=str(log_dir.relative_to(self.project)),
-            lane=self.lane,
+        started_event = (
+            self.events.emit(
+                "session_started",
+                session=plan.number,
+                role=plan.role.value,
+                model=plan.model,
+                feature=work.feature_id if work else None,
+                branch=work.branch if work else None,
+                attempt=state.lane.attempts + 1,
+                log_dir=str(log_dir.relative_to(self.project)),
+                lane=self.lane,
+            )
+            if not awaited
+            else self.totals.in_flight.get(self.lane, {})
         )
         if not plan.sandboxed:
             self.echo(
