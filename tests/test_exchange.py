@@ -113,7 +113,11 @@ def test_the_plan_is_re_rooted_on_the_worker_and_no_path_of_the_scheduler_s_is_l
     assert str(lane.cwd) not in text and str(private_tmp(lane.cwd)) not in text
     assert str(here.cwd) in json.dumps(here.plan.settings["permissions"])
     assert here.plan.settings["env"]["TMPDIR"] == str(private_tmp(here.cwd))
-    assert str(here.cwd) in here.plan.settings["sandbox"]["filesystem"]["allowRead"]
+    filesystem = here.plan.settings["sandbox"]["filesystem"]
+    assert str(here.cwd) in filesystem["allowRead"]
+    # the worker's other clones, its sessions' folders and outboxes: denied, as a local lane's project
+    assert {str(tmp_path / "worker"), str(here.cwd.parent)} <= set(filesystem["denyRead"])
+    assert not here.log_dir.is_relative_to(here.cwd) and not here.records.root.is_relative_to(here.cwd)
     assert json.loads(here.settings_path.read_text()) == here.plan.settings
     assert here.settings_path.parent == here.cwd
 
