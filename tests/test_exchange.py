@@ -311,3 +311,22 @@ def test_a_serving_address_that_is_none_or_with_a_remote_is_refused(
     with pytest.raises(ConfigError, match=wrong):
         merge_config(None, {"engine": "temporal://local", **given})
     assert merge_config(None, {"git_serve": "0.0.0.0:9418"}).to_json()["git_serve"] == "0.0.0.0:9418"
+
+
+def test_a_lost_try_s_branches_are_not_left_on_the_exchange_by_the_next_try(
+    lane: SessionRequest, remote: str, tmp_path: Path
+) -> None:
+    """A try that pushed what it left and was then lost (its report never reached the scheduler):
+    the next try's push replaces it whole; a branch only the lost try had is not taken back."""
+    pytest.importorskip("temporalio")
+    from session_scheduler.engine.exchange import Places, receive, send_back, take_back
+
+    start, here = _start(lane, remote, tmp_path)
+    sh(here.cwd, "git branch spare")
+    send_back(here, remote, WID, start)
+    assert "back/heads/spare" in sh(Path(remote), "git for-each-ref --format='%(refname)'")
+    again = receive(lane, remote, WID, start, "proj-0123456789ab", Places(tmp_path / "other"))
+    back = send_back(again, remote, WID, start)
+    assert "spare" not in sh(Path(remote), "git for-each-ref --format='%(refname)'")
+    take_back(lane, remote, WID, back)
+    assert "spare" not in gitops.branches(safe_git.open(lane.cwd))

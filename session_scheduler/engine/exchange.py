@@ -52,6 +52,8 @@ from session_scheduler.store.records import Records
 
 PREFIX = "refs/scheduler/sessions"
 """Where a session's refs live on the exchange: `<PREFIX>/<workflow id>/{start,back}/...`."""
+BACK = "refs/scheduler/back"
+"""In a worker's clone: what its session left, as pushed to the exchange."""
 TAKEN = "refs/scheduler/taken"
 """In the lane's clone: what was taken back from the exchange for a session (kept until the
 clone's next session: a rerun that reattaches to an ended session finds it here)."""
@@ -243,14 +245,21 @@ def send_back(
             if path.is_file() and not path.is_symlink():
                 files[f"{top}/{name}"] = path.read_bytes()
     state = _state(clone)
-    base = session_ref(workflow)
-    refs: dict[str, str | None] = {f"{base}/back/heads/{b}": sha for b, sha in state["tips"].items()}
-    refs[f"{base}/back/worktree"] = state["worktree"]
-    refs[f"{base}/back/files"] = commit_of(clone, files, "what the session left")
-    stale = set(_remote_refs(clone, remote, f"{base}/back/")) - set(refs)
-    refs.update(dict.fromkeys(stale))  # an earlier try's branches
-    _push(clone, remote, refs)
-    return {**state, "files": refs[f"{base}/back/files"], "start": {"tips": dict(start["tips"])}}
+    refs = {f"{BACK}/heads/{b}": sha for b, sha in state["tips"].items()}
+    refs[f"{BACK}/worktree"] = state["worktree"]
+    refs[f"{BACK}/files"] = commit_of(clone, files, "what the session left")
+    for ref in set(_refs(clone, f"{BACK}/")) - set(refs):  # an earlier session's
+        clone.git.update_ref("-d", ref)
+    for ref, sha in refs.items():
+        clone.git.update_ref(ref, sha)
+    try:  # an earlier try's branches there go (--prune)
+        clone.git.push(
+            "--quiet", "--no-verify", "--prune", remote, f"+{BACK}/*:{session_ref(workflow)}/back/*",
+            env=_env(clone, remote),
+        )  # fmt: skip
+    except git.GitCommandError as exc:
+        raise GitError(f"cannot push to the exchange {remote}: {_said(exc)}") from None
+    return {**state, "files": refs[f"{BACK}/files"], "start": {"tips": dict(start["tips"])}}
 
 
 def rerooted(request: SessionRequest, cwd: Path, folder: Path, outbox: Path) -> SessionPlan:
@@ -386,14 +395,6 @@ def _said(exc: git.GitCommandError) -> str:
         (line for line in lines if line.startswith(("fatal:", "error:"))), lines[-1] if lines else ""
     )
     return found[:300]
-
-
-def _remote_refs(clone: git.Repo, remote: str, prefix: str) -> list[str]:
-    try:
-        out = clone.git.ls_remote(remote, f"{prefix}*", env=_env(clone, remote))
-    except git.GitCommandError as exc:
-        raise GitError(f"cannot read the exchange {remote}: {_said(exc)}") from None
-    return [line.split("\t", 1)[1] for line in str(out).splitlines() if "\t" in line]
 
 
 def _refs(clone: git.Repo, prefix: str) -> list[str]:
