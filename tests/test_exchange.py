@@ -117,6 +117,8 @@ def test_the_plan_is_re_rooted_on_the_worker_and_no_path_of_the_scheduler_s_is_l
     assert str(here.cwd) in filesystem["allowRead"]
     # the worker's other clones, its sessions' folders and outboxes: denied, as a local lane's project
     assert {str(tmp_path / "worker"), str(here.cwd.parent)} <= set(filesystem["denyRead"])
+    # and what the scheduler denies its lane, where it is on this host (its project, its exchange)
+    assert str(tmp_path) in filesystem["denyRead"] and str(tmp_path / "p.lanes") in filesystem["denyRead"]
     assert not here.log_dir.is_relative_to(here.cwd) and not here.records.root.is_relative_to(here.cwd)
     assert json.loads(here.settings_path.read_text()) == here.plan.settings
     assert here.settings_path.parent == here.cwd

@@ -280,6 +280,14 @@ def rerooted(request: SessionRequest, cwd: Path, folder: Path, outbox: Path) -> 
         domains = tuple(plan.settings["sandbox"]["network"]["allowedDomains"])
         settings = dict(moved.settings)
         settings.update(sandbox_settings(cwd, domains, protect_main=not policy(plan.role).may_move_main))
+        denied = settings["sandbox"]["filesystem"]["denyRead"]
+        # what the scheduler denies its own lane and is on this host too (a worker on its machine):
+        # its project, the other lanes' clones, the exchange (the worker's clone is opened again)
+        denied += [
+            path
+            for path in plan.settings["sandbox"]["filesystem"]["denyRead"]
+            if path.startswith("/") and path not in denied and Path(path).exists()
+        ]
         moved = dataclasses.replace(moved, settings=settings)
     return moved
 
