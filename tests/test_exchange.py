@@ -186,9 +186,14 @@ def test_a_report_the_exchange_does_not_hold_is_refused(
 
     start, here = _start(lane, remote, tmp_path)
     back = send_back(here, remote, WID, start)
-    forged = {**back, "tips": {**back["tips"], "feature/F001": back["tips"]["main"]}}
-    with pytest.raises(GitError, match="not what its worker reported"):
-        take_back(lane, remote, WID, forged)
+    other = back["tips"]["main"]
+    for forged in (
+        {**back, "tips": {**back["tips"], "feature/F001": other}},
+        {**back, "worktree": other},
+        {**back, "files": other},
+    ):
+        with pytest.raises(GitError, match="not what its worker reported"):
+            take_back(lane, remote, WID, forged)
 
 
 def test_a_start_the_exchange_does_not_hold_is_refused(
@@ -198,9 +203,14 @@ def test_a_start_the_exchange_does_not_hold_is_refused(
     from session_scheduler.engine.exchange import Places, receive, send
 
     start = send(lane, remote, WID)
-    forged = {**start, "tips": {**start["tips"], "main": start["tips"]["feature/F001"]}}
-    with pytest.raises(GitError, match="not what the scheduler sent"):
-        receive(lane, remote, WID, forged, "proj", Places(tmp_path / "worker"))
+    other = start["tips"]["feature/F001"]
+    for forged in (
+        {**start, "tips": {**start["tips"], "main": other}},
+        {**start, "worktree": other},
+        {**start, "files": other},
+    ):
+        with pytest.raises(GitError, match="not what the scheduler sent"):
+            receive(lane, remote, WID, forged, "proj", Places(tmp_path / "worker"))
 
 
 def test_a_file_named_to_climb_out_of_its_folder_is_refused(tmp_path: Path) -> None:
