@@ -18,7 +18,8 @@ LOCAL = "local"
 IN_PROCESS = "inprocess"
 """`--engine inprocess`: back to running sessions in the scheduler's own process (saved as none)."""
 TASK_QUEUE = "session-scheduler"
-"""The task queue every worker of the pool polls (the workers share the project's file system)."""
+"""The task queue every worker of the pool polls (any worker can run any session: it makes the
+lane's clone from the exchange, engine/exchange.py)."""
 WORKER_SESSIONS = 16
 """How many sessions a worker runs at once unless told (`worker --sessions N`)."""
 INSTALL_HINT = "pip install '.[temporal]'"

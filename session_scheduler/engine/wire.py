@@ -1,9 +1,9 @@
 """A session's request and result as JSON data: what crosses the wire to a worker and back.
 
-Paths travel as text: in this phase the workers share the project's file system (the lane's
-clone, its outbox and its log folder are where the scheduler made them); the hand-off tools
-write the outbox there; a web REVIEW's browser is reached at its MCP endpoint on the scheduler's
-loopback (a worker on the same machine). Nothing but these values crosses."""
+Paths travel as text and mean the scheduler's: a worker re-roots the plan onto its own clone
+(exchange.rerooted) and gets the clone's start, the hand-off files and the session folder's copies
+through the exchange (git), never through a shared file system. Nothing but these values and the
+exchange's commit names crosses."""
 
 from __future__ import annotations
 
