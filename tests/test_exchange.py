@@ -342,3 +342,47 @@ def test_a_lost_try_s_branches_are_not_left_on_the_exchange_by_the_next_try(
     assert "spare" not in sh(Path(remote), "git for-each-ref --format='%(refname)'")
     take_back(lane, remote, WID, back)
     assert "spare" not in gitops.branches(safe_git.open(lane.cwd))
+
+
+def test_the_served_exchange_dies_with_a_killed_run_and_its_rerun_serves_the_same_port(
+    remote: str, tmp_path: Path
+) -> None:
+    """`kill -9` of the scheduler: its `git daemon` goes with it (else the rerun's `--git-serve`
+    finds its port taken)."""
+    pytest.importorskip("temporalio")
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from session_scheduler.engine.devserver import free_port
+    from session_scheduler.engine.gitdaemon import served
+
+    address = f"127.0.0.1:{free_port()}"
+    script = (
+        "import sys, time; from pathlib import Path; from session_scheduler.engine.gitdaemon import served\n"
+        f"with served(Path({remote!r}), {address!r}, Path({str(tmp_path / 'd.log')!r})) as url:\n"
+        "    print(url, flush=True); time.sleep(600)\n"
+    )
+    run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert run.stdout is not None and run.stdout.readline().startswith("git://")
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+
+    def daemons() -> list[str]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                args = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "daemon" in args and remote in args and "--base-path" in args:
+                found.append(args)
+        return found
+
+    deadline = time.monotonic() + 10
+    while daemons():
+        assert time.monotonic() < deadline, "the killed run's git daemon still runs"
+        time.sleep(0.1)
+    with served(Path(remote), address, tmp_path / "again.log") as url:
+        assert url == f"git://{address}/exchange.git"

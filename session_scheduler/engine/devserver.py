@@ -14,6 +14,7 @@ from pathlib import Path
 
 from session_scheduler.core.engine import INSTALL_HINT
 from session_scheduler.core.errors import ConfigError
+from session_scheduler.guard import processes
 
 DB_FILE = "temporal.db"
 LOG_FILE = "temporal.log"
@@ -64,9 +65,7 @@ def dev_server(log_dir: Path, port: int | None = None) -> Iterator[str]:
         "--db-filename",
         str(log_dir / DB_FILE),
     ]
-    setpriv = shutil.which("setpriv")
-    if sys.platform == "linux" and setpriv is not None:  # it dies with the run, even on SIGKILL
-        command = [setpriv, "--pdeathsig", "TERM", "--", *command]
+    command = processes.tied(command)  # it dies with the run, even on SIGKILL
     with (log_dir / LOG_FILE).open("ab") as log:
         server = subprocess.Popen(  # a session of its own: a Ctrl-C stops the run, which stops it last
             command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True

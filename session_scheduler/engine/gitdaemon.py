@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from session_scheduler.core.errors import ConfigError
-from session_scheduler.guard import safe_git
+from session_scheduler.guard import processes, safe_git
 
 READY_S = 10.0
 
@@ -40,7 +40,14 @@ def served(exchange: Path, address: str, log: Path) -> Iterator[str]:
     ]
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
-        daemon = subprocess.Popen(command, env=_environment(), stdout=out, stderr=out)
+        daemon = subprocess.Popen(  # it dies with the run, even on SIGKILL (a rerun serves the same port)
+            processes.tied(command),
+            env=_environment(),
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C stops the run, which stops it last
+        )
     url = f"git://{address}/{exchange.name}"
     try:
         _until_it_answers(daemon, exchange, url, log)

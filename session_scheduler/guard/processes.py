@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -139,3 +141,12 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def tied(command: list[str], signame: str = "TERM") -> list[str]:
+    """`command` made to get `signame` when this process dies, even by SIGKILL (Linux, with
+    `setpriv`; as it is elsewhere): a server the run starts never outlives it."""
+    setpriv = shutil.which("setpriv")
+    if sys.platform != "linux" or setpriv is None:
+        return command
+    return [setpriv, "--pdeathsig", signame, "--", *command]
