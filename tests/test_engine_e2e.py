@@ -426,3 +426,6 @@ def test_one_lane_on_temporal_local_builds_the_project_through_the_exchange(tmp_
     assert "F001" in merged and "F002" in merged
     exchange = project / LOG_DIR / "exchange.git"
     assert str(safe_git.open(exchange).git.for_each_ref()) == "", "the exchange keeps nothing once taken back"
+    assert "damaged .git" not in result.output  # what the exchange does in the project is not the agent's
+    assert not [e for e in events.read(events.log_path(project)) if e["kind"] == "undo"]
+    assert str(safe_git.open(project).git.for_each_ref("refs/scheduler/taken")) == ""

@@ -152,11 +152,10 @@ def test_what_the_session_left_on_its_worker_is_put_where_it_would_have_left_it_
     assert (lane.log_dir / "transcript.jsonl").read_text() == "{}\n" * 3
     assert (lane.log_dir / SessionFolder.PRE / "progress.json").read_text() == '{"sessions": []}'
     assert sh(Path(remote), "git for-each-ref") == ""  # the exchange keeps nothing of it
+    assert sh(lane.cwd, "git for-each-ref refs/scheduler") == ""  # nothing of the exchange's left here
     send(lane, remote, WID)  # a killed scheduler's rerun, reattaching: it sends the start again,
     take_back(lane, remote, WID, back)  # and takes the ended session's result again: the same
     assert _view(lane.cwd) == seen
-    send(lane, remote, "proj-0123456789ab/session-0005/attempt-1")  # the lane's next session
-    assert sh(lane.cwd, "git for-each-ref refs/scheduler/taken") == ""
 
 
 def test_a_lost_try_s_changes_are_undone_by_the_next_try_s_start(

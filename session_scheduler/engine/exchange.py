@@ -55,8 +55,8 @@ PREFIX = "refs/scheduler/sessions"
 BACK = "refs/scheduler/back"
 """In a worker's clone: what its session left, as pushed to the exchange."""
 TAKEN = "refs/scheduler/taken"
-"""In the lane's clone: what was taken back from the exchange for a session (kept until the
-clone's next session: a rerun that reattaches to an ended session finds it here)."""
+"""In the lane's clone, while a session's result is fetched: where it lands (deleted at once; its
+objects stay, so a rerun that reattaches to an ended session finds it taken)."""
 IDENTITY = b"session-scheduler <scheduler@localhost> 0 +0000"
 """The author of the exchange's own commits (files, work trees): fixed, so a commit names its content."""
 REGULAR = (0o100644, 0o100755)
@@ -118,9 +118,6 @@ def session_ref(workflow: str) -> str:
 def send(request: SessionRequest, remote: str, workflow: str) -> dict[str, Any]:
     """Push the session's start to the exchange at `remote`; what the worker needs to find it."""
     clone = safe_git.open(request.cwd)
-    for ref in _refs(clone, f"{TAKEN}/"):  # an earlier session's, taken back already
-        if not ref.startswith(f"{TAKEN}/{workflow}/"):  # (this one's: it ended, and is awaited again)
-            clone.git.update_ref("-d", ref)
     files: dict[str, bytes] = {}
     for name in HANDOFF_FILES:
         path = request.records.path(name)
@@ -142,17 +139,20 @@ def take_back(request: SessionRequest, remote: str, workflow: str, back: Mapping
     """Put what the session left on its worker (`back`: send_back's answer) into the lane's clone,
     its session folder and its outbox, where a session run here would have left it."""
     clone = safe_git.open(request.cwd)
-    taken = f"{TAKEN}/{workflow}"
     wanted = _wanted(back)
-    have = {rel: gitops.ref_sha(clone, f"{taken}/{rel}") for rel in wanted}
-    if have != wanted:  # not taken yet (a rerun that reattached finds it taken)
+    taken = f"{TAKEN}/{workflow}"
+    try:
         _fetch(clone, remote, f"+{session_ref(workflow)}/back/*:{taken}/*")
         have = {rel: gitops.ref_sha(clone, f"{taken}/{rel}") for rel in wanted}
-        if have != wanted:
-            raise GitError(
-                f"the exchange's refs of {workflow} are not what its worker reported; "
-                "run the same command again (the session runs again)"
-            )
+    finally:  # its objects stay; no ref of the exchange's is left in the work's repository
+        for ref in _refs(clone, f"{TAKEN}/"):
+            clone.git.update_ref("-d", ref)
+    gone = not any(have.values()) and all(_has(clone, sha) for sha in wanted.values())
+    if have != wanted and not gone:  # (gone: taken back before, by a run killed since)
+        raise GitError(
+            f"the exchange's refs of {workflow} are not what its worker reported; "
+            "run the same command again (the session runs again)"
+        )
     _put(clone, back["head"], back["tips"], back["worktree"])
     for rel, data in files_of(clone, back["files"]):
         top, _, rest = rel.partition("/")
@@ -403,6 +403,15 @@ def _said(exc: git.GitCommandError) -> str:
         (line for line in lines if line.startswith(("fatal:", "error:"))), lines[-1] if lines else ""
     )
     return found[:300]
+
+
+def _has(clone: git.Repo, sha: str) -> bool:
+    """Whether the clone's object store holds the commit `sha` (taken back already)."""
+    try:
+        clone.git.cat_file("-e", f"{sha}^{{commit}}")
+    except git.GitCommandError:
+        return False
+    return True
 
 
 def _refs(clone: git.Repo, prefix: str) -> list[str]:
