@@ -115,7 +115,11 @@ class Run:
 
     def overhead(self) -> list[float]:
         """The engine's seconds per session (first tries: a second one's includes the lost try)."""
-        return sorted(w["engine_s"] for w in self.where.values() if w.get("tries") == 1)
+        return sorted(
+            w["engine_s"]
+            for w in self.where.values()
+            if w.get("tries") == 1 and w.get("engine_s") is not None
+        )
 
     def hosts(self) -> Counter[str]:
         return Counter(str(w.get("host")) for w in self.where.values())
@@ -128,7 +132,7 @@ class Run:
         for where in self.where.values():
             host = str(where.get("host"))
             marks += [
-                (where["done_at"] - (where["wall_s"] - where["engine_s"]), 1, host),
+                (where["done_at"] - (where["wall_s"] - (where["engine_s"] or 0.0)), 1, host),
                 (where["done_at"], -1, host),
             ]
         running: Counter[str] = Counter()

@@ -216,7 +216,7 @@ def test_two_hosts_build_a_project_and_a_killed_worker_s_session_runs_on_the_oth
     again = [n for n, w in where.items() if w["tries"] == 2]
     assert len(again) == 1 and where[again[0]]["host"] == survivor.name, where
     assert {w["host"] for w in where.values()} <= {a.name, b.name}
-    overhead = sorted(w["engine_s"] for w in where.values() if w["tries"] == 1)
+    overhead = sorted(w["engine_s"] for w in where.values() if w["tries"] == 1 and w["engine_s"] is not None)
     print(
         f"\nsessions {len(where)}, hosts {sorted(w['host'] for w in where.values())}; engine overhead per "
         f"session median {overhead[len(overhead) // 2]:.2f} s, max {overhead[-1]:.2f} s; second try "
@@ -288,6 +288,10 @@ def test_four_lanes_across_two_hosts_and_a_killed_scheduler_reattaches_to_its_se
     }
     assert all(w["tries"] == 1 and w["workflow_id"].endswith("/attempt-1") for w in where.values()), where
     assert finished.isdisjoint(reattached)
+    assert {n for n, w in where.items() if w["attached"]} == reattached  # and no other was attached to
+    assert all(
+        where[n]["attached"] in ("running", "ended") and where[n]["engine_s"] is None for n in reattached
+    )
     assert {w["host"] for w in where.values()} == {a.name, b.name}, "the lanes' sessions ran on both hosts"
     print(
         f"\nsessions {len(where)}; at the kill {sorted(running)} running, {sorted(finished)} finished; "

@@ -385,3 +385,28 @@ def test_the_served_exchange_dies_with_a_killed_run_and_its_rerun_serves_the_sam
         time.sleep(0.1)
     with served(Path(remote), address, tmp_path / "again.log") as url:
         assert url == f"git://{address}/exchange.git"
+
+
+def test_a_remote_that_is_not_there_is_refused_before_anything_is_saved_and_none_takes_it_back(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("temporalio")
+    from click.testing import CliRunner
+
+    from session_scheduler.testing.seams import active_sandbox
+    from session_scheduler.view.cli import main
+
+    project = tmp_path / "p"
+    args = ["--project-dir", str(project), "--offline-demo", "--engine", "temporal://local"]
+    result = CliRunner().invoke(
+        main, [*args, "--git-remote", "/nonexistent.git"], obj={"preflight": active_sandbox}
+    )
+    assert result.exit_code == 1 and "cannot reach the git remote /nonexistent.git" in result.output
+    assert not project.exists(), "nothing created, nothing saved"
+    saved = merge_config(None, {"git_remote": "/srv/app.git", "git_serve": None}).to_json()
+    assert merge_config(saved, {"git_remote": "none"}).git_remote is None
+    assert (
+        merge_config(saved, {"git_remote": "none", "git_serve": "0.0.0.0:9418"}).git_serve == "0.0.0.0:9418"
+    )
+    served = merge_config(None, {"git_serve": "0.0.0.0:9418"}).to_json()
+    assert merge_config(served, {"git_serve": "none"}).git_serve is None

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from session_scheduler.core.engine import parse_address, parse_engine, remote_protocol
+from session_scheduler.core.engine import NONE, parse_address, parse_engine, remote_protocol
 
 if TYPE_CHECKING:  # core/gates and core/app read core/schemas, which reads this module
     from session_scheduler.core.app import AppSpec
@@ -173,6 +173,9 @@ class AgentConfig:
             raise ValueError(f"offline_demo must be true or false, got {self.offline_demo!r}")
         engine = parse_engine(self.engine)  # raises ValueError with what to give instead
         object.__setattr__(self, "engine", None if engine is None else str(engine))
+        for name in ("git_remote", "git_serve"):  # `none`: back to the default, saved as none
+            if getattr(self, name) == NONE:
+                object.__setattr__(self, name, None)
         if self.git_remote is not None:
             remote_protocol(self.git_remote)  # raises ValueError with what to give instead
         if self.git_serve is not None:

@@ -44,6 +44,8 @@ CONNECTION_ENV: tuple[str, ...] = (
 where they are (and `TEMPORAL_GRPC_META_*`, any header): unset in every session's sandbox whether
 or not the scheduler has them (a worker may have them when the scheduler does not)."""
 
+NONE = "none"
+"""`--git-remote none`, `--git-serve none`: back to the default (saved as none)."""
 EXCHANGE = "exchange.git"
 """In the project's log folder: the bare repository sessions go through to workers and back, when
 the project names no git remote of its own (`--git-remote`)."""
@@ -106,8 +108,10 @@ def workflow_id(project: str, session: int, attempt: int) -> str:
 
 
 def remote_protocol(url: str) -> str:
-    """The git transport of the exchange at `url` (one of PROTOCOLS); ValueError saying what to
-    give instead (`ext::` and the other transports that run commands are refused)."""
+    """The git transport of the exchange at `url` (one of PROTOCOLS; `none` for NONE); ValueError
+    saying what to give instead (`ext::` and the other transports that run commands are refused)."""
+    if url == NONE:
+        return NONE
     if url.startswith("/"):
         return "file"
     scheme, sep, _ = url.partition("://")
@@ -122,7 +126,9 @@ def remote_protocol(url: str) -> str:
 
 
 def parse_address(text: str, option: str) -> str:
-    """HOST:PORT given to `option`, as given; ValueError saying what to give instead."""
+    """HOST:PORT given to `option` (or NONE), as given; ValueError saying what to give instead."""
+    if text == NONE:
+        return text
     match = _ADDRESS.match(text)
     if match is None or not 0 < int(match["port"]) < 65536:
         raise ValueError(f"{option} {text}: the address must be HOST:PORT, for example 0.0.0.0:9418")

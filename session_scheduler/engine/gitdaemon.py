@@ -83,7 +83,7 @@ def _until_it_answers(daemon: subprocess.Popen[bytes], exchange: Path, url: str,
             answered = subprocess.run(
                 ["git", "ls-remote", url], env=env, capture_output=True, cwd=exchange, check=False, timeout=2
             )
-            if answered.returncode == 0:
+            if answered.returncode == 0 and daemon.poll() is None:  # its own answer, not another's
                 return
         if time.monotonic() > deadline:
             daemon.terminate()

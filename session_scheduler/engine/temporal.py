@@ -115,13 +115,17 @@ class TemporalRunner:
         return self.engine.call(self._holds(workflow_id(self.project, number, attempt)), STOP_TIMEOUT_S)
 
     async def _holds(self, wid: str) -> bool:
+        return await self._status(wid) in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED)
+
+    async def _status(self, wid: str) -> WorkflowExecutionStatus | None:
+        """The workflow's status on the engine; None when it has none of that name."""
         try:
             described = await self.client.get_workflow_handle(wid).describe()
         except RPCError as exc:
             if exc.status is RPCStatusCode.NOT_FOUND:
-                return False
+                return None
             raise
-        return described.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED)
+        return described.status
 
     def stop(self) -> None:
         """Cancel every session being awaited (a Ctrl-C of the run): the workers stop their CLIs,
@@ -168,15 +172,18 @@ class TemporalRunner:
             "host": answer.get("host"),
             "tries": answer.get("try"),
             "wall_s": round(wall, 3),
-            "engine_s": round(max(wall - result.duration_s, 0.0), 3),
+            "engine_s": None if answer.get("attached") else round(max(wall - result.duration_s, 0.0), 3),
+            "attached": answer.get("attached"),
         }
         request.log_dir.mkdir(parents=True, exist_ok=True)
         (request.log_dir / ENGINE_FILE).write_text(json.dumps(where, indent=2), encoding="utf-8")
         tries = f", try {where['tries']}" if where["tries"] != 1 else ""
         if where["host"] is None:  # cancelled with the run before a worker answered
             said = "stopped on the engine"
-        elif wall < result.duration_s:  # awaited after it ran: a killed scheduler's, reattached
+        elif answer.get("attached") == "ended":  # a killed scheduler's, ended before this run awaited it
             said = f"ran on {where['host']}{tries} (it ended while no scheduler awaited it)"
+        elif answer.get("attached") == "running":
+            said = f"ran on {where['host']}{tries} (awaited by this run from its middle)"
         else:
             said = f"ran on {where['host']}{tries} (engine {where['engine_s']:.2f} s)"
         self.echo(f"{lane}  session {number} {said}")
@@ -188,6 +195,8 @@ class TemporalRunner:
         if earlier is not None:
             with suppress(RPCError):  # not running (done, or never started)
                 await self.client.get_workflow_handle(earlier).terminate("its session runs again")
+        found = await _outlasting(lambda: self._status(wid), wid, say)  # a killed scheduler's, awaited
+        attached = {WorkflowExecutionStatus.RUNNING: "running", WorkflowExecutionStatus.COMPLETED: "ended"}
         try:
             handle = await _outlasting(
                 lambda: self.client.start_workflow(
@@ -209,7 +218,7 @@ class TemporalRunner:
                 await handle.cancel()
         try:
             answer: dict[str, Any] = await _outlasting(handle.result, wid, say)
-            return answer
+            return {**answer, "attached": attached.get(found) if found is not None else None}
         except asyncio.CancelledError:
             await handle.cancel()
             raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
@@ -24,6 +25,7 @@ from temporalio.worker import Worker
 
 from session_scheduler.core.engine import TASK_QUEUE, WORKER_SESSIONS
 from session_scheduler.core.errors import ConfigError
+from session_scheduler.core.humane import plural
 from session_scheduler.engine import exchange, wire
 from session_scheduler.engine.connection import connect_error, tls_error
 from session_scheduler.engine.exchange import Places
@@ -60,8 +62,9 @@ class SessionActivity:
         try:
             request = wire.request_from_json(job["request"])
             session = f"[{self.host}] session {request.plan.number}"
+            project = str(job["git"]["project"]).rsplit("-", 1)[0]  # its name, without the path's digest
             self.echo(
-                f"{session} ({request.plan.role.value}) of {request.records.root.name} starts"
+                f"{session} ({request.plan.role.value}) of {project} starts"
                 + ("" if request.lane is None else f" in lane {request.lane}")
             )
             if info.attempt > 1:  # an earlier try's worker was lost mid-session
@@ -75,6 +78,7 @@ class SessionActivity:
             result = await self.runner.run(here)
             processes.stop_left_in(here.cwd, began)
             back = await asyncio.to_thread(exchange.send_back, here, remote, workflow, start)
+            shutil.rmtree(here.log_dir, ignore_errors=True)  # the scheduler has it now (its clone stays)
             self.echo(f"{session} ended ({result.subtype}, {result.duration_s:.0f} s)")
             await self._until_the_server_answers(session)
         except (
@@ -149,7 +153,9 @@ async def work(
     in the loop it runs on. What an earlier worker's sessions left running here is stopped first."""
     left = await asyncio.to_thread(places.stop_left)
     if left:
-        echo(f"Worker {host}: stopped {len(left)} processes an earlier worker's sessions left running")
+        echo(
+            f"Worker {host}: stopped {plural(len(left), 'process', 'processes')} an earlier worker's sessions left running"
+        )
     await worker_of(client, runner, host, places, echo, sessions).run()
 
 

@@ -512,8 +512,8 @@ def _checked(option: str, check: Callable[[str], object]) -> Callable[[Any, Any,
     metavar="URL",
     callback=_checked("--git-remote", remote_protocol),
     help="With --engine: the git repository sessions go through to the workers and back, one every "
-    "worker can push to (saved; ssh://, https://, git://, file:// or a path). Default: a bare "
-    "repository in the project's log folder, for workers that reach this file system.",
+    "worker can push to (saved; ssh://, https://, git://, file:// or a path). Default (`none`): a "
+    "bare repository in the project's log folder, for workers that reach this file system.",
 )
 @click.option(
     "--git-serve",
@@ -521,7 +521,7 @@ def _checked(option: str, check: Callable[[str], object]) -> Callable[[Any, Any,
     callback=_checked("--git-serve", lambda text: parse_address(text, "--git-serve")),
     help="With --engine: serve the run's own exchange with `git daemon` at this address, for workers "
     "on other machines (git://HOST:PORT/exchange.git; saved). Anyone who reaches it can make a "
-    "session fail, never change what counts: keep it to the workers' network.",
+    "session fail, never change what counts: keep it to the workers' network. `none` stops serving it.",
 )
 @click.option(
     "--check",
@@ -707,6 +707,16 @@ def run_cli(
             from session_scheduler.engine.connection import connect_options
 
             connect_options(os.environ)
+        if config.git_remote is not None:  # a remote that is not there: said before it is saved
+            from session_scheduler.engine.exchange import check
+
+            check(config.git_remote)
+    if config.engine is None and (config.git_remote or config.git_serve):
+        console.print(
+            "Note: --git-remote and --git-serve apply to sessions on an engine (--engine); "
+            "saved for when you give one",
+            markup=False,
+        )
     if (
         starts and not offline_demo
     ):  # before anything is created: a newcomer without credentials gets no folder
