@@ -94,7 +94,7 @@ def test_web_features_are_reviewed_in_the_browser_with_evidence_a_dead_button_is
     report = project / ".agent_logs" / "report.html"
     made = subprocess.run(
         [sys.executable, "autonomous_agent_demo.py", "report", "--project-dir", str(project)],
-        cwd=REPO, env=product_env(tmp_path), capture_output=True, text=True, timeout=120, check=False,
+        cwd=REPO, env=product_env(tmp_path, "product"), capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     seen = probe_report(find_chromium(), tmp_path, report)

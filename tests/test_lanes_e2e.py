@@ -70,8 +70,10 @@ def write_scenario(path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-def run_demo(tmp: Path, project: Path, scenario: dict[str, Any], lanes: int | None, *options: str) -> Run:
-    """The scheduler run on `scenario` with `lanes` lanes (None: the project's saved count)."""
+def run_demo(
+    tmp: Path, project: Path, scenario: dict[str, Any], *options: str, lanes: int | None = None
+) -> Run:
+    """The scheduler run on `scenario` with `lanes` lanes (None: no --lanes, the project's saved count)."""
     path = write_scenario(tmp / f"{project.name}-scenario.json", scenario)
     command = run_command(project, path, lanes, None, *options)
     proc = subprocess.run(
@@ -142,13 +144,13 @@ def overlapping(log: list[dict[str, Any]]) -> list[tuple[int, int]]:
 @pytest.fixture(scope="module")
 def side_by_side(tmp_path_factory: pytest.TempPathFactory) -> Run:
     tmp = tmp_path_factory.mktemp("side-by-side")
-    return run_demo(tmp, tmp / "app", SIDE_BY_SIDE, 3)
+    return run_demo(tmp, tmp / "app", SIDE_BY_SIDE, lanes=3)
 
 
 @pytest.fixture(scope="module")
 def red_and_chain(tmp_path_factory: pytest.TempPathFactory) -> Run:
     tmp = tmp_path_factory.mktemp("red-and-chain")
-    return run_demo(tmp, tmp / "app", RED_AND_CHAIN, 3)
+    return run_demo(tmp, tmp / "app", RED_AND_CHAIN, lanes=3)
 
 
 # -- (a) independent features, three lanes ------------------------------------------------------
@@ -297,7 +299,7 @@ def test_lanes_one_is_the_one_lane_loop_and_a_lane_count_is_saved(tmp_path: Path
         tmp_path,
         tmp_path / "one",
         {"features": 1, "reviews": {"F001": ["REQUEST_CHANGES", "PASS"]}},
-        1,
+        lanes=1,
     )
     assert one.proc.returncode == 0, explain(one.proc)
     roles = [e["role"] for e in of(one.log, "session_started")]
@@ -311,9 +313,9 @@ def test_lanes_one_is_the_one_lane_loop_and_a_lane_count_is_saved(tmp_path: Path
     )
 
     two = tmp_path / "two"
-    first = run_demo(tmp_path, two, {"features": 2}, 2, "--max-iterations", "1")
+    first = run_demo(tmp_path, two, {"features": 2}, "--max-iterations", "1", lanes=2)
     assert first.proc.returncode == 3, explain(first.proc)  # a limit: the INITIALIZER only
-    again = run_demo(tmp_path, two, {"features": 2}, None)  # no --lanes: the saved count
+    again = run_demo(tmp_path, two, {"features": 2})  # no --lanes: the saved count
     assert again.proc.returncode == 0, explain(again.proc)
     assert [e["lanes"] for e in of(again.log, "run_started")] == [2, 2]
     assert "Lanes: 2, each in its own clone" in again.proc.stdout
