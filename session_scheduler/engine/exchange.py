@@ -368,12 +368,7 @@ def _clone(path: Path, identity: Mapping[str, str]) -> git.Repo:
 
 def _env(clone: git.Repo, remote: str) -> dict[str, str]:
     """The hardened environment of one command that reaches the exchange: its transport allowed."""
-    env = transport(clone)
-    count = int(env["GIT_CONFIG_COUNT"])
-    env[f"GIT_CONFIG_KEY_{count}"] = f"protocol.{remote_protocol(remote)}.allow"
-    env[f"GIT_CONFIG_VALUE_{count}"] = "always"
-    env["GIT_CONFIG_COUNT"] = str(count + 1)
-    return env
+    return safe_git.with_setting(transport(clone), f"protocol.{remote_protocol(remote)}.allow", "always")
 
 
 def _fetch(clone: git.Repo, remote: str, refspec: str, *, prune: bool = False) -> None:
@@ -508,11 +503,9 @@ def check(remote: str) -> None:
     that is wrong, or not there)."""
     runner = safe_git.HardenedGit(Path(tempfile.gettempdir()))
     runner.names_read = True  # run in no repository: no config to read
-    env = dict(runner.environment() or safe_git.environment())
-    count = int(env["GIT_CONFIG_COUNT"])
-    env[f"GIT_CONFIG_KEY_{count}"] = f"protocol.{remote_protocol(remote)}.allow"
-    env[f"GIT_CONFIG_VALUE_{count}"] = "always"
-    env["GIT_CONFIG_COUNT"] = str(count + 1)
+    env = safe_git.with_setting(
+        runner.environment() or safe_git.environment(), f"protocol.{remote_protocol(remote)}.allow", "always"
+    )
     try:
         runner.ls_remote(remote, f"{PREFIX}/*", env=env)
     except git.GitCommandError as exc:

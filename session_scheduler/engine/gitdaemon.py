@@ -67,10 +67,7 @@ def _environment() -> dict[str, str]:
 
 
 def _until_it_answers(daemon: subprocess.Popen[bytes], exchange: Path, url: str, log: Path) -> None:
-    env = _environment()
-    count = int(env["GIT_CONFIG_COUNT"])
-    env.update({f"GIT_CONFIG_KEY_{count}": "protocol.git.allow", f"GIT_CONFIG_VALUE_{count}": "always"})
-    env["GIT_CONFIG_COUNT"] = str(count + 1)
+    env = safe_git.with_setting(_environment(), "protocol.git.allow", "always")
     deadline = time.monotonic() + READY_S
     while True:
         if daemon.poll() is not None:

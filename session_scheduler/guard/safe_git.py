@@ -121,6 +121,16 @@ def environment(drivers: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
     return env
 
 
+def with_setting(env: Mapping[str, str], key: str, value: str) -> dict[str, str]:
+    """`env` with one more git setting (`GIT_CONFIG_KEY_n`), last so it wins: a protocol allowed
+    for one command, for example."""
+    added = dict(env)
+    count = int(added.get("GIT_CONFIG_COUNT", "0"))
+    added[f"GIT_CONFIG_KEY_{count}"], added[f"GIT_CONFIG_VALUE_{count}"] = key, value
+    added["GIT_CONFIG_COUNT"] = str(count + 1)
+    return added
+
+
 def drivers_in(listing: str) -> set[tuple[str, str]]:
     """The (section, name) drivers in `git config -z --get-regexp` output (a record is the key, a
     line feed and the value, records end with NUL; a name may hold dots, spaces and quotes)."""

@@ -43,10 +43,7 @@ def transport(repo: git.Repo) -> dict[str, str]:
     if isinstance(repo.git, safe_git.HardenedGit) and not repo.git.names_read:
         repo.git.rev_parse("--git-dir")  # first: its config's driver names join its environment
     env = dict(repo.git.environment() or safe_git.environment())
-    count = int(env.get("GIT_CONFIG_COUNT", "0"))
-    env[f"GIT_CONFIG_KEY_{count}"], env[f"GIT_CONFIG_VALUE_{count}"] = "protocol.file.allow", "always"
-    env["GIT_CONFIG_COUNT"] = str(count + 1)
-    return env
+    return safe_git.with_setting(env, "protocol.file.allow", "always")
 
 
 def problem_of(path: Path) -> str | None:
