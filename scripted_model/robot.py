@@ -161,10 +161,9 @@ def faults(ctx: Ctx, files: Files) -> Steps:
             yield [bash(fault.command or "git push origin main")]
         elif fault.kind == "forbidden_write":
             yield [write(files.path(fault.file or ".claude_settings.json"), "# overwritten by the agent\n")]
-        elif fault.kind == "invalid_json":  # read first: the CLI overwrites only a file it has read
+        elif fault.kind == "invalid_json":  # by the shell, as an agent without a Write tool would
             name = fault.file or "reviews.json"
-            yield [read(files.path(name))]
-            yield [write(files.path(name), '{"reviews": [ this is not json\n')]
+            yield [bash(f"echo '{{\"reviews\": [ this is not json' > {shlex.quote(name)}")]
         elif fault.kind == "leave_origin":  # the scheduler keeps the browser on the app
             yield [browser("browser_navigate", url=fault.url or "http://example.com/")]
         elif fault.kind == "screenshot_filename":  # the scheduler names the evidence files

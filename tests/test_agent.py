@@ -14,7 +14,7 @@ from helpers import cli_seams, request_for, state_for
 
 from scripted_model.hermetic import sdk_env
 from session_scheduler.core.config import AgentConfig, SessionType
-from session_scheduler.guard import processes
+from session_scheduler.guard import processes, toolset
 from session_scheduler.run.agent import (
     ClaudeSessionRunner,
     SessionRequest,
@@ -42,8 +42,28 @@ def test_options_carry_the_role(tmp_path: Path) -> None:
     assert "# YOUR ROLE - REVIEW AGENT" in req.plan.system_prompt
     assert "# Scope of this session: REVIEW" in req.plan.system_prompt
     assert options.setting_sources == [] and options.settings == str(tmp_path / ".claude_settings.json")
-    assert options.permission_mode == "dontAsk" and options.env == {"X": "1"}
+    assert options.permission_mode == "dontAsk" and options.env == {"X": "1", **toolset.SESSION_ENV}
     assert options.hooks is not None and options.hooks["PreToolUse"][0].on_failure == "block"
+    assert options.tools == ["Bash", "Read", "Glob", "Grep"], "REVIEW writes no file: no Edit, no Write"
+    assert {"Agent", "Task", "Skill", "Workflow", "WebFetch", "WebSearch"} <= set(options.disallowed_tools)
+    assert options.skills == [] and options.agents == {} and options.strict_mcp_config
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tool", ["Agent", "Task", "Skill", "Workflow", "WebSearch", "Write", "mcp__x__y"])
+async def test_a_tool_outside_the_roles_list_is_refused_in_the_hook(tmp_path: Path, tool: str) -> None:
+    refusals: dict[str, str] = {}
+    hook = (
+        build_options(request(tmp_path), stderr=lambda _: None, refusals=refusals)
+        .hooks["PreToolUse"][0]
+        .hooks[0]
+    )  # type: ignore[index]
+    denied = await hook({"tool_name": tool, "tool_input": {}}, "t1", None)
+    assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert f"{tool} is not one of REVIEW's tools" in refusals["t1"]
+    for allowed in ("Bash", "Read", "mcp__handoff__record_review"):
+        answer = await hook({"tool_name": allowed, "tool_input": {"command": "ls"}}, "t2", None)
+        assert answer.get("hookSpecificOutput", {}).get("permissionDecision") != "deny"
 
 
 @pytest.mark.anyio
@@ -55,7 +75,7 @@ async def test_the_file_path_hook_denies_scheduler_files(tmp_path: Path) -> None
         None,
     )
     assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
-    assert await hook({"tool_name": "Write", "tool_input": {"file_path": "reviews.json"}}, None, None) == {}
+    assert await hook({"tool_name": "Read", "tool_input": {"file_path": "reviews.json"}}, None, None) == {}
 
 
 def test_tool_calls_print_as_one_line() -> None:

@@ -45,7 +45,9 @@ from scripted_model.scenario import Scenario
 from scripted_model.server import ScriptedModelServer
 from session_scheduler.core import layout
 from session_scheduler.core.config import SessionType
+from session_scheduler.core.policy import POLICIES
 from session_scheduler.core.schemas import HANDOFF_SCHEMAS
+from session_scheduler.guard import toolset
 from session_scheduler.repo import gitops
 from session_scheduler.run.invariants import check_invariants
 from session_scheduler.store import events, progress, statefile
@@ -310,6 +312,26 @@ def test_session_sequence_of_the_scenario(baseline: Run) -> None:
 
 
 # --- 2. the generated project's git history --------------------------------------------
+
+
+def init_tools(folder: Path) -> list[str]:
+    """The tools a session's `init` message lists (its transcript's first SystemMessage)."""
+    for line in (folder / "transcript.jsonl").read_text(encoding="utf-8").splitlines():
+        message = json.loads(line)
+        if message.get("type") == "SystemMessage" and message.get("subtype") == "init":
+            return list(message["data"]["tools"])
+    raise AssertionError(f"no init message in {folder}")
+
+
+def test_every_session_is_offered_exactly_its_roles_tools(baseline: Run) -> None:
+    """Claude Code's other tools (subagents, skills, workflows, web, cron, memory) are off for every
+    role, and the hand-off tools are loaded up front (not deferred behind ToolSearch)."""
+    seen = set()
+    for folder in session_dirs(baseline.project):
+        role = SessionType(_SESSION_DIR.match(folder.name).group(2))  # type: ignore[union-attr]
+        assert sorted(init_tools(folder)) == sorted(toolset.session_tools(role)), folder.name
+        seen.add(role)
+    assert seen == set(POLICIES), "every role that runs a session"
 
 
 def test_git_history_of_the_generated_project(baseline: Run, tmp_path: Path) -> None:

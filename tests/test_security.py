@@ -72,7 +72,9 @@ def test_the_scope_names_every_scheduler_file() -> None:
     ("role", "target", "allowed"),
     [
         (T.IMPLEMENT, "src/app.py", True),
-        (T.IMPLEMENT, "progress.json", True),
+        (T.IMPLEMENT, "progress.json", False),  # only through append_session
+        (T.INITIALIZER, "feature_list.json", True),
+        (T.INITIALIZER, "progress.json", False),
         (T.IMPLEMENT, "CLAUDE.md", True),  # the person's file, never read by the CLI nor handed on
         (T.IMPLEMENT, "src/CLAUDE.md", True),
         (T.IMPLEMENT, ".claude_settings.json", False),
@@ -80,10 +82,10 @@ def test_the_scope_names_every_scheduler_file() -> None:
         (T.IMPLEMENT, ".git/config", False),
         (T.IMPLEMENT, "../outside.txt", False),
         (T.IMPLEMENT, "/etc/passwd", False),
-        (T.REVIEW, "reviews.json", True),
-        (T.REVIEW, "feature_list.json", True),
+        (T.REVIEW, "reviews.json", False),
+        (T.REVIEW, "feature_list.json", False),  # an invitation to set `passes` by hand,
         (T.REVIEW, "src/app.py", False),
-        (T.ARCHITECTURE, "reviews.json", True),
+        (T.ARCHITECTURE, "reviews.json", False),
         (T.ARCHITECTURE, "feature_list.json", False),
         (T.FIX, "tests/test_app.py", True),
         (T.FIX, "feature_list.json", False),

@@ -27,8 +27,10 @@ from session_scheduler.core.machine import WorkItem
 from session_scheduler.core.policy import policy
 from session_scheduler.core.schemas import schema_error
 from session_scheduler.guard.bash_policy import simple_commands
-from session_scheduler.store.handoff_tools import permission_rules
+from session_scheduler.guard.toolset import base_tools
+from session_scheduler.store.handoff_tools import permission_rules, tool_names
 
+FEATURES = HANDOFF_FILES[0]
 PERMISSION_MODE: Literal["dontAsk"] = "dontAsk"
 """Anything not allowed is denied without asking (headless; bypass is refused as root)."""
 
@@ -102,7 +104,6 @@ SETTINGS_SCHEMA: dict[str, Any] = {
     },
 }
 
-READ_ONLY_TOOLS = ["Read", "Glob", "Grep", "LS", "TodoWrite"]
 INSPECT = [
     "ls",
     "cat",
@@ -187,16 +188,14 @@ def settings_for(
     root = rule_root(project)
     tests = RUN_TESTS + ([test_command] if test_command else [])
     allow = (
-        list(READ_ONLY_TOOLS)
+        [tool for tool in base_tools(role) if tool not in ("Bash", "Edit", "Write")]
         + _bash_rules(INSPECT + tests)
         + _bash_rules(rights.commands + rights.merge_commands)
     )
+    refused_files: set[str] = set()
     if rights.writes_code:
         allow += [f"Edit({root}/**)", f"Write({root}/**)"]
-        refused_files = set(HANDOFF_FILES) - rights.handoff_writes
-    else:
-        allow += _file_rules(rights.handoff_writes, root)
-        refused_files = set()
+        refused_files = set(HANDOFF_FILES) - edited_handoff(role)
     allow += permission_rules(role)
     # Not all of `.git`: Claude Code merges Edit deny rules into the sandbox's denyWrite, and the
     # agent's git writes `.git` from inside the sandbox; the file policy hook keeps the file tools out.
@@ -282,8 +281,6 @@ def scope_rules(role: SessionType, work: WorkItem | None) -> str:
 
 WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 READ_TOOLS = frozenset({"Read", "Glob", "Grep", "LS"})
-FILE_TOOLS_MATCHER = "|".join(sorted(WRITE_TOOLS | READ_TOOLS))
-"""The PreToolUse matcher of the file policy hook: every tool that takes a path."""
 
 
 def tool_target(tool: str, tool_input: dict[str, Any]) -> str | None:
@@ -324,13 +321,19 @@ def path_decision(role: SessionType, project: Path, target: str) -> str | None:
         return f"{target} is outside the project folder"
     if rel.parts and rel.parts[0] in AGENT_MAY_NOT_WRITE:
         return f"{rel} belongs to the scheduler"
-    rights = policy(role)
-    if str(rel) in HANDOFF_FILES and not rights.may_write_handoff(str(rel)):
-        return f"{role.value} may not write {rel}"
-    if not rights.writes_code and str(rel) not in HANDOFF_FILES:
-        allowed = ", ".join(sorted(rights.handoff_writes))
-        return f"{role.value} may write only {allowed}, not {rel}"
+    if str(rel) in HANDOFF_FILES and str(rel) not in edited_handoff(role):
+        return (
+            f"{rel} is written only through the hand-off tools ({', '.join(tool_names(role))}), never by hand"
+        )
+    if not policy(role).writes_code:
+        return f"{role.value} writes no file: it records its work with the hand-off tools"
     return None
+
+
+def edited_handoff(role: SessionType) -> frozenset[str]:
+    """The hand-off files a role writes with the file tools: only the feature list, by the role
+    that creates it; every other hand-off write goes through the hand-off tools."""
+    return frozenset({FEATURES}) if policy(role).creates_feature_list else frozenset()
 
 
 def _first_match(rules: list[str], command: str) -> str | None:

@@ -33,10 +33,9 @@ from claude_agent_sdk import (
 from session_scheduler.core import evidence
 from session_scheduler.core.humane import plural
 from session_scheduler.core.session import InFlight, SessionFolder
-from session_scheduler.guard import processes
+from session_scheduler.guard import processes, toolset
 from session_scheduler.guard.bash_policy import BashContext, bash_refusal
 from session_scheduler.guard.security import (
-    FILE_TOOLS_MATCHER,
     PERMISSION_MODE,
     file_tool_decision,
     git_rules,
@@ -186,8 +185,12 @@ def held_by_engine(runner: SessionRunner, flight: InFlight) -> bool:
 def policy_refusal(
     request: SessionRequest, tool: str, tool_input: dict[str, Any], cwd: Path | None = None
 ) -> str | None:
-    """Why the scheduler's policy refuses a tool call (the file policy, or the Bash policy in the
-    command's working directory), or None when it may run. Reads the repository's branches."""
+    """Why the scheduler's policy refuses a tool call (a tool outside the role's list, the file
+    policy, or the Bash policy in the command's working directory), or None when it may run.
+    Reads the repository's branches."""
+    outside = toolset.tool_refusal(request.plan.role, tool, browser=request.browser is not None)
+    if outside is not None:
+        return outside
     if tool != "Bash":
         return file_tool_decision(request.plan.role, request.cwd, tool, tool_input)
     branch, branches = gitops.branch_view(request.cwd)
@@ -223,6 +226,16 @@ rules and still sandboxes the command; what it no longer does is refuse, in head
 commands it would have asked about (a `for` loop, `find -delete`, a path in `$TMPDIR`)."""
 
 
+def _refused(reason: str) -> dict[str, Any]:
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": f"scheduler policy: {reason}",
+        }
+    }
+
+
 def _policy_hook(request: SessionRequest, refusals: dict[str, str]) -> Callable[..., Any]:
     """The PreToolUse hook: runs in this process before the CLI's own rules; a crash blocks the call.
     Each refusal's reason is kept in `refusals` by tool_use_id, for the audit trail."""
@@ -235,13 +248,7 @@ def _policy_hook(request: SessionRequest, refusals: dict[str, str]) -> Callable[
         if reason is None:
             return _VETTED if tool == "Bash" and request.plan.sandboxed else {}
         refusals[str(tool_use_id)] = reason
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": "deny",
-                "permissionDecisionReason": f"scheduler policy: {reason}",
-            }
-        }
+        return _refused(reason)
 
     return hook
 
@@ -258,11 +265,8 @@ def build_options(
     servers: dict[str, Any] = {SERVER: mcp_server(tools_of(request))}
     hooks: dict[Any, list[HookMatcher]] = {
         "PreToolUse": [
-            HookMatcher(
-                matcher=f"Bash|{FILE_TOOLS_MATCHER}",
-                hooks=[_policy_hook(request, refusals)],
-                on_failure="block",
-            )
+            # every tool (None matches all): a tool the CLI offers beside the role's list is refused
+            HookMatcher(matcher=None, hooks=[_policy_hook(request, refusals)], on_failure="block"),
         ]
     }
     if request.browser is not None:
@@ -280,9 +284,14 @@ def build_options(
         permission_mode=PERMISSION_MODE,
         max_turns=plan.max_turns,
         max_budget_usd=plan.max_budget_usd,
-        env=dict(env or {}),
+        env={**(env or {}), **toolset.SESSION_ENV},
         stderr=stderr,
+        tools=list(toolset.base_tools(plan.role)),
+        disallowed_tools=list(toolset.OFF_TOOLS),
+        skills=[],
+        agents={},
         mcp_servers=servers,
+        strict_mcp_config=True,
         hooks=hooks,
     )
 
