@@ -2,7 +2,7 @@
 accessibility snapshot shows, and REVIEW's walk through a web feature's steps with the scheduler's
 browser tools (one action per step, then a snapshot and a screenshot, judged by the snapshot).
 
-A browser step (prompts/schemas.md) is one action, ` -> `, and what the page must show:
+A browser step (prompts/feature_list_format.md) is one action, ` -> `, and what the page must show:
 
     Open `/` -> the page shows `todo`
     Type `milk` into `New task` and click `Add` -> the page shows `milk`
@@ -223,7 +223,7 @@ def check_in_browser(base: str | None, steps: list[str]) -> Steps:
     for n, text in enumerate(steps, 1):
         step = parse_step(text)
         if step is None:
-            evidence = "not a browser step in the documented form (prompts/schemas.md): not checked"
+            evidence = "not a browser step in the documented form (prompts/feature_list_format.md): not checked"
             results.append({"step": n, "passed": False, "evidence": evidence})
             continue
         stopped = yield from act(base, step)

@@ -147,7 +147,7 @@ TASKS_JSON = (
 
 
 def step(command: str, output: str) -> str:
-    """An acceptance step in the documented form (prompts/schemas.md): a command run in an
+    """An acceptance step in the documented form (prompts/feature_list_format.md): a command run in an
     empty folder that holds the app's code, and the last line it must print."""
     return f"Run `{command}` -> prints `{output}`"
 

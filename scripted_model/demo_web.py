@@ -112,7 +112,7 @@ raise SystemExit("todo.web: no port to listen on")
 
 
 def browser_step(action: str, shows: str, *, absent: bool = False) -> str:
-    """A browser acceptance step in the documented form (prompts/schemas.md): one action, then the
+    """A browser acceptance step in the documented form (prompts/feature_list_format.md): one action, then the
     text the page must (or, `absent`, must not) show."""
     return f"{action} -> the page {'does not show' if absent else 'shows'} `{shows}`"
 

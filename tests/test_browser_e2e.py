@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 from helpers import find_chromium, probe_report, require_boxed_browser
+from test_e2e import init_tools
 from test_lanes_e2e import REPO, explain, of, product_env, run_demo
 
+from session_scheduler.core.config import SessionType
 from session_scheduler.core.evidence import EVIDENCE_DIR, LEDGER
+from session_scheduler.guard.toolset import session_tools
 
 pytestmark = [pytest.mark.e2e]
 
@@ -68,6 +71,7 @@ def test_web_features_are_reviewed_in_the_browser_with_evidence_a_dead_button_is
         if verdict["feature"] not in ("F017", "F018"):
             continue
         folder = project / started[verdict["session"]]["log_dir"]
+        assert sorted(init_tools(folder)) == sorted(session_tools(SessionType.REVIEW, browser=True))
         review = by_id[verdict["review_id"]]
         cited = [(a["snapshot"], a["screenshot"]) for a in review["acceptance"]]  # type: ignore[union-attr]
         assert len({name for pair in cited for name in pair}) == 2 * len(cited), cited

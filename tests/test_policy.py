@@ -13,8 +13,14 @@ from session_scheduler.core.layout import HANDOFF_FILES
 from session_scheduler.core.machine import Backlog, Lane, SessionState, architecture_fixes
 from session_scheduler.core.policy import POLICIES, policy
 from session_scheduler.guard.bash_policy import BashContext, bash_refusal
-from session_scheduler.guard.security import bash_decision, git_rules, path_decision, settings_for
-from session_scheduler.run.prompts import PROMPTS_DIR, TEMPLATES, role_variables, substitute
+from session_scheduler.guard.security import (
+    bash_decision,
+    git_rules,
+    path_decision,
+    scope_rules,
+    settings_for,
+)
+from session_scheduler.run.prompts import render, role_variables
 
 T = SessionType
 COMMAND_WORDS = ("git", "./init.sh", "bash", "sh", "python3", "python", "npm", "pytest", "make", "ls", "cat")
@@ -29,9 +35,7 @@ STATES = {
 
 def commands_told(role: SessionType, state: SessionState, config: AgentConfig) -> list[str]:
     """Every command the role's own instructions tell it to run (not the ones they forbid)."""
-    template = (PROMPTS_DIR / TEMPLATES[role]).read_text(encoding="utf-8")
-    shared = {"HANDOFF_CONTRACT": "-", "REVIEW_CHECKLIST": "-"}
-    text = substitute(template, {**role_variables("app", config, state), **shared}).split("## Forbidden")[0]
+    text = render(role, role_variables("app", config, state)) + scope_rules(role, state.lane.work)
     spans = re.findall(r"`([^`\n]+)`", text)
     return [span for span in spans if span.split()[0] in COMMAND_WORDS]
 

@@ -11,7 +11,7 @@ from helpers import state_for
 from session_scheduler.core.config import ROLES, AgentConfig, SessionType
 from session_scheduler.core.errors import PromptError
 from session_scheduler.core.machine import Backlog, Lane, SessionState, architecture_fixes
-from session_scheduler.run.prompts import PROMPTS_DIR, TEMPLATES, render, role_variables, substitute
+from session_scheduler.run.prompts import PARTS, PROMPTS_DIR, TEMPLATES, render, role_variables, substitute
 
 STATES = {
     SessionType.INITIALIZER: SessionState(),
@@ -58,7 +58,7 @@ def test_unknown_or_unfilled_variables_are_named() -> None:
 
 
 def test_a_template_without_its_role_line_is_refused(tmp_path: Path) -> None:
-    for name in ("schemas.md", "review_checklist.md"):
+    for name in PARTS.values():
         (tmp_path / name).write_text("x")
     (tmp_path / "coding_prompt.md").write_text("# Some other heading\n")
     with pytest.raises(PromptError, match="must begin with the line"):
@@ -88,6 +88,6 @@ def test_the_test_command_is_named_once(test_command: str | None) -> None:
 def test_review_writes_its_verdict_once_after_the_merge_held() -> None:
     text = render(SessionType.REVIEW, role_variables("app", AgentConfig(), STATES[SessionType.REVIEW]))
     merge, retest = text.index("git merge --no-ff"), text.index("run the test suite again on `main`")
-    append = text.index("record ONE review")
+    append = text.index("Record your review")
     assert merge < retest < append
     assert "change your verdict" not in text

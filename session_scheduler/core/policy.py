@@ -129,7 +129,7 @@ POLICIES: dict[SessionType, RolePolicy] = {
         commands=BUILD,
     ),
     T.REVIEW: RolePolicy(
-        scope="Review and merge; write only the hand-off files, never product code.",
+        scope="Review the branch, merge it into `main` on a PASS, record the verdict; never write product code.",
         writes_code=False,
         handoff_writes=frozenset(HANDOFF_FILES),
         review_kind="feature",
@@ -152,7 +152,7 @@ POLICIES: dict[SessionType, RolePolicy] = {
         refused=NEW_BRANCH,
     ),
     T.ARCHITECTURE: RolePolicy(
-        scope="Review the whole codebase; write only reviews.json and progress.json.",
+        scope="Review the whole codebase on `main` and record the findings; change no file and no branch.",
         writes_code=False,
         handoff_writes=frozenset({PROGRESS, REVIEWS}),
         review_kind="architecture",

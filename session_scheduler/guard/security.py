@@ -254,29 +254,100 @@ def _names(names: tuple[str, ...]) -> str:
     return ", ".join(f"{name}/" if name in FOLDERS else name for name in names)
 
 
-def scope_rules(role: SessionType, work: WorkItem | None) -> str:
-    """A role's scope in words, appended to its system prompt (the settings and hooks enforce it)."""
-    feature = (work.feature_id or "none (architecture fixes)") if work else "none"
-    branch = work.branch if work else "main"
-    return "\n".join(
-        [
-            f"# Scope of this session: {role.value}",
-            "",
-            policy(role).scope,
-            f"Current feature: {feature}; branch: {branch}.",
-            "",
-            "- Work only inside this project folder.",
-            f"- Never edit {_names(SCHEDULER_FILES)} or .git/ directly: they belong to the scheduler.",
-            f"- The hand-off files ({_names(HANDOFF_FILES)}) are git-ignored:",
-            "  edit them in place, keep them valid JSON, never commit them.",
-            "- Stage explicit paths; no `git add -A`, no push, no rebase, no history rewriting.",
-            "- Every command runs in an OS sandbox: it writes only this project (never .git/hooks,",
-            "  .git/config or .git/info) and $TMPDIR, reads no home folder or other project, and reaches",
-            "  only the package registries. Credentials are not in its environment.",
-            "- Commands outside your role's permissions are denied: do not try to work around them.",
-            "",
-        ]
+UNATTENDED = (
+    "This run is unattended: nobody reads your messages or answers a question until it ends. Never ask "
+    "for confirmation and never wait for an answer; decide within these rules. When you cannot go on, "
+    "record your session with `outcome` `FAILED` and the reason in `notes`, then end."
+)
+
+
+STAGING = (
+    " Stage the files you changed by name (git add src/x.py tests/test_x.py): what git add -A would add "
+    "besides (scratch files, the sandbox's placeholder files) does not belong in a commit."
+)
+
+
+def _branch_rule(role: SessionType, branch: str) -> str:
+    """What the role does with branches, from its `branches` and `merges` rights."""
+    rights = policy(role)
+    if rights.branches == "main":
+        return "You commit on `main` and create no branch."
+    if rights.branches == "work":
+        merge = (
+            "; you may `git merge main` into it to bring it up to date"
+            if rights.merges == "main"
+            else ", and merge nothing"
+        )
+        return f"You commit only on `{branch}`, never on `main`{merge}."
+    if rights.branches == "main_on_pass":
+        return (
+            f"You commit nothing yourself. On a PASS you merge `{branch}` into `main`, and when the tests "
+            "fail on that merge you undo it with `git reset --hard ORIG_HEAD` (the one reset you run); "
+            "you never create, move or delete a branch."
+        )
+    return "You change no branch: no commit, no merge."
+
+
+def _checking(role: SessionType) -> str:
+    """How the role checks behaviour inside its sandbox (what it may run, not what it may not)."""
+    rights = policy(role)
+    if "python3" not in rights.commands:
+        return "- Checking: run the test suite; you start no app and no server."
+    return (
+        "- Checking: curl and wget are refused, and each command has a network of its own, so a server "
+        "started in one command cannot be reached from the next (and one left running is stopped when the "
+        "session ends). Check a server through its framework's test client in the tests, or in ONE python3 "
+        "command that starts it, requests it with urllib on 127.0.0.1 and stops it. Run acceptance steps "
+        "with their data under $TMPDIR (for example `TODO_FILE=$TMPDIR/t.json`), so they leave nothing in "
+        "the work tree."
     )
+
+
+def scope_rules(role: SessionType, work: WorkItem | None) -> str:
+    """A role's scope in words, appended to its system prompt: generated from the same table as
+    the settings and hooks that enforce it (core/policy, guard/toolset), so the two cannot drift."""
+    rights = policy(role)
+    feature = (
+        (work.feature_id or f"the fixes of architecture review {work.architecture_review}")
+        if work
+        else "none"
+    )
+    branch = work.branch if work else "main"
+    by_hand = sorted(edited_handoff(role))
+    files = (
+        f"You edit the project's files with Edit and Write, except {_names(SCHEDULER_FILES)} and .git/ (the scheduler's)."
+        if rights.writes_code
+        else "You write no file: your hand-off tools record your review."
+    )
+    handoff = f"The hand-off files ({_names(HANDOFF_FILES)}) are git-ignored; never commit them. " + (
+        f"You write {', '.join(by_hand)} yourself; the others change only through your hand-off tools."
+        if by_hand
+        else "They change only through your hand-off tools, never by hand."
+    )
+    refused = [rule[5:-3] for rule in settings_for(role)["permissions"]["deny"] if rule.startswith("Bash(")]
+    git_refused = ", ".join(r for r in refused if r.startswith("git "))
+    other_refused = ", ".join(r for r in refused if not r.startswith("git "))
+    lines = [
+        f"# Scope of this session: {role.value}",
+        "",
+        rights.scope,
+        f"Current work: {feature}; branch: {branch}.",
+        "",
+        UNATTENDED,
+        "",
+        f"- Tools: {', '.join(base_tools(role))} and your hand-off tools (mcp__handoff__...). There are no "
+        "subagents, skills, web tools or memory folder: your memory is the project's files and git.",
+        f"- Files: work only inside this project folder. {files}",
+        f"- {handoff}",
+        f"- Git: {_branch_rule(role, branch)}{STAGING if rights.writes_code else ''} Refused to you: {git_refused}.",
+        "- Commands: every Bash command runs in an OS sandbox: it writes only this project (never .git/hooks, "
+        ".git/config or .git/info) and $TMPDIR, reads no home folder or other project, and reaches only the "
+        "package registries; credentials are not in its environment. Also refused: "
+        f"{other_refused}. A refused command answers with the reason: do not work around it.",
+        _checking(role),
+        "",
+    ]
+    return "\n".join(lines)
 
 
 WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})

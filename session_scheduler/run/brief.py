@@ -61,6 +61,8 @@ class Facts:
     test_command: str | None = None
     browser: str | None = None
     """A web feature's REVIEW: the app's address as its browser reaches it."""
+    last_fix: dict[str, Any] | None = None
+    """A REVIEW after a FIX: that fix's entry (what it fixed, what it left and why)."""
 
 
 def _issues(review: dict[str, Any]) -> dict[str, list[str]]:
@@ -122,6 +124,12 @@ def render(facts: Facts) -> str:
             f"- review {r.get('review_id')}: {r.get('verdict')}: {clip('; '.join(i for items in _issues(r).values() for i in items), 300)}"
             for r in facts.earlier_reviews
         ]
+    if facts.last_fix is not None:
+        fix = facts.last_fix
+        lines += ["", f"## The last fix (fix {fix.get('fix_id')}, for review {fix.get('review_id')})"]
+        lines += [f"- fixed: {clip(item, 300)}" for item in (fix.get("issues_fixed") or [])[:ISSUES]]
+        if fix.get("notes"):
+            lines.append(f"- the FIX's notes (what it left, and why): {clip(fix.get('notes'))}")
     if facts.recent_sessions:
         lines += ["", "## The last sessions"]
         lines += [
@@ -206,7 +214,10 @@ def gather(
             r for r in read_history(project, "reviews") if r.get("review_id") == lane.open_review
         ]
         open_review = found[-1] if found else None
+    ids = {r.get("review_id") for r in mine}
+    fixes = [f for f in handoff.fix_list() if f.get("review_id") in ids] if role == "REVIEW" else []
     return Facts(
+        last_fix=fixes[-1] if fixes else None,
         role=role,
         session=number,
         feature=feature,

@@ -67,11 +67,17 @@ def render(
     if template.splitlines()[:1] != [expected]:
         raise PromptError(f"{path.name} must begin with the line {expected!r}")
     shared = {
-        "HANDOFF_CONTRACT": (prompts_dir / "schemas.md").read_text(encoding="utf-8"),
-        "REVIEW_CHECKLIST": (prompts_dir / "review_checklist.md").read_text(encoding="utf-8"),
+        name: (prompts_dir / file).read_text(encoding="utf-8").rstrip("\n") for name, file in PARTS.items()
     }
     return substitute(template, {**shared, **variables}, path.name)
 
+
+PARTS = {
+    "HANDOFF_CONTRACT": "handoff.md",
+    "FEATURE_LIST_FORMAT": "feature_list_format.md",
+    "REVIEW_CHECKLIST": "review_checklist.md",
+}
+"""The parts a template may include: each role's template names only the ones it needs."""
 
 READS: dict[SessionType, tuple[str, ...]] = {
     SessionType.INITIALIZER: ("app_spec.txt",),
@@ -104,7 +110,10 @@ def role_variables(
         "SESSION_ID": state.next_number,
         "FEATURE_COUNT": config.feature_count,
         "FEATURES_COMPLETED": state.backlog.completed,
-        "CURRENT_FEATURE": (work.feature_id or "none (architecture fixes)") if work else None,
+        "CURRENT_FEATURE": (work.feature_id or f"the fixes of architecture review {work.architecture_review}")
+        if work
+        else None,
+        "COMMIT_SCOPE": (work.feature_id or f"arch-{work.architecture_review}") if work else None,
         "CURRENT_BRANCH": work.branch if work else None,
         "REVIEW_ID": lane.open_review,
         "FIX_ROUND": lane.fix_rounds,
