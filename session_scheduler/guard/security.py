@@ -298,8 +298,7 @@ def _checking(role: SessionType) -> str:
         "started in one command cannot be reached from the next (and one left running is stopped when the "
         "session ends). Check a server through its framework's test client in the tests, or in ONE python3 "
         "command that starts it, requests it with urllib on 127.0.0.1 and stops it. Run acceptance steps "
-        "with their data under $TMPDIR (for example `TODO_FILE=$TMPDIR/t.json`), so they leave nothing in "
-        "the work tree."
+        "with their data under $TMPDIR (point the app's data file there), so they leave nothing in the work tree."
     )
 
 

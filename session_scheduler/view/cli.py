@@ -58,10 +58,12 @@ from session_scheduler.core.version import VERSION
 from session_scheduler.guard import browser_box, safe_git
 from session_scheduler.guard.sandbox import Host, Preflight, preflight
 from session_scheduler.repo import adoption
+from session_scheduler.run import showing
 from session_scheduler.run.plan import brief_for, plan_session
 from session_scheduler.run.prompts import EXAMPLE_SPEC, template_path
 from session_scheduler.store import crashpoints, events, progress, statefile
 from session_scheduler.store.authority import Authority, FileAuthority
+from session_scheduler.store.records import Records
 from session_scheduler.view import status
 from session_scheduler.view.live import LiveConsole, Verbosity
 
@@ -283,11 +285,16 @@ def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentCo
         raise ConfigError(f"invalid options: {exc}") from None
 
 
-def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
-    """Show what the next session would be; start nothing, change nothing in the project."""
+def dry_run(console: Console, project: Path, config: AgentConfig, show: SessionType | None = None) -> None:
+    """Show what the next session would be (with `show`, a session of that role: what its agent
+    would receive); start nothing, change nothing in the project."""
     console.print(f"Project folder: {project}", markup=False)
     saved = statefile.load(project) if project.exists() else None
     state = resume(saved.state) if saved else SessionState()
+    features = progress.load_handoff(Records(project)).features() if project.exists() else []
+    next_role = state.lane.role
+    if show is not None:
+        state = showing.state_to_show(show, state, features)
     role = state.lane.role
     totals = events.Totals.of(events.read(events.log_path(project)))
     flight = totals.flight
@@ -309,12 +316,16 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
             "Nothing to run: every feature passes or is blocked (`status` or `report` shows the project)."
         )
         return
-    console.print(f"Next session: {role.value}{note}")
+    shown = "Next session" if role is next_role else "A session of the role asked (not the next one)"
+    console.print(f"{shown}: {role.value}{note}")
+    web = showing.is_web_review(state, features)
     plan = plan_session(
         state,
         config,
         project,
-        brief=brief_for(state, config, project) if project.exists() else "",
+        brief=brief_for(state, config, project, browser_box.APP_ORIGIN if web else None)
+        if project.exists()
+        else "",
         host=Host.of(os.environ),
         adopted=adoption.preview(project),
     )
@@ -327,10 +338,8 @@ def dry_run(console: Console, project: Path, config: AgentConfig) -> None:
     if config.lanes > 1:
         console.print(f"Lanes: {config.lanes} (this is what the next free lane would run)", markup=False)
     console.print(f"Prompt template: {template_path(role)}", markup=False)
-    console.print("\n--- appended to Claude Code's system prompt ---", markup=False)
-    console.print(plan.system_prompt, markup=False, highlight=False)
-    console.print("--- first message ---", markup=False)
-    console.print(plan.kickoff, markup=False, highlight=False)
+    console.print("")
+    console.print(showing.view(plan, browser=web), markup=False, highlight=False)
     console.print(f"--- settings ({SETTINGS_FILE}) ---", markup=False)
     console.print(json.dumps(plan.settings, indent=2), markup=False, highlight=False)
     console.print("---", markup=False)
@@ -534,6 +543,12 @@ def _checked(option: str, check: Callable[[str], object]) -> Callable[[Any, Any,
     help="Print the next session's type, model, feature, prompt and settings; launch nothing.",
 )
 @click.option(
+    "--show",
+    type=click.Choice([role.value for role in ROLES], case_sensitive=False),
+    help="With --dry-run (implied): print what a session of this role would receive (the text appended "
+    "to Claude Code's system prompt, its first message, its tools), on the project's next work.",
+)
+@click.option(
     "--offline-demo/--no-offline-demo",
     default=None,
     help="Run against the built-in scripted model on 127.0.0.1: no API key, no network (saved: rerunning the project resumes the demo; --no-offline-demo goes on against your real endpoint).",
@@ -551,6 +566,7 @@ def main(
     spec: Path | None,
     max_iterations: int | None,
     dry_run: bool,
+    show: str | None,
     offline_demo: bool | None,
     scenario: Path | None,
     check: bool,
@@ -592,12 +608,13 @@ def main(
             project_dir,
             spec,
             max_iterations,
-            dry_run,
+            dry_run or show is not None,
             offline_demo,
             scenario,
             options,
             seams,
             verbosity,
+            show=SessionType(show.upper()) if show else None,
         )
     except SchedulerError as exc:
         _error(f"error: {exc}")
@@ -657,6 +674,8 @@ def run_cli(
     options: dict[str, Any],
     seams: Seams | None = None,
     verbosity: Verbosity = "normal",
+    *,
+    show: SessionType | None = None,
 ) -> int:
     seams = seams or Seams()
     project = resolve_project(project_dir)
@@ -689,7 +708,7 @@ def run_cli(
     if dry:
         if project.exists() and spec is not None and (project / SPEC_NAME).exists():
             place_spec(project, spec, console.print)  # refuses a different spec
-        dry_run(console, project, config)
+        dry_run(console, project, config, show)
         return EXIT_DONE
     starts = session_would_start(project, config)
     if starts:  # a person's half-done merge: refused before anything is written into the project
