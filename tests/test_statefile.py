@@ -12,6 +12,7 @@ from session_scheduler.core.errors import StateError
 from session_scheduler.core.machine import Backlog, Lane, SessionState, architecture_fixes, feature
 from session_scheduler.core.schedule import Schedule
 from session_scheduler.core.session import InFlight
+from session_scheduler.core.standing import Standing
 from session_scheduler.store import statefile
 
 STATES = [
@@ -165,6 +166,16 @@ def test_each_lane_keeps_its_own_session_in_flight(tmp_path: Path) -> None:
     saved = statefile.load(tmp_path)
     assert saved is not None and saved.in_flight == flights
     assert saved.flight(3) == flights[3] and saved.flight(1) is None
+
+
+@pytest.mark.parametrize("why", [s.value for s in Standing if not s.counted])
+def test_a_session_cut_for_any_reason_not_counted_is_saved_and_read_back(tmp_path: Path, why: str) -> None:
+    """A REVIEW whose browser did not start (why: browser) or whose sandbox failed is saved as in
+    flight like an interrupted one; the state file's schema once refused these, and the run crashed."""
+    flights = {0: InFlight(number=6, log_dir="a", main="m", branch_tip=None, why=why, wait_until=2.0)}
+    statefile.save(tmp_path, STATES[0], flights)
+    saved = statefile.load(tmp_path)
+    assert saved is not None and saved.in_flight == flights
 
 
 @pytest.mark.parametrize("key", ["-1", "01", "lane0", "10000"])

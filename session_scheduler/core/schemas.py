@@ -8,6 +8,7 @@ import jsonschema
 
 from session_scheduler.core.config import ROLES, TERMINAL, SessionType
 from session_scheduler.core.evidence import NAME as EVIDENCE_NAME
+from session_scheduler.core.standing import Standing
 
 ROLE_NAMES = [role.value for role in ROLES]
 FEATURE_ID = {"type": "string", "pattern": "^F[0-9]+$"}
@@ -199,7 +200,7 @@ _IN_FLIGHT: dict[str, Any] = {
         "branch_tip": NULLABLE_STR,
         "heads": {"type": "object", "additionalProperties": {"type": "string"}},
         "heads_gone": {"type": "array", "items": {"type": "string"}},
-        "why": {"enum": ["interrupted", "usage_limit", "outage", "budget", "auth"]},
+        "why": {"enum": [standing.value for standing in Standing if not standing.counted]},
         "wait_until": {"type": "number"},
         "copies": {"type": "string", "minLength": 1},
         "attempt": _POSITIVE,
