@@ -44,7 +44,7 @@ def first_requests(checkout: Path, project: Path) -> dict[str, list[tuple[int, i
     for line in log.read_text().splitlines():
         entry = json.loads(line)
         sid = entry.get("session_id")
-        if not entry.get("has_tools") or entry.get("n_messages") != 1 or sid in seen:
+        if not entry.get("has_tools") or entry.get("status") != 200 or sid in seen:
             continue
         seen.add(sid)
         by_role[entry.get("role") or "?"].append((entry["body_bytes"], entry["system_bytes"]))

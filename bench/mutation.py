@@ -82,6 +82,11 @@ TARGETS: dict[str, Target] = {
         ("tests/test_browsing.py", "tests/test_verify_rules.py", "tests/test_report_evidence.py"),
         0.85,
     ),
+    "toolset": Target(
+        ("session_scheduler/guard/toolset.py", "session_scheduler/run/showing.py"),
+        ("tests/test_agents_view.py", "tests/test_agent.py", "tests/test_policy.py", "tests/test_security.py"),
+        0.85,
+    ),
 }
 
 EQUIVALENT: dict[str, str] = {

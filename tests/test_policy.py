@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -10,12 +9,10 @@ from helpers import state_for
 
 from session_scheduler.core.config import ROLES, AgentConfig, SessionType
 from session_scheduler.core.layout import HANDOFF_FILES
-from session_scheduler.core.machine import Backlog, Lane, SessionState, architecture_fixes
+from session_scheduler.core.machine import Backlog, Lane, SessionState
 from session_scheduler.core.policy import POLICIES, policy
-from session_scheduler.guard.bash_policy import BashContext, bash_refusal
 from session_scheduler.guard.security import (
     bash_decision,
-    git_rules,
     path_decision,
     scope_rules,
     settings_for,
@@ -23,7 +20,6 @@ from session_scheduler.guard.security import (
 from session_scheduler.run.prompts import render, role_variables
 
 T = SessionType
-COMMAND_WORDS = ("git", "./init.sh", "bash", "sh", "python3", "python", "npm", "pytest", "make", "ls", "cat")
 STATES = {
     T.INITIALIZER: SessionState(),
     T.IMPLEMENT: state_for(T.IMPLEMENT),
@@ -33,41 +29,9 @@ STATES = {
 }
 
 
-def commands_told(role: SessionType, state: SessionState, config: AgentConfig) -> list[str]:
-    """Every command the role's own instructions tell it to run (not the ones they forbid)."""
-    text = render(role, role_variables("app", config, state)) + scope_rules(role, state.lane.work)
-    spans = re.findall(r"`([^`\n]+)`", text)
-    return [span for span in spans if span.split()[0] in COMMAND_WORDS]
-
-
-CASES = [(role, STATES[role]) for role in ROLES] + [
-    (T.FIX, SessionState(Backlog(("F001",)), Lane(T.FIX, architecture_fixes(7), fix_rounds=1, open_review=7)))
-]
-
-
-@pytest.mark.parametrize(("role", "state"), CASES, ids=lambda c: getattr(c, "value", ""))
-@pytest.mark.parametrize("test_command", [None, "bash init.sh"])
-def test_every_command_a_prompt_tells_its_role_to_run_is_allowed(
-    role: SessionType, state: SessionState, test_command: str | None
-) -> None:
-    config = AgentConfig(test_command=test_command)
-    told = commands_told(role, state, config)
-    assert told, f"{role.value}'s prompt names no command at all"
-    settings = settings_for(role, test_command)
-    refused = [command for command in told if bash_decision(settings, command) != "allow"]
-    assert refused == [], f"{role.value} is told to run commands its policy refuses: {refused}"
-    work = state.lane.work
-    start = work.branch if work is not None and policy(role).starts_on == "work" else "main"
-    allowed, denied = git_rules(settings)
-    branches = frozenset({"main", work.branch} if work else {"main"})
-    context = BashContext(role, work, Path("/project"), Path("/project"), start, branches, allowed, denied)
-    assert bash_refusal("\n".join(told), context) is None, (
-        f"{role.value}'s Bash policy refuses what it is told to run"
-    )
-
-
 def test_fix_is_told_to_merge_main_and_may() -> None:
-    assert "git merge main" in commands_told(T.FIX, STATES[T.FIX], AgentConfig())
+    told = render(T.FIX, role_variables("app", AgentConfig(), STATES[T.FIX])) + scope_rules(T.FIX, None)
+    assert "`git merge main`" in told
     assert bash_decision(settings_for(T.FIX), "git merge main") == "allow"
     assert bash_decision(settings_for(T.IMPLEMENT), "git merge main") == "ask"
 
