@@ -267,7 +267,7 @@ def initializer(ctx: Ctx) -> Script:
     skeleton = {**demo_app.SKELETON, **(demo_web.WEB if ctx.scenario.web else {})}
     paths = yield from put(files, skeleton)
     if ctx.scenario.has_fault(ctx.session, "self_dependent"):  # its first feature needs itself
-        first = feature_list["features"][0]
+        first: dict[str, Any] = feature_list["features"][0]
         first["depends_on"] = [*first.get("depends_on", []), first["id"]]
     yield from checked_feature_list(files, feature_list)
     yield [bash(f"chmod +x init.sh && {RUN_TESTS}")]
