@@ -22,7 +22,7 @@ from typing import Any
 from session_scheduler.core import acceptance
 from session_scheduler.core.config import SessionType
 from session_scheduler.core.errors import StateError
-from session_scheduler.core.evidence import CitedEvidence
+from session_scheduler.core.evidence import CitedEvidence, note
 from session_scheduler.core.features import feature_list_problems
 from session_scheduler.core.machine import WorkItem
 from session_scheduler.core.policy import FAILED, RolePolicy, policy
@@ -114,22 +114,26 @@ def _review_schema(rights: RolePolicy) -> dict[str, Any]:
     return {"type": "object", "properties": fields, "required": ["verdict", "issues"]}
 
 
+def _either(values: list[str]) -> str:
+    return ", ".join(values[:-1]) + f" or {values[-1]}"
+
+
 def _review_text(rights: RolePolicy) -> str:
     if rights.review_kind == "architecture":
         return (
             "Record your architecture review in reviews.json, once per session; answers with its "
-            "review_id. verdict: PASS or REQUEST_CHANGES; issues: {critical, major, minor}, lists of "
+            f"review_id. verdict: {_either(VERDICTS['architecture'])}; issues: {{critical, major, minor}}, lists of "
             "strings. A refused call writes nothing: correct it and call again."
         )
     return (
         "Record your review in reviews.json, once per session; answers with its review_id. "
-        "verdict: PASS, REQUEST_CHANGES or REJECT; issues: {critical, major, minor}, lists of strings. "
+        f"verdict: {_either(VERDICTS['feature'])}; issues: {{critical, major, minor}}, lists of strings. "
         "Grade every acceptance step of the feature, in order: "
         "acceptance=[{step, passed, evidence}], `step` numbered from 1, `passed` true or false, "
         "`evidence` what you ran and saw. A PASS needs every step passed, each with its evidence; a "
         'REQUEST_CHANGES needs a failed step or an issue. A web feature (category "web"): each '
         "step's result also cites its browser evidence, `snapshot` and `screenshot`, the file names "
-        "the browser's results gave (`Evidence: snapshot saved as snapshot-3.yml`), one of each per "
+        f"the browser's results gave (`{note('snapshot-3.yml')}`), one of each per "
         "step; before a PASS read browser_console_messages. A refused call writes nothing: correct it "
         "and call again."
     )
