@@ -84,7 +84,12 @@ TARGETS: dict[str, Target] = {
     ),
     "toolset": Target(
         ("session_scheduler/guard/toolset.py", "session_scheduler/run/showing.py"),
-        ("tests/test_agents_view.py", "tests/test_agent.py", "tests/test_policy.py", "tests/test_security.py"),
+        (
+            "tests/test_agents_view.py",
+            "tests/test_agent.py",
+            "tests/test_policy.py",
+            "tests/test_security.py",
+        ),
         0.85,
     ),
 }

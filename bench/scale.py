@@ -362,8 +362,15 @@ class TrivialRunner:
         elif plan.role is SessionType.REVIEW:
             git(cwd, "checkout", "-q", "main")
             git(cwd, "merge", "-q", "--no-ff", "--no-verify", branch, "-m", f"Merge {branch}")
+            steps = json.loads(tools.call("show_feature", {"feature_id": fid})[0])["steps"]
+            graded = [{"step": n, "passed": True, "evidence": "ran it"} for n in range(1, len(steps) + 1)]
             answer, failed = tools.call(
-                "record_review", {"verdict": "PASS", "issues": {"critical": [], "major": [], "minor": []}}
+                "record_review",
+                {
+                    "verdict": "PASS",
+                    "issues": {"critical": [], "major": [], "minor": []},
+                    "acceptance": graded,
+                },
             )
             review_id = json.loads(answer)["review_id"] if not failed else 0
             tools.call("mark_passing", {})

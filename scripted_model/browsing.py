@@ -223,7 +223,9 @@ def check_in_browser(base: str | None, steps: list[str]) -> Steps:
     for n, text in enumerate(steps, 1):
         step = parse_step(text)
         if step is None:
-            evidence = "not a browser step in the documented form (prompts/feature_list_format.md): not checked"
+            evidence = (
+                "not a browser step in the documented form (prompts/feature_list_format.md): not checked"
+            )
             results.append({"step": n, "passed": False, "evidence": evidence})
             continue
         stopped = yield from act(base, step)

@@ -27,6 +27,7 @@ HANDOFF_TOOLS = "mcp__handoff__"
 HANDOFF_ARGS: dict[str, tuple[str, ...]] = {
     "brief": (),
     "show_feature": ("feature_id",),
+    "check_feature_list": (),
     "append_session": ("outcome", "notes", "features_touched", "commit_range", "verdict", "review_id"),
     "record_review": ("verdict", "issues", "acceptance"),
     "record_fix": ("issues_fixed",),

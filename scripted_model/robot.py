@@ -154,6 +154,60 @@ def session_entry(outcome: str, touched: list[str], start: str, end: str, **extr
     )
 
 
+_NAMED = re.compile(r"\buse ([A-Z][A-Z_]+[A-Z])\b|'([A-Z][A-Z_]+[A-Z])'")
+"""The values a refusal names: the hand-off tool's (`use READY_FOR_REVIEW`) or the CLI's own
+check of the tool's schema (`... is not one of ['READY_FOR_REVIEW', 'FAILED']`)."""
+_UNGRADED = re.compile(r"no result for step\(s\) [0-9, ]+")
+_NEEDS = re.compile(r"(F[0-9]+) depends on (?:itself|(F[0-9]+), which is not in the list)")
+
+
+def end_session(ctx: Ctx, outcome: str, touched: list[str], start: str, end: str, **extra: Any) -> Steps:
+    """The session's entry, its last call. With `spaced_outcome` the robot first writes the outcome
+    with spaces (`READY FOR REVIEW`); like a model, it reads the refusal and uses the value it names."""
+    said = outcome.replace("_", " ") if ctx.scenario.has_fault(ctx.session, "spaced_outcome") else outcome
+    (answer,) = yield [session_entry(said, touched, start, end, **extra)]
+    if answer.startswith("appended"):
+        return answer
+    named = [a or b for a, b in _NAMED.findall(answer)]
+    meant = [value for value in named if value.replace("_", " ") == said.replace("_", " ")]
+    if meant:  # the value it meant, as the refusal spells it
+        (answer,) = yield [session_entry(meant[0], touched, start, end, **extra)]
+    return answer
+
+
+def record_review(
+    ctx: Ctx, verdict: str, issues: dict[str, list[str]], acceptance: list[dict[str, Any]] | None
+) -> Steps:
+    """Record the review; with `incomplete_pass` the first call leaves the last step ungraded. A
+    refusal that names ungraded steps is corrected: the whole review again, every step graded."""
+    extra = {} if acceptance is None else {"acceptance": acceptance}
+    if acceptance and ctx.scenario.has_fault(ctx.session, "incomplete_pass"):
+        extra = {"acceptance": acceptance[:-1]}
+    (answer,) = yield [handoff("record_review", verdict=verdict, issues=issues, **extra)]
+    if acceptance is not None and "review_id" not in parse_json(answer) and _UNGRADED.search(answer):
+        (answer,) = yield [handoff("record_review", verdict=verdict, issues=issues, acceptance=acceptance)]
+    return answer
+
+
+def checked_feature_list(files: Files, listed: dict[str, Any]) -> Steps:
+    """Write feature_list.json and check it with check_feature_list; a dependency the answer names
+    as impossible (on itself, on a feature not listed) is dropped, the list rewritten and checked
+    again, as a model reading the answer would."""
+    path = files.path("feature_list.json")
+    yield [write_json(path, listed)]
+    (answer,) = yield [handoff("check_feature_list")]
+    wrong = {(m.group(1), m.group(2) or m.group(1)) for m in _NEEDS.finditer(answer)}
+    if wrong:
+        for entry in listed["features"]:
+            needs = [n for n in entry.get("depends_on", []) if (entry["id"], n) not in wrong]
+            entry.pop("depends_on", None)
+            entry.update({"depends_on": needs} if needs else {})
+        yield [read(path)]
+        yield [write_json(path, listed)]
+        (answer,) = yield [handoff("check_feature_list")]
+    return answer
+
+
 def faults(ctx: Ctx, files: Files) -> Steps:
     """Misbehaviour the scenario asks of this session (after its real work)."""
     for fault in ctx.scenario.robot_faults(ctx.session):
@@ -211,11 +265,14 @@ def initializer(ctx: Ctx) -> Script:
     start = last_line((yield [bash("git rev-parse HEAD")])[0])
     skeleton = {**demo_app.SKELETON, **(demo_web.WEB if ctx.scenario.web else {})}
     paths = yield from put(files, skeleton)
-    yield [write_json(files.path("feature_list.json"), feature_list)]
+    if ctx.scenario.has_fault(ctx.session, "self_dependent"):  # its first feature needs itself
+        first: dict[str, Any] = feature_list["features"][0]
+        first["depends_on"] = [*first.get("depends_on", []), first["id"]]
+    yield from checked_feature_list(files, feature_list)
     yield [bash(f"chmod +x init.sh && {RUN_TESTS}")]
     end = last_line((yield [commit(paths, "chore: project skeleton and init.sh", ctx)])[0])
     yield from faults(ctx, files)
-    yield [session_entry("INITIALIZED", [], start, end)]
+    yield from end_session(ctx, "INITIALIZED", [], start, end)
     return f"Wrote {len(chosen)} features, init.sh and the skeleton ({len(spec)} bytes of spec read)."
 
 
@@ -265,7 +322,7 @@ def implement(ctx: Ctx) -> Script:
         script = "git checkout -q main && echo '# stray' >> README.md && git add README.md && git commit -q -m 'stray commit on main'"
         yield [write("stray.sh", script + "\n"), bash("bash stray.sh; rm -f stray.sh")]
     yield from faults(ctx, files)
-    yield [session_entry("READY_FOR_REVIEW", [feature_id], start, end)]
+    yield from end_session(ctx, "READY_FOR_REVIEW", [feature_id], start, end)
     return f"{feature_id} is ready for review on {branch}."
 
 
@@ -357,17 +414,14 @@ def review(ctx: Ctx) -> Script:
             )
     else:
         yield [bash("git checkout -q main")]
-    extra = {"acceptance": acceptance} if feature_id else {}
-    (recorded,) = yield [handoff("record_review", verdict=verdict, issues=issues, **extra)]
+    recorded = yield from record_review(ctx, verdict, issues, acceptance if feature_id else None)
     review_id = int(parse_json(recorded).get("review_id") or 0)
     if verdict == "PASS" and feature_id:
         yield [handoff("mark_passing")]
     yield from faults(ctx, files)
-    yield [
-        session_entry(
-            "REVIEWED", [feature_id] if feature_id else [], "", end, verdict=verdict, review_id=review_id
-        )
-    ]
+    yield from end_session(
+        ctx, "REVIEWED", [feature_id] if feature_id else [], "", end, verdict=verdict, review_id=review_id
+    )
     return f"{verdict}: review {review_id} of {key}."
 
 
@@ -440,7 +494,7 @@ def fix(ctx: Ctx) -> Script:
     issues = [i for level in ("critical", "major", "minor") for i in open_review["issues"][level]]
     yield [handoff("record_fix", issues_fixed=issues)]
     yield from faults(ctx, files)
-    yield [session_entry("FIXED", [feature_id] if feature_id else [], start, end)]
+    yield from end_session(ctx, "FIXED", [feature_id] if feature_id else [], start, end)
     return f"Fixed review {open_review['review_id']} on {branch}."
 
 
@@ -455,7 +509,7 @@ def architecture(ctx: Ctx) -> Script:
     (recorded,) = yield [handoff("record_review", verdict=verdict, issues=issues)]
     review_id = int(parse_json(recorded).get("review_id") or 0)
     yield from faults(ctx, files)
-    yield [session_entry("ARCHITECTURE_REVIEWED", [], "", "", verdict=verdict)]
+    yield from end_session(ctx, "ARCHITECTURE_REVIEWED", [], "", "", verdict=verdict)
     return f"Architecture review {review_id}: {verdict}."
 
 

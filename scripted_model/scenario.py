@@ -21,6 +21,9 @@ ROBOT_FAULTS: tuple[str, ...] = (
     "stage_all",
     "leave_origin",
     "screenshot_filename",
+    "self_dependent",
+    "spaced_outcome",
+    "incomplete_pass",
 )
 WRITTEN_FAULTS = (
     "invalid_json",

@@ -11,9 +11,9 @@ import pytest
 
 from scripted_model import demo_app, robot
 from scripted_model.scenario import Scenario
+from session_scheduler.core.acceptance import problems
 from session_scheduler.core.config import AgentConfig
 from session_scheduler.core.schemas import REVIEWS, schema_error
-from session_scheduler.run.acceptance import problems
 from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from session_scheduler.core.config import SessionType
 from session_scheduler.core.machine import architecture_fixes, feature
+from session_scheduler.core.policy import POLICIES, policy
 from session_scheduler.core.schemas import HANDOFF_SCHEMAS, schema_error
 from session_scheduler.run import brief
 from session_scheduler.store import handoff_history, progress
@@ -63,6 +64,10 @@ def project_with(
     (tmp_path / "progress.json").write_text(json.dumps({**status, "sessions": entries}))
     (tmp_path / "reviews.json").write_text(json.dumps({"reviews": reviews or [], "fixes": []}))
     return tmp_path
+
+
+GRADED = [{"step": 1, "passed": True, "evidence": "printed 1"}, {"step": 2, "passed": True, "evidence": "ok"}]
+"""A feature's two steps (`features`), each passed with its evidence."""
 
 
 def review(
@@ -221,7 +226,10 @@ def tools(
     work: Any = None,
     open_review: int | None = None,
 ) -> HandoffTools:
-    return HandoffTools(records_of(project), role, number, work, open_review, "the brief")
+    records = records_of(project)
+    return HandoffTools(
+        records, role, number, work, open_review, "the brief", workdir=records.root, evidence=None
+    )
 
 
 def test_append_session_fills_in_the_session_and_takes_one_entry(tmp_path: Path) -> None:
@@ -241,15 +249,19 @@ def test_append_session_fills_in_the_session_and_takes_one_entry(tmp_path: Path)
         "commit_range": None,
         "notes": "done",
     }
-    assert t.call("append_session", {"outcome": "x"}) == (
+    assert t.call("append_session", {"outcome": "READY_FOR_REVIEW"}) == (
         "session 5 already has its entry in progress.json",
         True,
     )
     assert t.call("record_review", {"verdict": "PASS", "issues": {}})[1] is True  # not IMPLEMENT's tool
-    answer, failed = t.call("append_session", {"outcome": "x", "features_touched": ["not an id"]})
+    answer, failed = t.call(
+        "append_session", {"outcome": "READY_FOR_REVIEW", "features_touched": ["not an id"]}
+    )
     assert failed  # the session already has its entry; a fresh tool checks the schema instead
     fresh = tools(project, T.IMPLEMENT, number=6)
-    answer, failed = fresh.call("append_session", {"outcome": "x", "features_touched": ["not an id"]})
+    answer, failed = fresh.call(
+        "append_session", {"outcome": "READY_FOR_REVIEW", "features_touched": ["not an id"]}
+    )
     assert failed and "would not match its schema" in answer and "does not match '^F[0-9]+$'" in answer
 
 
@@ -261,7 +273,9 @@ def test_a_review_is_numbered_after_the_history_and_passing_needs_a_pass_first(t
         "record your PASS review first (record_review with verdict PASS), then mark the feature passing",
         True,
     )
-    answer, failed = t.call("record_review", {"verdict": "PASS", "issues": {"minor": ["m"]}})
+    answer, failed = t.call(
+        "record_review", {"verdict": "PASS", "issues": {"minor": ["m"]}, "acceptance": GRADED}
+    )
     assert not failed and json.loads(answer) == {"review_id": 45, "verdict": "PASS"}
     added = json.loads((project / "reviews.json").read_text())["reviews"][-1]
     assert (added["feature_id"], added["kind"], added["branch"], added["issues"]) == (
@@ -282,7 +296,7 @@ def test_a_review_is_numbered_after_the_history_and_passing_needs_a_pass_first(t
 
 def test_a_review_records_its_acceptance_results_and_refuses_a_malformed_one(tmp_path: Path) -> None:
     project = project_with(tmp_path)
-    graded = [{"step": 1, "passed": True, "evidence": "printed 1"}]
+    graded = GRADED
     bad = tools(project, T.REVIEW, work=feature("F00002")).call(
         "record_review", {"verdict": "PASS", "issues": {}, "acceptance": [{"step": 0, "passed": True}]}
     )
@@ -291,16 +305,19 @@ def test_a_review_records_its_acceptance_results_and_refuses_a_malformed_one(tmp
     assert not t.call("record_review", {"verdict": "PASS", "issues": {}, "acceptance": graded})[1]
     assert json.loads((project / "reviews.json").read_text())["reviews"][-1]["acceptance"] == graded
     spec = next(s for s in SPECS if s.name == "record_review")
-    assert "acceptance" in spec.schema["properties"] and "acceptance" in spec.description
+    rights = policy(T.REVIEW)
+    assert "acceptance" in spec.schema_for(rights)["properties"] and "acceptance" in spec.description_for(
+        rights
+    )
 
 
 def test_the_tools_never_change_the_version_the_scheduler_validated(tmp_path: Path) -> None:
     project = Records(project_with(tmp_path, n=4))  # the scheduler's and the tools' records
     before = progress.load_handoff(project)
     t = tools(project, T.REVIEW, work=feature("F00002"))
-    assert not t.call("record_review", {"verdict": "PASS", "issues": {}})[1]
+    assert not t.call("record_review", {"verdict": "PASS", "issues": {}, "acceptance": GRADED})[1]
     assert t.call("mark_passing", {}) == ("F00002 is marked passing", False)
-    assert not t.call("append_session", {"outcome": "PASS"})[1]
+    assert not t.call("append_session", {"outcome": "REVIEWED"})[1]
     after = progress.load_handoff(project)
     assert before.passing() == frozenset() and after.passing() == frozenset({"F00002"})
     assert after.passing() == progress._passing(after.features())  # as the tool told it, as derived
@@ -320,7 +337,7 @@ def test_a_tool_refuses_a_broken_file_and_says_how_to_mend_it(tmp_path: Path) ->
     project = project_with(tmp_path)
     (project / "progress.json").write_text("{ not json")
     answer, failed = tools(project, T.IMPLEMENT, work=feature("F00002")).call(
-        "append_session", {"outcome": "x"}
+        "append_session", {"outcome": "READY_FOR_REVIEW"}
     )
     assert failed and "is not valid JSON (line 1, column 3" in answer and "fix the file" in answer
     (project / "feature_list.json").write_text(json.dumps({"features": [{"id": "bad"}]}))
@@ -380,7 +397,7 @@ def test_old_entries_move_to_the_history_once_even_when_a_kill_repeats_the_move(
     )
     data = json.loads((project / "progress.json").read_text())
     data["sessions"] = [
-        {"session_id": k, "agent_type": "IMPLEMENT", "features_touched": [], "outcome": "x"}
+        {"session_id": k, "agent_type": "IMPLEMENT", "features_touched": [], "outcome": "READY_FOR_REVIEW"}
         for k in range(21, 61)
     ]
     (project / "progress.json").write_text(json.dumps(data))
@@ -549,7 +566,15 @@ def test_the_scripted_model_names_the_hand_off_tools_as_the_scheduler_serves_the
     from scripted_model.protocol import HANDOFF_ARGS, HANDOFF_TOOLS
 
     assert HANDOFF_TOOLS == PREFIX
-    served = {spec.name: spec.schema["properties"] for spec in SPECS}
+    served = {
+        spec.name: {
+            name
+            for role in POLICIES
+            if spec.allowed(policy(role))
+            for name in spec.schema_for(policy(role))["properties"]
+        }
+        for spec in SPECS
+    }
     assert {name: set(args) - set(served[name]) for name, args in HANDOFF_ARGS.items()} == {
         name: set() for name in HANDOFF_ARGS
     }
@@ -567,16 +592,19 @@ def test_a_tool_outside_the_role_is_refused_with_the_tools_it_has_and_a_folder_i
         True,
     )
     with pytest.raises(TypeError, match="the hand-off tools write the project's Records, not a folder"):
-        HandoffTools(tmp_path, T.IMPLEMENT, 1, None, None, "the brief")  # type: ignore[arg-type]
+        HandoffTools(tmp_path, T.IMPLEMENT, 1, None, None, "the brief", workdir=tmp_path, evidence=None)  # type: ignore[arg-type]
 
 
 def test_a_session_entry_without_an_outcome_or_a_progress_file(tmp_path: Path) -> None:
     project = project_with(tmp_path)
-    assert not tools(project, T.IMPLEMENT, number=4).call("append_session", {})[1]
-    entry = json.loads((project / "progress.json").read_text())["sessions"][-1]
-    assert entry["outcome"] == "" and entry["session_id"] == 4
+    assert tools(project, T.IMPLEMENT, number=4).call("append_session", {}) == (
+        "refused, nothing was written: outcome '' is not one of IMPLEMENT's outcomes: use "
+        "READY_FOR_REVIEW (your work is done) or FAILED (with the reason in `notes`)",
+        True,
+    )
+    assert json.loads((project / "progress.json").read_text())["sessions"] == []
     (project / "progress.json").unlink()  # no status fields to append to: refused, never written
-    assert tools(project, T.IMPLEMENT, number=5).call("append_session", {"outcome": "x"}) == (
+    assert tools(project, T.IMPLEMENT, number=5).call("append_session", {"outcome": "READY_FOR_REVIEW"}) == (
         "refused: progress.json would not match its schema at (top level): "
         "'project_name' is a required property",
         True,
@@ -694,7 +722,7 @@ def test_marking_passing_keeps_the_features_already_passing_and_needs_the_featur
     (project / "feature_list.json").write_text(json.dumps(data))
     records = Records(project)
     t = tools(records, T.REVIEW, work=feature("F00002"))
-    assert not t.call("record_review", {"verdict": "PASS", "issues": {}})[1]
+    assert not t.call("record_review", {"verdict": "PASS", "issues": {}, "acceptance": GRADED})[1]
     assert t.call("mark_passing", {}) == ("F00002 is marked passing", False)
     assert progress.load_handoff(records).passing() == {"F00001", "F00002"}
     assert progress.load_handoff(project).passing() == {"F00001", "F00002"}

@@ -39,8 +39,11 @@ def records_with(root: Path, reviews: int = 0) -> Records:
 
 
 def review_in(outbox: Records, number: int, feature_id: str, verdict: str = "PASS") -> dict[str, Any]:
-    tools = HandoffTools(outbox, T.REVIEW, number, feature(feature_id), None, "brief")
-    answer, error = tools.call("record_review", {"verdict": verdict, "issues": {}})
+    tools = HandoffTools(
+        outbox, T.REVIEW, number, feature(feature_id), None, "brief", workdir=outbox.root, evidence=None
+    )
+    graded = [{"step": 1, "passed": verdict == "PASS", "evidence": "ran it"}]
+    answer, error = tools.call("record_review", {"verdict": verdict, "issues": {}, "acceptance": graded})
     assert not error, answer
     if verdict == "PASS":
         assert not tools.call("mark_passing", {})[1]
@@ -78,10 +81,10 @@ def test_a_fix_is_numbered_after_the_records_and_its_history(tmp_path: Path) -> 
     handoff_history.history_path(records.root, "fixes").write_text('{"fix_id":6}\n')
     box = open_outbox(records, tmp_path / "s5" / "outbox")
     assert (box.root / "fixes_history.jsonl").samefile(records.path("fixes_history.jsonl"))
-    tools = HandoffTools(box, T.FIX, 5, feature("F001"), 2, "brief")
+    tools = HandoffTools(box, T.FIX, 5, feature("F001"), 2, "brief", workdir=box.root, evidence=None)
     assert json.loads(tools.call("record_fix", {"issues_fixed": ["x"]})[0])["fix_id"] == 7
     other = open_outbox(records, tmp_path / "s4" / "outbox")  # another lane's fix lands first
-    assert not HandoffTools(other, T.FIX, 4, feature("F002"), 1, "b").call(
+    assert not HandoffTools(other, T.FIX, 4, feature("F002"), 1, "b", workdir=other.root, evidence=None).call(
         "record_fix", {"issues_fixed": []}
     )[1]
     assert apply(other, records, 4).fix_ids == {7: 7}

@@ -28,8 +28,8 @@ from session_scheduler.store.records import Records
 
 FEATURES = {
     "features": [
-        {"id": "F001", "category": "functional", "description": "d", "steps": [], "passes": False},
-        {"id": "F002", "category": "functional", "description": "e", "steps": [], "passes": False},
+        {"id": "F001", "category": "functional", "description": "d", "steps": ["s"], "passes": False},
+        {"id": "F002", "category": "functional", "description": "e", "steps": ["s"], "passes": False},
     ]
 }
 REVIEW = {
@@ -129,7 +129,7 @@ FIX = {"fix_id": 1, "review_id": 1, "issues_fixed": []}
             "REVIEW",
             handoff({"features": [FEATURES["features"][0], FEATURES["features"][0]]}),
             [
-                "feature_list.json has duplicate feature IDs",
+                "feature_list.json has duplicate feature IDs: F001",
                 "features were added, removed or edited after the INITIALIZER",
             ],
         ),
@@ -174,8 +174,15 @@ def test_only_the_initializer_creates_the_feature_list() -> None:
 def test_appending_a_session_entry_after_earlier_ones_is_clean() -> None:
     first = {"session_id": 1, "agent_type": "INITIALIZER", "outcome": "INITIALIZED"}
     before = Handoff(FEATURES, {"sessions": [first]}, {"reviews": [], "fixes": []})
-    after = Handoff(FEATURES, {"sessions": [first, {**first, "session_id": 2}]}, {"reviews": [], "fixes": []})
+    second = {"session_id": 2, "agent_type": "IMPLEMENT", "outcome": "READY_FOR_REVIEW"}
+    after = Handoff(FEATURES, {"sessions": [first, second]}, {"reviews": [], "fixes": []})
     assert check_invariants(before, after, SessionType.IMPLEMENT) == []
+    spaced = Handoff(
+        FEATURES, {"sessions": [first, {**second, "outcome": "READY FOR REVIEW"}]}, after.reviews
+    )
+    assert check_invariants(before, spaced, SessionType.IMPLEMENT) == [
+        "progress.json: session 2 reports outcome 'READY FOR REVIEW'; IMPLEMENT reports READY_FOR_REVIEW or FAILED"
+    ]
     assert check_invariants(before, Handoff(FEATURES, None, before.reviews), SessionType.IMPLEMENT) == [
         "earlier session entries of progress.json were changed or removed"
     ]

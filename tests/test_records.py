@@ -38,7 +38,10 @@ def test_the_hand_off_tools_write_the_records_never_the_workdir(tmp_path: Path) 
     request = SessionRequest(plan, workdir, write_plan(plan, workdir), workdir / "log", records)
     tools = tools_of(request)
     assert tools.work == feature("F001")
-    answer, failed = tools.call("record_review", {"verdict": "PASS", "issues": {}, "summary": "fine"})
+    graded = [{"step": 1, "passed": True, "evidence": "ran it"}]
+    answer, failed = tools.call(
+        "record_review", {"verdict": "PASS", "issues": {}, "summary": "fine", "acceptance": graded}
+    )
     assert not failed, answer
     assert tools.call("mark_passing", {}) == ("F001 is marked passing", False)
     assert not tools.call("append_session", {"outcome": "REVIEWED", "verdict": "PASS"})[1]

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.core.features import dependency_problems, depends_of
 from session_scheduler.core.machine import (
     Approved,
     ArchitectureDue,
@@ -37,7 +38,6 @@ from session_scheduler.core.schedule import (
     transition_lane,
     wake,
 )
-from session_scheduler.run.invariants import dependency_problems, depends_of
 
 T = SessionType
 CFG = AgentConfig(architecture_interval=100, max_fix_rounds=1, max_rejections=2, max_attempts=2)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,10 @@ EVIDENCE_NOTE = "Evidence: {kind} saved as {name}"
 NOTE = re.compile(r"Evidence: (?P<kind>snapshot|screenshot|console) saved as (?P<name>[\w.-]+)")
 NAME = re.compile(r"^(snapshot|screenshot|console)-[0-9]+\.(yml|png|txt)$")
 """What an evidence file is called (the schema's pattern for a cited name)."""
+CitedEvidence = Callable[[Sequence[str], str, Sequence[Mapping[str, Any]] | None], list[str]]
+"""(steps, verdict, acceptance results) -> what the results lack of this session's browser evidence:
+`browser_problems` on the session's ledger as it stands (run/browsing.evidence_problems). The seam
+through which `record_review` refuses a web PASS at the call."""
 
 
 def evidence_name(tool: str, call: int) -> str | None:

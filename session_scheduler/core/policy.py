@@ -18,6 +18,9 @@ from session_scheduler.core.machine import WorkItem
 T = SessionType
 FEATURES, PROGRESS, REVIEWS = HANDOFF_FILES
 Branches = Literal["main", "work", "main_on_pass", "none"]
+FAILED = "FAILED"
+"""The outcome every role may report: it could not do its work (its `notes` say why). The
+scheduler takes it at its word: the session failed and is retried."""
 
 BUILD = (
     "git add",
@@ -71,6 +74,8 @@ class RolePolicy:
     """May write any project file but the scheduler's; otherwise only `handoff_writes`."""
     handoff_writes: frozenset[str]
     """The hand-off files it may write."""
+    done: str
+    """The outcome its session entry reports when its work is done (`outcomes`)."""
     creates_feature_list: bool = False
     review_kind: str | None = None
     """The kind of review it appends to reviews.json (None: it appends none)."""
@@ -86,6 +91,11 @@ class RolePolicy:
     """Command prefixes it may run besides inspecting the project and running its tests."""
     refused: tuple[str, ...] = ()
     """Command prefixes refused to it besides the ones refused to every role."""
+
+    @property
+    def outcomes(self) -> tuple[str, str]:
+        """The outcomes its session entry may report (append_session): done, or FAILED."""
+        return (self.done, FAILED)
 
     @property
     def merge_commands(self) -> tuple[str, ...]:
@@ -116,6 +126,7 @@ POLICIES: dict[SessionType, RolePolicy] = {
         scope="Write the feature list, init.sh and the project skeleton; commit on `main`.",
         writes_code=True,
         handoff_writes=frozenset({FEATURES, PROGRESS}),
+        done="INITIALIZED",
         creates_feature_list=True,
         branches="main",
         commands=BUILD,
@@ -125,6 +136,7 @@ POLICIES: dict[SessionType, RolePolicy] = {
         scope="Implement ONE feature on its `feature/<ID>` branch; never commit on `main`.",
         writes_code=True,
         handoff_writes=frozenset({PROGRESS}),
+        done="READY_FOR_REVIEW",
         branches="work",
         commands=BUILD,
     ),
@@ -132,6 +144,7 @@ POLICIES: dict[SessionType, RolePolicy] = {
         scope="Review the branch, merge it into `main` on a PASS, record the verdict; never write product code.",
         writes_code=False,
         handoff_writes=frozenset(HANDOFF_FILES),
+        done="REVIEWED",
         review_kind="feature",
         sets_passes=True,
         branches="main_on_pass",
@@ -144,6 +157,7 @@ POLICIES: dict[SessionType, RolePolicy] = {
         scope="Fix the open review's issues on the same branch; never merge into `main`, never set `passes`.",
         writes_code=True,
         handoff_writes=frozenset({PROGRESS, REVIEWS}),
+        done="FIXED",
         appends_fixes=True,
         branches="work",
         merges="main",
@@ -155,6 +169,7 @@ POLICIES: dict[SessionType, RolePolicy] = {
         scope="Review the whole codebase on `main` and record the findings; change no file and no branch.",
         writes_code=False,
         handoff_writes=frozenset({PROGRESS, REVIEWS}),
+        done="ARCHITECTURE_REVIEWED",
         review_kind="architecture",
         commands=(),
         refused=NEW_BRANCH + REWRITE_BRANCHES,

@@ -16,6 +16,11 @@ NULLABLE_STR = {"type": ["string", "null"]}
 LANE_ID = "^(0|[1-9][0-9]{0,3})$"
 """A lane's id as a key of a JSON object: 0 to 9999, written as `str(int)` writes it."""
 ISSUE_LIST = {"type": "array", "items": {"type": "string"}}
+VERDICTS: dict[str, list[str]] = {
+    "feature": ["PASS", "REQUEST_CHANGES", "REJECT"],
+    "architecture": ["PASS", "REQUEST_CHANGES"],
+}
+"""The verdicts a review of each kind may give (a branch of an architecture review is not rejected)."""
 ACCEPTANCE: dict[str, Any] = {
     "type": "array",
     "items": {
@@ -118,7 +123,7 @@ REVIEWS: dict[str, Any] = {
                     "review_id": {"type": "integer", "minimum": 1},
                     "feature_id": {"anyOf": [FEATURE_ID, {"type": "null"}]},
                     "kind": {"enum": ["feature", "architecture"]},
-                    "verdict": {"enum": ["PASS", "REQUEST_CHANGES", "REJECT"]},
+                    "verdict": {"enum": VERDICTS["feature"]},
                     "issues": {
                         "type": "object",
                         "required": ["critical", "major", "minor"],
@@ -136,7 +141,7 @@ REVIEWS: dict[str, Any] = {
                         "then": {
                             "properties": {
                                 "feature_id": {"type": "null"},
-                                "verdict": {"enum": ["PASS", "REQUEST_CHANGES"]},
+                                "verdict": {"enum": VERDICTS["architecture"]},
                             }
                         },
                     }
@@ -344,16 +349,28 @@ def schema_error(data: Any, schema: dict[str, Any]) -> str | None:
 
     The one place JSON Schema validation happens; callers raise their own error type.
     """
-    known = _VALIDATORS.get(id(schema))
-    if known is not None and known[0] is schema:
-        validator = known[1]
-    else:  # schemas are module constants: one validator each, built once
-        validator = jsonschema.Draft202012Validator(schema)
-        _VALIDATORS[id(schema)] = (schema, validator)
+    validator = _validator(schema)
     if validator.is_valid(data):
         return None
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
-    if error is None:
-        return None
+    return None if error is None else _where(error)
+
+
+def schema_errors(data: Any, schema: dict[str, Any], limit: int = 20) -> list[str]:
+    """Every way `data` breaks `schema` (at most `limit`), in document order; [] when it matches."""
+    errors = sorted(_validator(schema).iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    return [_where(error) for error in errors[:limit]]
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    known = _VALIDATORS.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    validator = jsonschema.Draft202012Validator(schema)  # schemas are module constants: built once
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator
+
+
+def _where(error: Any) -> str:
     where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
     return f"at {where}: {error.message}"

@@ -211,7 +211,17 @@ def policy_refusal(
 def tools_of(request: SessionRequest) -> HandoffTools:
     """The session's hand-off tools (served in this process to the CLI, or called by the robot)."""
     plan = request.plan
-    return HandoffTools(request.records, plan.role, plan.number, plan.work, plan.open_review, plan.brief)
+    cited = browsing.evidence_problems(request.browser.folder) if request.browser is not None else None
+    return HandoffTools(
+        request.records,
+        plan.role,
+        plan.number,
+        plan.work,
+        plan.open_review,
+        plan.brief,
+        workdir=request.cwd,
+        evidence=cited,
+    )
 
 
 _VETTED = {

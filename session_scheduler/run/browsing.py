@@ -33,6 +33,8 @@ from session_scheduler.core.evidence import (
     LEDGER,
     TOOL_PREFIX,
     Call,
+    CitedEvidence,
+    browser_problems,
     evidence_name,
     is_web,
     note,
@@ -256,6 +258,20 @@ def present(folder: Path) -> frozenset[str]:
     except OSError:
         return frozenset()
     return frozenset(p.name for p in entries if p.is_file() and not p.is_symlink())
+
+
+def evidence_problems(folder: Path | None) -> CitedEvidence:
+    """What a web review's results lack of the browser evidence of the session whose folder is
+    `folder` (None: the session had no browser, so it has none), read from its ledger as it stands:
+    verification after the session and `record_review` at the call (the hand-off tools' seam)."""
+
+    def problems(
+        steps: Sequence[str], verdict: str, results: Sequence[Mapping[str, Any]] | None
+    ) -> list[str]:
+        ledger, made = (read_ledger(folder), present(folder)) if folder else ([], frozenset[str]())
+        return browser_problems(steps, verdict, results, ledger, made)
+
+    return problems
 
 
 def hooks(access: BrowserAccess, refusals: dict[str, str]) -> tuple[Callable[..., Any], Callable[..., Any]]:

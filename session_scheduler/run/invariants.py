@@ -5,13 +5,11 @@ Pure: compares the parsed files before and after a session and lists every viola
 
 from __future__ import annotations
 
-import graphlib
 import itertools
 import operator
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 from session_scheduler.core.config import SessionType
+from session_scheduler.core.features import feature_list_problems
 from session_scheduler.core.policy import POLICIES, policy
 from session_scheduler.store.progress import Handoff, only_passes_differ
 
@@ -19,32 +17,6 @@ from session_scheduler.store.progress import Handoff, only_passes_differ
 def _holders(right: str) -> str:
     """The roles that have a right, for messages ("REVIEW", "FIX", ...)."""
     return " or ".join(role.value for role, rights in POLICIES.items() if getattr(rights, right))
-
-
-def depends_of(features: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Feature -> the features it depends on (`depends_on`), for those that have any, in list order."""
-    return tuple((f["id"], tuple(f["depends_on"])) for f in features if f.get("depends_on"))
-
-
-def dependency_problems(features: Sequence[Mapping[str, Any]]) -> list[str]:
-    """What is wrong with the feature list's dependencies: a feature that depends on itself or on
-    one not in the list, or features that depend on each other in a circle (none could start)."""
-    ids = {f["id"] for f in features}
-    problems = []
-    for name, needs in depends_of(features):
-        for need in needs:
-            if need == name:
-                problems.append(f"feature_list.json: {name} depends on itself")
-            elif need not in ids:
-                problems.append(f"feature_list.json: {name} depends on {need}, which is not in the list")
-    if problems:
-        return problems
-    try:
-        graphlib.TopologicalSorter(dict(depends_of(features))).prepare()
-    except graphlib.CycleError as exc:
-        circle = " -> ".join(reversed(exc.args[1]))
-        problems.append(f"feature_list.json: features depend on each other in a circle ({circle})")
-    return problems
 
 
 def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list[str]:
@@ -58,10 +30,8 @@ def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list
     )
     """The features as they were but for `passes`: their ids were checked when they were listed."""
     ids = [] if same_features else list(map(operator.itemgetter("id"), after.features()))
-    if len(ids) != len(set(ids)):
-        problems.append("feature_list.json has duplicate feature IDs")
-    elif ids:
-        problems.extend(dependency_problems(after.features()))
+    if ids:
+        problems.extend(feature_list_problems(after.features()))
     if before.feature_list is not None:
         if not same_features:
             problems.append("features were added, removed or edited after the INITIALIZER")
@@ -87,6 +57,13 @@ def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list
     if len(after.fix_list()) > len(before.fix_list()) and not rights.appends_fixes:
         problems.append(f"{role.value} appended a fix entry; only {_holders('appends_fixes')} may")
     old_sessions = (before.progress or {}).get("sessions", [])
-    if (after.progress or {}).get("sessions", [])[: len(old_sessions)] != old_sessions:
+    sessions = (after.progress or {}).get("sessions", [])
+    if sessions[: len(old_sessions)] != old_sessions:
         problems.append("earlier session entries of progress.json were changed or removed")
+    problems.extend(
+        f"progress.json: session {entry.get('session_id')} reports outcome {entry.get('outcome')!r}; "
+        f"{role.value} reports {' or '.join(rights.outcomes)}"
+        for entry in sessions[len(old_sessions) :]
+        if entry.get("outcome") not in rights.outcomes
+    )
     return problems

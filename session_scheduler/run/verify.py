@@ -15,18 +15,18 @@ from typing import Any
 
 import git
 
+from session_scheduler.core import acceptance
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.errors import StateError
-from session_scheduler.core.evidence import browser_problems
+from session_scheduler.core.features import depends_of
 from session_scheduler.core.gates import GateResult, finding
 from session_scheduler.core.layout import is_scheduler_path
 from session_scheduler.core.machine import Outcome, SessionState, WorkItem
-from session_scheduler.core.policy import policy
+from session_scheduler.core.policy import FAILED, policy
 from session_scheduler.repo import gitops, refs
-from session_scheduler.run import acceptance, browsing, gating
-from session_scheduler.run.browsing import present, read_ledger
+from session_scheduler.run import browsing, gating
 from session_scheduler.run.gating import Check, Gatekeeper
-from session_scheduler.run.invariants import check_invariants, depends_of
+from session_scheduler.run.invariants import check_invariants
 from session_scheduler.store import crashpoints
 from session_scheduler.store.progress import (
     Handoff,
@@ -177,11 +177,22 @@ def verify_session(
         problems = check_invariants(pre.handoff, after, role)
         if problems:
             raise ClaimRefused("; ".join(problems))
+        reported_failure(pre.handoff, after, role)
         keeper = gatekeeper or Gatekeeper.of(config)
         return _CHECKS[role](Ran(records, repo, state, pre, after, config, echo, keeper, folder))
     except ClaimRefused as exc:
         undo(records, repo, state, pre, echo)
         return Outcome(role, ok=False, reason=str(exc))
+
+
+def reported_failure(before: Handoff, after: Handoff, role: SessionType) -> None:
+    """A session that reports FAILED (its entry in progress.json) is taken at its word: it failed,
+    whatever it left, and is retried like any failed session (never sent on to REVIEW)."""
+    new = (after.progress or {}).get("sessions", [])[len((before.progress or {}).get("sessions", [])) :]
+    for entry in new:
+        if entry.get("outcome") == FAILED:
+            reason = str(entry.get("notes") or "").strip() or "no reason given"
+            raise ClaimRefused(f"{role.value} reported {FAILED}: {reason}")
 
 
 def undo(
@@ -379,9 +390,8 @@ def _review(ran: Ran) -> Outcome:
         raise ClaimRefused("; ".join(wrong))
     entry = next((f for f in ran.after.features() if f["id"] == feature), None)
     if browsing.review_app(ran.gatekeeper, ran.repo, ran.pre.main, entry) is not None:
-        folder = ran.folder
-        ledger, made = (read_ledger(folder), present(folder)) if folder else ([], frozenset[str]())
-        if wrong := browser_problems(steps, verdict, reviews[-1].get("acceptance"), ledger, made):
+        cited = browsing.evidence_problems(ran.folder)
+        if wrong := cited(steps, verdict, reviews[-1].get("acceptance")):
             raise ClaimRefused("; ".join(wrong))
     changed = ran.after.passing() ^ ran.pre.handoff.passing()
     if verdict != "PASS":

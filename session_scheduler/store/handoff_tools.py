@@ -16,19 +16,24 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from session_scheduler.core import acceptance
 from session_scheduler.core.config import SessionType
 from session_scheduler.core.errors import StateError
+from session_scheduler.core.evidence import CitedEvidence, note
+from session_scheduler.core.features import feature_list_problems
 from session_scheduler.core.machine import WorkItem
-from session_scheduler.core.policy import RolePolicy, policy
-from session_scheduler.core.schemas import ACCEPTANCE
+from session_scheduler.core.policy import FAILED, RolePolicy, policy
+from session_scheduler.core.schemas import ACCEPTANCE, FEATURE_LIST, VERDICTS, schema_errors
 from session_scheduler.store.handoff_history import largest_archived_id
 from session_scheduler.store.progress import (
     Handoff,
     atomic_write_json,
     incremental_schema_error,
     last_validated,
+    read_json,
     remember,
     validated,
 )
@@ -43,18 +48,97 @@ class Refused(Exception):
     """The call breaks a rule; the message is the tool's answer."""
 
 
+Described = str | Callable[[RolePolicy], str]
+Schema = dict[str, Any] | Callable[[RolePolicy], dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
-    description: str
-    schema: dict[str, Any]
+    description: Described
+    """What the model reads in its tool list (for some tools, worded for the role)."""
+    schema: Schema
+    """The tool's input, as JSON Schema (for some tools, the role's values as an `enum`)."""
     allowed: Callable[[RolePolicy], bool]
+
+    def description_for(self, rights: RolePolicy) -> str:
+        return self.description(rights) if callable(self.description) else self.description
+
+    def schema_for(self, rights: RolePolicy) -> dict[str, Any]:
+        return self.schema(rights) if callable(self.schema) else self.schema
 
 
 _ISSUES = {
     "type": "object",
     "properties": {level: {"type": "array", "items": {"type": "string"}} for level in LEVELS},
 }
+REFUSED = "refused, nothing was written: "
+"""How a refused call that breaks a rule of the claim begins (the agent corrects it and calls again)."""
+
+
+def _session_schema(rights: RolePolicy) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "outcome": {"type": "string", "enum": list(rights.outcomes)},
+            "notes": {"type": "string", "description": "what you did; with FAILED, why"},
+            "features_touched": {"type": "array", "items": {"type": "string"}},
+            "commit_range": {
+                "type": "object",
+                "properties": {"from": {"type": "string"}, "to": {"type": "string"}},
+            },
+            "verdict": {"type": "string"},
+            "review_id": {"type": "integer"},
+        },
+        "required": ["outcome"],
+    }
+
+
+def _session_text(rights: RolePolicy) -> str:
+    return (
+        "Append your session's entry to progress.json: once, as your last call. outcome: "
+        f"{rights.done} when your work is done, or {FAILED} when you could not do it (then `notes` "
+        "says why; the session is retried)."
+    )
+
+
+def _review_schema(rights: RolePolicy) -> dict[str, Any]:
+    kind = rights.review_kind or "feature"
+    fields: dict[str, Any] = {
+        "verdict": {"type": "string", "enum": VERDICTS[kind]},
+        "issues": _ISSUES,
+        "summary": {"type": "string"},
+    }
+    if kind == "feature":
+        fields["acceptance"] = ACCEPTANCE
+    return {"type": "object", "properties": fields, "required": ["verdict", "issues"]}
+
+
+def _either(values: list[str]) -> str:
+    return ", ".join(values[:-1]) + f" or {values[-1]}"
+
+
+def _review_text(rights: RolePolicy) -> str:
+    if rights.review_kind == "architecture":
+        return (
+            "Record your architecture review in reviews.json, once per session; answers with its "
+            f"review_id. verdict: {_either(VERDICTS['architecture'])}; issues: {{critical, major, minor}}, lists of "
+            "strings. A refused call writes nothing: correct it and call again."
+        )
+    return (
+        "Record your review in reviews.json, once per session; answers with its review_id. "
+        f"verdict: {_either(VERDICTS['feature'])}; issues: {{critical, major, minor}}, lists of strings. "
+        "Grade every acceptance step of the feature, in order: "
+        "acceptance=[{step, passed, evidence}], `step` numbered from 1, `passed` true or false, "
+        "`evidence` what you ran and saw. A PASS needs every step passed, each with its evidence; a "
+        'REQUEST_CHANGES needs a failed step or an issue. A web feature (category "web"): each '
+        "step's result also cites its browser evidence, `snapshot` and `screenshot`, the file names "
+        f"the browser's results gave (`{note('snapshot-3.yml')}`), one of each per "
+        "step; before a PASS read browser_console_messages. A refused call writes nothing: correct it "
+        "and call again."
+    )
+
+
 SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "brief",
@@ -69,44 +153,16 @@ SPECS: tuple[ToolSpec, ...] = (
         lambda p: True,
     ),
     ToolSpec(
-        "append_session",
-        "Append your session entry to progress.json (once, at the end of the session).",
-        {
-            "type": "object",
-            "properties": {
-                "outcome": {"type": "string"},
-                "notes": {"type": "string"},
-                "features_touched": {"type": "array", "items": {"type": "string"}},
-                "commit_range": {
-                    "type": "object",
-                    "properties": {"from": {"type": "string"}, "to": {"type": "string"}},
-                },
-                "verdict": {"type": "string"},
-                "review_id": {"type": "integer"},
-            },
-            "required": ["outcome"],
-        },
-        lambda p: True,
+        "check_feature_list",
+        "Check the feature_list.json you wrote in the project folder, as the scheduler will after your "
+        "session: its schema, unique ids, 1 to 6 steps per feature, `depends_on` naming other listed "
+        "features without a circle. Answers with every problem, or that the list is valid. Fix and "
+        "check again before you commit.",
+        {"type": "object", "properties": {}},
+        lambda p: p.creates_feature_list,
     ),
-    ToolSpec(
-        "record_review",
-        "Append your review to reviews.json; answers with its review_id. A feature review grades "
-        "each of the feature's acceptance steps, in order: acceptance=[{step (1-based), passed, "
-        "evidence (what you ran and saw)}]; a PASS needs every step passed. A web feature's step "
-        "also cites its browser evidence: snapshot and screenshot, the names the browser's results "
-        "gave (`Evidence: snapshot saved as snapshot-3.yml`).",
-        {
-            "type": "object",
-            "properties": {
-                "verdict": {"type": "string"},
-                "issues": _ISSUES,
-                "summary": {"type": "string"},
-                "acceptance": ACCEPTANCE,
-            },
-            "required": ["verdict", "issues"],
-        },
-        lambda p: p.review_kind is not None,
-    ),
+    ToolSpec("append_session", _session_text, _session_schema, lambda p: True),
+    ToolSpec("record_review", _review_text, _review_schema, lambda p: p.review_kind is not None),
     ToolSpec(
         "record_fix",
         "Append your fix entry for the open review to reviews.json.",
@@ -152,14 +208,23 @@ class HandoffTools:
         work: WorkItem | None,
         open_review: int | None,
         brief: str,
+        *,
+        workdir: Path,
+        evidence: CitedEvidence | None,
     ) -> None:
         if not isinstance(records, Records):
             raise TypeError(f"the hand-off tools write the project's Records, not a folder: {records!r}")
         self.records, self.role, self.number, self.work = records, role, number, work
         self.open_review, self.brief = open_review, brief
+        self.workdir = workdir
+        """The work tree the agent works in (where the INITIALIZER writes feature_list.json)."""
+        self.evidence = evidence
+        """What a web PASS's cited evidence lacks, from this session's browser ledger (None: the
+        session has no browser, so its review cites none)."""
         self.rights = policy(role)
         self.names = tool_names(role)
-        self._passed_review = False
+        self._review: dict[str, Any] | None = None
+        """The review this session recorded (a session records one)."""
 
     def call(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
         """(answer, is_error) of one tool call."""
@@ -182,11 +247,35 @@ class HandoffTools:
                 return json.dumps(entry, indent=2)
         raise Refused(f"no feature {wanted!r} in feature_list.json")
 
+    def _check_feature_list(self, args: dict[str, Any]) -> str:
+        path = self.workdir / "feature_list.json"
+        try:
+            data = read_json(path)
+        except StateError as exc:
+            return (
+                f"feature_list.json cannot be checked: {exc}. Write it with the Write tool, then check again."
+            )
+        problems = schema_errors(data, FEATURE_LIST)
+        problems = [f"feature_list.json {p}" for p in problems] or feature_list_problems(data["features"])
+        if not problems:
+            return f"feature_list.json is valid: {len(data['features'])} features"
+        listed = "\n".join(f"- {p}" for p in problems)
+        return f"feature_list.json has {len(problems)} problem(s):\n{listed}\nFix them, then check again."
+
     def _append_session(self, args: dict[str, Any]) -> str:
         data = self._load("progress.json")
         sessions = data.setdefault("sessions", [])
         if any(entry.get("session_id") == self.number for entry in sessions):
             raise Refused(f"session {self.number} already has its entry in progress.json")
+        outcome = str(args.get("outcome", ""))
+        done = self.rights.done
+        if outcome not in self.rights.outcomes:
+            raise Refused(
+                f"{REFUSED}outcome {outcome!r} is not one of {self.role.value}'s outcomes: use {done} "
+                f"(your work is done) or {FAILED} (with the reason in `notes`)"
+            )
+        if outcome == FAILED and not str(args.get("notes") or "").strip():
+            raise Refused(f"{REFUSED}{FAILED} needs the reason in `notes`: what stopped you, what is left")
         touched = args.get("features_touched")
         if touched is None:
             touched = [self.work.feature_id] if self.work and self.work.feature_id else []
@@ -194,7 +283,7 @@ class HandoffTools:
             "session_id": self.number,
             "agent_type": self.role.value,
             "features_touched": touched,
-            "outcome": str(args.get("outcome", "")),
+            "outcome": outcome,
             "commit_range": args.get("commit_range"),
         }
         entry.update({k: args[k] for k in ("notes", "verdict", "review_id") if k in args})
@@ -203,6 +292,11 @@ class HandoffTools:
         return f"appended the entry of session {self.number} to progress.json"
 
     def _record_review(self, args: dict[str, Any]) -> str:
+        if self._review is not None:
+            raise Refused(
+                f"{REFUSED}you already recorded review {self._review['review_id']} in this session "
+                f"(verdict {self._review['verdict']}); a session records one review: end it with append_session"
+            )
         data = self._load("reviews.json")
         reviews = data.setdefault("reviews", [])
         kind = self.rights.review_kind
@@ -224,9 +318,25 @@ class HandoffTools:
         if args.get("acceptance") is not None and kind == "feature":
             review["acceptance"] = args["acceptance"]  # checked by the file's schema on saving
         reviews.append(review)
+        self._check_schema("reviews.json", data)  # its shape first: the claim's rules read it
+        if kind == "feature":
+            self._check_claim(review)
         self._save("reviews.json", data)
-        self._passed_review = review["verdict"] == "PASS"
+        self._review = review
         return json.dumps({"review_id": review["review_id"], "verdict": review["verdict"]})
+
+    def _check_claim(self, review: dict[str, Any]) -> None:
+        """Refuse a feature review whose step results do not hold, by the rules verification applies
+        after the session (core/acceptance; a web PASS's evidence: core/evidence via `evidence`)."""
+        results = review.get("acceptance")
+        feature = review["feature_id"]
+        listed = self._load("feature_list.json").get("features", []) if feature else []
+        steps = next((f.get("steps") or [] for f in listed if f.get("id") == feature), [])
+        problems = acceptance.problems(steps, review["verdict"], results, review["issues"])
+        if not problems and self.evidence is not None:
+            problems = self.evidence(steps, review["verdict"], results)
+        if problems:
+            raise Refused(f"{REFUSED}{'; '.join(problems)}. Record the whole review again, corrected.")
 
     def _record_fix(self, args: dict[str, Any]) -> str:
         if self.open_review is None:
@@ -251,7 +361,7 @@ class HandoffTools:
             raise Refused(
                 "this review has no feature to mark passing (an architecture branch is merged, not marked)"
             )
-        if not self._passed_review:
+        if self._review is None or self._review["verdict"] != "PASS":
             raise Refused(
                 "record your PASS review first (record_review with verdict PASS), then mark the feature passing"
             )
@@ -288,11 +398,14 @@ class HandoffTools:
             ) from None
         return {key: list(value) if isinstance(value, list) else value for key, value in data.items()}
 
-    def _save(self, name: str, data: dict[str, Any], *, passing: frozenset[str] | None = None) -> None:
-        path = self.records.path(name)
-        error = incremental_schema_error(data, name, last_validated(self.records, path))
+    def _check_schema(self, name: str, data: dict[str, Any]) -> None:
+        error = incremental_schema_error(data, name, last_validated(self.records, self.records.path(name)))
         if error is not None:
             raise Refused(f"refused: {name} would not match its schema {error}")
+
+    def _save(self, name: str, data: dict[str, Any], *, passing: frozenset[str] | None = None) -> None:
+        path = self.records.path(name)
+        self._check_schema(name, data)
         atomic_write_json(path, data)
         remember(self.records, path, data, passing=passing)
 
@@ -306,7 +419,7 @@ def sdk_tools(tools: HandoffTools) -> list[Any]:
     from claude_agent_sdk import tool
 
     def make(spec: ToolSpec) -> Any:
-        @tool(spec.name, spec.description, spec.schema)
+        @tool(spec.name, spec.description_for(tools.rights), spec.schema_for(tools.rights))
         async def handler(args: dict[str, Any]) -> dict[str, Any]:
             answer, is_error = tools.call(spec.name, args)
             return {"content": [{"type": "text", "text": answer}], "is_error": is_error}
