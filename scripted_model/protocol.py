@@ -115,6 +115,8 @@ class Turn:
     system: str
     messages: tuple[dict[str, Any], ...]
     has_tools: bool
+    tools: tuple[str, ...] = ()
+    """The names of the tools the request offers the model (as the model would see them)."""
 
     @classmethod
     def from_request(cls, body: dict[str, Any], session_id: str | None) -> Turn:
@@ -131,6 +133,7 @@ class Turn:
             system=content_text(body.get("system", ""), skip_reminders=False),
             messages=tuple(messages),
             has_tools=bool(body.get("tools")),
+            tools=tuple(str(t.get("name")) for t in body.get("tools") or () if isinstance(t, dict)),
         )
 
     def _user_messages(self) -> list[dict[str, Any]]:
@@ -292,7 +295,7 @@ def usage_limit_headers(reset_epoch: int) -> dict[str, str]:
 
 
 # fmt: off
-LOG_FIELDS = ("time", "path", "session_id", "model", "has_tools", "n_messages",
+LOG_FIELDS = ("time", "path", "session_id", "model", "has_tools", "tools", "n_messages",
               "stream", "body_bytes", "system_bytes", "status", "fault", "role",
               "tool_calls", "error")
 # fmt: on

@@ -252,6 +252,7 @@ class _Handler(BaseHTTPRequestHandler):
         entry.update(
             model=turn.model,
             has_tools=turn.has_tools,
+            tools=list(turn.tools),
             n_messages=len(turn.messages),
             stream=bool(body.get("stream")),
             system_bytes=len(turn.system.encode()),

@@ -332,6 +332,15 @@ def test_every_session_is_offered_exactly_its_roles_tools(baseline: Run) -> None
         assert sorted(init_tools(folder)) == sorted(toolset.session_tools(role)), folder.name
         seen.add(role)
     assert seen == set(POLICIES), "every role that runs a session"
+    requests = [
+        json.loads(line)
+        for line in (log_root(baseline.project) / "scripted_model_requests.jsonl").read_text().splitlines()
+    ]
+    offered = [r["tools"] for r in requests if r["has_tools"]]
+    assert offered and all("mcp__handoff__append_session" in tools for tools in offered), (
+        "the hand-off tools' schemas are in every request (not deferred behind ToolSearch)"
+    )
+    assert not any({"ToolSearch", "Agent", "Skill"} & set(tools) for tools in offered)
 
 
 def test_git_history_of_the_generated_project(baseline: Run, tmp_path: Path) -> None:
@@ -454,11 +463,11 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
     }
     assert denied == {("Bash", "git push origin main"), ("Write", str(project / ".claude_settings.json"))}
 
-    # REVIEW may write only the hand-off files: a product file is refused in its session.
-    review_denials = result_of(project, 4)["permission_denials"]
-    assert [(d["tool_name"], d["tool_input"]["file_path"]) for d in review_denials] == [
-        ("Write", str(project / "todo" / "__main__.py"))
-    ]
+    # REVIEW is offered no Write tool at all: its call to write a product file is refused by the
+    # CLI as a tool the session does not have (no permission prompt, no denial to count).
+    assert result_of(project, 4)["permission_denials"] == []
+    review = (session_dir(project, 4) / "transcript.jsonl").read_text(encoding="utf-8")
+    assert '"name": "Write"' in review and "No such tool available: Write" in review
     assert "overwritten by the agent" not in git(project, "show", "main:todo/__main__.py")
 
     # The CLI refused them, on the scheduler's hook (the denial is its tool result in the transcript).
@@ -485,7 +494,7 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
         ("IMPLEMENT", "Write", "scheduler policy: .claude_settings.json belongs to the scheduler"),
     }
     assert "DENIED Bash: git push origin main (scheduler policy: `git push`" in fault_run.proc.stdout
-    assert totals_of(project).denials_by_role == {"IMPLEMENT": 3, "REVIEW": 1}
+    assert totals_of(project).denials_by_role == {"IMPLEMENT": 3}
 
     # The Bash policy hook refused the commit on main in session 5, and said why.
     audit = [

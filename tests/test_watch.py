@@ -323,7 +323,7 @@ def test_dry_run_during_a_run_says_so_instead_of_calling_its_session_cut_short(t
     assert result.exit_code == 0, result.output
     assert f"Project folder: {project}" in result.output
     assert "A run is in progress" in result.output and "session 2 (IMPLEMENT) is running now" in result.output
-    assert "--- first message ---" in result.output
+    assert "--- first message (" in result.output
 
 
 # -- receipts and budgets --------------------------------------------------------------------------
