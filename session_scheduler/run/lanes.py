@@ -56,7 +56,7 @@ from session_scheduler.guard.browser_box import APP_ORIGIN
 from session_scheduler.guard.sandbox import private_tmp
 from session_scheduler.repo import gitops, merge_queue, workdirs
 from session_scheduler.repo.merge_queue import Conflict, Landed, Landing, Queue, Red
-from session_scheduler.run import browsing, gating
+from session_scheduler.run import browsing, ending, gating
 from session_scheduler.run.agent import (
     SessionRequest,
     SessionResult,
@@ -66,12 +66,11 @@ from session_scheduler.run.agent import (
     reattachable,
     run_session,
 )
-from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged, receipt
+from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged
 from session_scheduler.run.gating import Gatekeeper, gated
 from session_scheduler.run.opening import open_project, run_started
-from session_scheduler.run.plan import brief_for, plan_session, write_plan
+from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
-from session_scheduler.run.scheduler import ended_partly
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
 from session_scheduler.store import events, progress, statefile
 from session_scheduler.store.events import EventLog, Totals, new_run_id
@@ -549,12 +548,21 @@ class Lanes:
                 break
         started = time.time() if held is None else 0.0  # the OS's clock: processes' start times
         result = run_session(self.runner, request, browser, lambda line: self._say(lane, line))
-        processes.stop_left_in(workdir, started)
+        left = processes.stop_left_in(workdir, started)
+        if left:
+            self._say(
+                lane,
+                f"stopped {plural(len(left), 'process', 'processes')} the session left running in its clone (pids {', '.join(map(str, left))})",
+            )
+        ending.write_result(folder.path, result)
+        ending.audit(
+            self.events, lambda line: self._say(lane, line.strip()), plan, workdir, folder.path, result
+        )
         if self._stopping(lane, number, role, folder):
             return
         cut = cut_short(result, plan.model, capped_by_session=plan.capped_by_session, role=role.value)
         if cut is not None:
-            self._cut(lane, number, state, plan.model, result, cut)
+            self._cut(lane, number, state, plan, result, cut)
             return
         listed = workdir / "feature_list.json"
         if role is T.INITIALIZER and listed.is_file() and not listed.is_symlink():  # written, not sent
@@ -590,21 +598,13 @@ class Lanes:
             for event in events:
                 self._act(repo, lane, event, number, outcome.review_id or 0)
             progress.correct_passes(self.records, self.schedule.backlog.passing)
-            self.events.emit(
-                "session_ended",
-                session=number,
-                role=role.value,
-                feature=work.feature_id if work else None,
-                standing=classified.standing.value,
-                reason=classified.reason,
-                receipt=receipt(result, plan.model, classified, outcome.verdict),
+            line = ending.session_ended(
+                self.events, self.totals, self.clock.now(), plan, result, classified, outcome.verdict
             )
             self.sessions += 1
             self.flights.pop(lane, None)
             self._save()
-            verdict = f" {outcome.verdict}" if outcome.verdict else ""
-            why = "" if outcome.ok else f" ({outcome.reason})"
-            self._say(lane, f"session {number} {role.value}{verdict}: {classified.standing.value}{why}")
+            self._say(lane, line.removeprefix("--- "))
             self.lock.notify_all()
 
     def _end_unended(
@@ -614,7 +614,7 @@ class Lanes:
         (a killed run's, or one this run stops)."""
         started = self.totals.in_flight.get(lane)
         if started is not None and started.get("session") == number:
-            ended_partly(
+            ending.ended_partly(
                 self.events,
                 self.totals,
                 self.clock.now(),
@@ -676,7 +676,13 @@ class Lanes:
             self.clock.sleep(min(delay, 1.0))  # in short steps: a Ctrl-C reaches a waiting lane soon
 
     def _cut(
-        self, lane: int, number: int, state: SessionState, model: str, result: SessionResult, cut: Classified
+        self,
+        lane: int,
+        number: int,
+        state: SessionState,
+        plan: SessionPlan,
+        result: SessionResult,
+        cut: Classified,
     ) -> None:
         """A session cut short, not by the agent: a usage limit pauses every lane until its reset
         (or, with --no-wait, stops the run), an outage backs every lane off (until
@@ -685,14 +691,11 @@ class Lanes:
         an unknown model as errors, the budget as a limit, the sandbox as an error."""
         consequence = cut.standing.consequence
         with self.lock:
-            self.events.emit(
-                "session_ended",
-                session=number,
-                role=state.lane.role.value,
-                feature=state.lane.work.feature_id if state.lane.work else None,
-                standing=cut.standing.value,
-                reason=cut.reason,
-                receipt=receipt(result, model, cut, None),
+            self._say(
+                lane,
+                ending.session_ended(
+                    self.events, self.totals, self.clock.now(), plan, result, cut, None
+                ).removeprefix("--- "),
             )
             flight = self.flights.get(lane)
             if flight is not None:
@@ -791,7 +794,8 @@ class Lanes:
                 gitops.keep_ref(repo, f"rejected/session-{number}/{event.work.branch}", tip)
                 gitops.delete_branch(repo, event.work.branch)
         elif isinstance(event, Blocked):
-            self._say(lane, f"blocked: {event.feature_id}")
+            rejections = self.schedule.backlog.rejection_count(event.feature_id)
+            ending.blocked(self.events, lambda line: self._say(lane, line.strip()), event, rejections)
         elif isinstance(event, Merged):
             self.landed.append(event.work.feature_id or event.work.branch)
 

@@ -13,11 +13,10 @@ from typing import Any
 
 import git
 
-from session_scheduler.core import pricing
 from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
 from session_scheduler.core.errors import GitError, NotLoggedIn, SchedulerError, StateError, UnknownModel
-from session_scheduler.core.humane import duration, money, number, plural
+from session_scheduler.core.humane import duration, money, plural
 from session_scheduler.core.layout import HANDOFF_FILES, LOG_DIR, SETTINGS_FILE, STATE_FILE
 from session_scheduler.core.machine import (
     WORK_BRANCHES,
@@ -38,16 +37,14 @@ from session_scheduler.core.standing import Standing, Then, Wait
 from session_scheduler.guard import processes, safe_git
 from session_scheduler.guard.browser_box import APP_ORIGIN
 from session_scheduler.guard.sandbox import Host, private_tmp
-from session_scheduler.guard.security import denial_rule
 from session_scheduler.repo import adoption, git_backup, git_guard, gitops, refs
-from session_scheduler.run import browsing
+from session_scheduler.run import browsing, ending
 from session_scheduler.run.agent import (
     SessionRequest,
     SessionResult,
     SessionRunner,
     held_by_engine,
     run_session,
-    tokens_in_transcript,
 )
 from session_scheduler.run.browsing import BrowserPlan
 from session_scheduler.run.classify import (
@@ -56,8 +53,6 @@ from session_scheduler.run.classify import (
     backoff_s,
     cut_short,
     judged,
-    partial_receipt,
-    receipt,
 )
 from session_scheduler.run.gating import Gatekeeper, gated
 from session_scheduler.run.opening import open_project, run_started
@@ -674,8 +669,8 @@ class Scheduler:
                 f"  stopped {plural(len(left), 'process', 'processes')} the session left running in the project (pids {', '.join(map(str, left))})"
             )
         self._restore_git_settings(repo, plan.number)
-        (log_dir / SessionFolder.RESULT).write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
-        self._audit(plan, log_dir, result)
+        ending.write_result(log_dir, result)
+        ending.audit(self.events, self.echo, plan, self.project, log_dir, result)
         crashpoints.reached("result_written")
         return replace(session, result=result)
 
@@ -784,46 +779,19 @@ class Scheduler:
     def _ended(
         self, plan: SessionPlan, result: SessionResult, classified: Classified, verdict: str | None
     ) -> None:
-        """The session's one line on the console, and its receipt into the event log. A session
-        the CLI reported no result for gets its cost estimated from its transcript's tokens."""
-        status = {Standing.VERIFIED: "verified", Standing.FAILED: f"FAILED: {classified.reason}"}.get(
-            classified.standing, f"not counted: {classified.reason}"
-        )
-        tokens = (
-            result.input_tokens + result.cache_read_tokens + result.cache_write_tokens + result.output_tokens
-        )
-        estimate = None
-        if result.cut_off:
-            estimate = pricing.estimate(
-                plan.model,
-                {k: getattr(result, k) for k in events.RECEIPT_TOKENS},
-                (e["receipt"] for e in self.totals.ended),
-            )
-        cost = money(result.cost_usd) if estimate is None else f"~{money(estimate)} estimated"
+        """The session's one line on the console, and its receipt into the event log."""
         self.echo(
-            f"--- Session {plan.number} {plan.role.value}{' ' + verdict if verdict else ''}: {status} "
-            f"({plural(result.num_turns, 'turn')}, {duration(result.duration_s)}, {number(tokens)} tokens, {cost})"
-        )
-        cut = {
-            "by": result.terminal_reason or "no_result",
-            "run": self.events.run,
-            "last_activity": round(self.clock.now(), 3),
-        }
-        self.events.emit(
-            "session_ended",
-            session=plan.number,
-            role=plan.role.value,
-            feature=plan.work.feature_id if plan.work else None,
-            standing=classified.standing.value,
-            reason=classified.reason,
-            receipt=receipt(result, plan.model, classified, verdict, estimated_cost=estimate),
-            **({"cut": cut} if result.cut_off else {}),
+            ending.session_ended(
+                self.events, self.totals, self.clock.now(), plan, result, classified, verdict
+            )
         )
 
     def _ended_partly(
         self, role: str, started: dict[str, Any], transcript: Path, *, killed: bool = False
     ) -> None:
-        ended_partly(self.events, self.totals, self.clock.now(), role, started, transcript, killed=killed)
+        ending.ended_partly(
+            self.events, self.totals, self.clock.now(), role, started, transcript, killed=killed
+        )
 
     def _after(self, repo: git.Repo, state: SessionState, step: Step) -> SessionState:
         """Act on the events of a counted session's transition, save its state, keep a restore point."""
@@ -859,46 +827,13 @@ class Scheduler:
                     f"  branch {branch} deleted (rejected; its tip {tip[:10]} is kept under refs/scheduler/rejected/)"
                 )
         elif isinstance(event, Blocked):
-            because = {"because": event.because} if event.because else {}
-            rejections = new.backlog.rejection_count(event.feature_id)
-            self.events.emit("feature_blocked", feature=event.feature_id, rejections=rejections, **because)
-            why = (
-                f"it depends on {event.because}, which is blocked"
-                if event.because
-                else f"rejected {plural(rejections, 'time')}"
-            )
-            self.echo(f"  blocked: {event.feature_id} ({why})")
+            ending.blocked(self.events, self.echo, event, new.backlog.rejection_count(event.feature_id))
         elif isinstance(event, Retry):
             self.echo(
                 f"  {event.role.value} runs again (attempt {event.attempt} of {self.config.max_attempts})"
             )
         elif isinstance(event, GaveUp):
             self.echo(f"  {event.role.value} failed {plural(self.config.max_attempts, 'time')}; moving on")
-
-    def _audit(self, plan: SessionPlan, log_dir: Path, result: SessionResult) -> None:
-        """Every refused tool call, with the rule that refused it, into the session's denials.jsonl."""
-        lines = []
-        for denial in result.permission_denials:
-            tool, tool_input = str(denial.get("tool_name", "")), dict(denial.get("tool_input") or {})
-            refusal = result.policy_refusals.get(str(denial.get("tool_use_id")))
-            rule = (
-                f"scheduler policy: {refusal}"
-                if refusal
-                else denial_rule(plan.settings, plan.role, self.project, tool, tool_input)
-            )
-            record = {
-                "session": plan.number,
-                "role": plan.role.value,
-                "tool": tool,
-                "input": tool_input,
-                "rule": rule,
-            }
-            lines.append(json.dumps(record))
-            self.events.emit("denial", **record)
-            detail = " ".join(str(tool_input.get("command") or tool_input.get("file_path") or "").split())
-            self.echo(f"  DENIED {tool}: {detail[:100]} ({rule})")
-        if lines:
-            (log_dir / SessionFolder.DENIALS).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def _set_aside(self, state: SessionState, why: str) -> None:
         """Keep a session's log folder that will be run again under another name."""
@@ -927,40 +862,3 @@ class Scheduler:
             copies=str(pre.copies),
             attempt=self._attempt,
         )
-
-
-def ended_partly(
-    log: EventLog,
-    totals: Totals,
-    now: float,
-    role: str,
-    started: dict[str, Any],
-    transcript: Path,
-    *,
-    killed: bool = False,
-) -> None:
-    """A session cut off before the CLI reported: what its transcript shows it used, its cost
-    estimated, and what cut it: this run's stop (Ctrl-C, a stop signal), or, recorded by the
-    next run, the kill of the run it belonged to (then it ended at its last recorded activity)."""
-    run = str(started.get("run") or log.run)
-    last = now
-    if killed:
-        try:
-            last = max(float(started["ts"]), transcript.stat().st_mtime)
-        except OSError:
-            last = float(started["ts"])
-        why = f"the scheduler was killed during the session (its run {run} recorded no end: kill -9, a crash or a power cut)"
-    else:
-        why = "the run was stopped during the session (Ctrl-C or a stop signal)"
-    model, tokens = str(started.get("model", "")), tokens_in_transcript(transcript)
-    cost = pricing.estimate(model, tokens, (e["receipt"] for e in totals.ended))
-    log.emit(
-        "session_ended",
-        session=started["session"],
-        role=role,
-        feature=started.get("feature"),
-        standing=Standing.INTERRUPTED.value,
-        reason=why,
-        receipt=partial_receipt(model, tokens, why, cost_usd=cost, duration_s=last - float(started["ts"])),
-        cut={"by": "kill" if killed else "interrupt", "run": run, "last_activity": round(last, 3)},
-    )

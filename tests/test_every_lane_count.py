@@ -1,0 +1,119 @@
+"""What a person relies on after each session holds for every lane count (issue 30): the same run
+on one lane and on lanes leaves the same records of how each session ended: what the CLI
+reported (`result.json`), every refused call with its rule (`denials.jsonl`, `denial` events, a
+DENIED line), an estimated cost for a session cut off, and a `feature_blocked` event."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scripted_model.scenario import Scenario
+from session_scheduler.core.config import AgentConfig
+from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
+from session_scheduler.run.lanes import Lanes
+from session_scheduler.run.report import RunReport
+from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.store import events
+from session_scheduler.testing.inprocess import InProcessRobotRunner
+
+SPEC = Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
+CFG = AgentConfig(architecture_interval=100, max_attempts=2, sandbox=False)
+LANE_COUNTS = pytest.mark.parametrize("lanes", [1, 2])
+
+
+def new_project(tmp_path: Path) -> Path:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "app_spec.txt").write_text(SPEC.read_text())
+    return project
+
+
+def run(project: Path, config: AgentConfig, runner: SessionRunner, lanes: int, lines: list[str]) -> RunReport:
+    """The project run to its end on `lanes` lanes."""
+    if lanes == 1:
+        return Scheduler(project, config, runner, echo=lines.append).run()
+    return Lanes(project, config, runner, lanes, echo=lines.append).run().run
+
+
+def log_of(project: Path) -> list[dict[str, Any]]:
+    return events.read(events.log_path(project))
+
+
+class TimedOutOnce(InProcessRobotRunner):
+    """The robot; session 2 is stopped by the idle timeout after its work: the CLI reported no
+    result, so its tokens are what the transcript shows and its cost is unknown."""
+
+    async def run(self, request: SessionRequest) -> SessionResult:
+        result = await super().run(request)
+        if request.plan.number != 2:
+            return dataclasses.replace(result, cost_usd=0.05, input_tokens=10_000, output_tokens=100)
+        return dataclasses.replace(
+            result,
+            cut_off=True,
+            terminal_reason="idle_timeout",
+            num_turns=1,
+            cost_usd=0.0,
+            input_tokens=10_000,
+            output_tokens=200,
+            subtype="error_during_execution",
+        )
+
+
+@LANE_COUNTS
+def test_a_session_cut_off_has_its_cost_estimated_and_says_what_cut_it(tmp_path: Path, lanes: int) -> None:
+    project = new_project(tmp_path)
+    lines: list[str] = []
+    config = dataclasses.replace(CFG, feature_count=1)
+    report = run(project, config, TimedOutOnce(Scenario.from_json({"features": 1})), lanes, lines)
+    assert report.status == "done", report.message
+    ended = [e for e in log_of(project) if e["kind"] == "session_ended" and e["session"] == 2]
+    assert len(ended) == 1, ended
+    receipt = ended[0]["receipt"]
+    assert receipt["cost_estimated"] and receipt["partial"] and receipt["cost_usd"] > 0, receipt
+    assert ended[0]["cut"]["by"] == "idle_timeout"
+    line = next(line for line in lines if "Session 2 IMPLEMENT" in line)
+    assert "(1 turn, " in line and "estimated" in line, line
+
+
+@LANE_COUNTS
+def test_each_session_leaves_its_result_and_every_refused_call_with_its_rule(
+    tmp_path: Path, lanes: int
+) -> None:
+    project = new_project(tmp_path)
+    lines: list[str] = []
+    scenario = Scenario.from_json({"features": 1, "faults": [{"session": 2, "kind": "forbidden_command"}]})
+    config = dataclasses.replace(CFG, feature_count=1)
+    report = run(project, config, InProcessRobotRunner(scenario), lanes, lines)
+    assert report.status == "done", report.message
+    folders = sorted((project / ".agent_logs").glob("session_*"))
+    assert len(folders) == 3, folders
+    for folder in folders:
+        result = json.loads((folder / "result.json").read_text())
+        assert "permission_denials" in result, folder.name
+    implement = next(f for f in folders if f.name.startswith("session_0002_"))
+    audit = [json.loads(line) for line in (implement / "denials.jsonl").read_text().splitlines()]
+    assert [(a["role"], a["tool"], a["input"]["command"]) for a in audit] == [
+        ("IMPLEMENT", "Bash", "git push origin main")
+    ]
+    assert "git push" in audit[0]["rule"], audit
+    denials = [e for e in log_of(project) if e["kind"] == "denial"]
+    assert [(d["session"], d["rule"]) for d in denials] == [(2, audit[0]["rule"])]
+    assert any(f"DENIED Bash: git push origin main ({audit[0]['rule']})" in line for line in lines), lines
+
+
+@LANE_COUNTS
+def test_a_feature_rejected_too_often_is_blocked_with_an_event(tmp_path: Path, lanes: int) -> None:
+    project = new_project(tmp_path)
+    lines: list[str] = []
+    scenario = Scenario.from_json({"features": 2, "reviews": {"F002": ["REJECT", "REJECT"]}})
+    config = dataclasses.replace(CFG, feature_count=2)
+    report = run(project, config, InProcessRobotRunner(scenario), lanes, lines)
+    assert report.status == "done" and report.message == "1 of 2 features pass, 1 blocked", report.message
+    blocked = [e for e in log_of(project) if e["kind"] == "feature_blocked"]
+    assert [(e["feature"], e["rejections"]) for e in blocked] == [("F002", 2)]
+    assert any("blocked: F002 (rejected 2 times)" in line for line in lines), lines
