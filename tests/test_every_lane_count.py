@@ -117,3 +117,27 @@ def test_a_feature_rejected_too_often_is_blocked_with_an_event(tmp_path: Path, l
     blocked = [e for e in log_of(project) if e["kind"] == "feature_blocked"]
     assert [(e["feature"], e["rejections"]) for e in blocked] == [("F002", 2)]
     assert any("blocked: F002 (rejected 2 times)" in line for line in lines), lines
+
+
+class Idle(InProcessRobotRunner):
+    """An agent that ends every session at once, having done nothing."""
+
+    async def run(self, request: SessionRequest) -> SessionResult:
+        return SessionResult(subtype="success", is_error=False)
+
+
+@LANE_COUNTS
+def test_an_initializer_that_kept_failing_halts_and_the_next_run_tries_it_again(
+    tmp_path: Path, lanes: int
+) -> None:
+    project = new_project(tmp_path)
+    lines: list[str] = []
+    config = dataclasses.replace(CFG, feature_count=1)
+    scenario = Scenario.from_json({"features": 1})
+    report = run(project, config, Idle(scenario), lanes, lines)
+    assert report.status == "halted" and "no feature_list.json was written" in report.message, report.message
+    report = run(project, config, InProcessRobotRunner(scenario), lanes, lines)
+    assert report.status == "done", report.message
+    assert any("The last run halted (INITIALIZER failed 2 times" in line for line in lines), lines
+    roles = [e["role"] for e in log_of(project) if e["kind"] == "session_started"]
+    assert roles == ["INITIALIZER", "INITIALIZER", "INITIALIZER", "IMPLEMENT", "REVIEW"], roles

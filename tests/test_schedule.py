@@ -34,6 +34,7 @@ from session_scheduler.core.schedule import (
     landed,
     lanes_refusal,
     resized,
+    resumed,
     sent_back,
     transition_lane,
     wake,
@@ -450,6 +451,17 @@ def test_fewer_lanes_only_when_the_lanes_dropped_hold_nothing() -> None:
     with pytest.raises(ValueError, match="wait in the merge queue"):
         resized(queued, 1)
     assert len(resized(queued, 2).lanes) == 2  # several lanes keep the queue
+
+
+def test_a_halted_schedule_resumes_with_its_initializer_in_lane_zero_and_others_alone() -> None:
+    halted = Schedule(
+        lanes=(Lane(T.HALTED),) * 3, session_count=2, issued=2, halt_reason="INITIALIZER failed"
+    )
+    assert resumed(halted) == Schedule(
+        lanes=(Lane(T.INITIALIZER), Lane(T.WAIT), Lane(T.WAIT)), session_count=2, issued=2
+    )
+    going = Schedule(Backlog(features=("F001",)), (Lane(T.IMPLEMENT, feature("F001")), Lane(T.DONE)))
+    assert resumed(going) is going
 
 
 def test_an_architecture_review_due_when_the_lanes_finish_runs_before_the_project_is_done() -> None:

@@ -245,6 +245,15 @@ def lanes_refusal(lanes: int, available_bytes: int | None) -> str | None:
     )
 
 
+def resumed(schedule: Schedule) -> Schedule:
+    """The schedule a new run starts from: a halted run tries its INITIALIZER again (in lane 0;
+    the others wait for its feature list), as one lane does (`machine.resume`)."""
+    if not any(lane.role is T.HALTED for lane in schedule.lanes):
+        return schedule
+    waiting = (Lane(T.WAIT),) * (len(schedule.lanes) - 1)
+    return replace(schedule, lanes=(Lane(T.INITIALIZER), *waiting), halt_reason="")
+
+
 def resized(schedule: Schedule, lanes: int) -> Schedule:
     """The schedule with `lanes` lanes: lanes added wait for work; a lane removed must hold
     nothing, and one lane (whose REVIEW merges) needs the merge queue empty. ValueError says why not."""

@@ -48,7 +48,16 @@ from session_scheduler.core.machine import (
     WorkItem,
 )
 from session_scheduler.core.policy import policy
-from session_scheduler.core.schedule import IDLE, Schedule, landed, resized, sent_back, transition_lane, wake
+from session_scheduler.core.schedule import (
+    IDLE,
+    Schedule,
+    landed,
+    resized,
+    resumed,
+    sent_back,
+    transition_lane,
+    wake,
+)
 from session_scheduler.core.session import REATTACHED, InFlight, SessionFolder
 from session_scheduler.core.standing import Standing, Then, Wait
 from session_scheduler.guard import processes, safe_git
@@ -189,6 +198,9 @@ class Lanes:
             schedule = resized(schedule, self.count)
         except ValueError as exc:
             raise BadInput(f"--lanes {self.count}: {exc}") from None
+        if schedule.lanes[0].role is T.HALTED:
+            self.echo(f"The last run halted ({schedule.halt_reason}); trying the INITIALIZER again")
+            schedule = resumed(schedule)
         if not state.backlog.features:
             progress.ensure_handoff_files(self.records, self.project.name)
         self.schedule = wake(schedule, self.config)[0]
