@@ -10,10 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import git
 import pytest
 
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig
+from session_scheduler.core.errors import GitError
 from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
 from session_scheduler.run.lanes import Lanes
 from session_scheduler.run.report import RunReport
@@ -141,3 +143,27 @@ def test_an_initializer_that_kept_failing_halts_and_the_next_run_tries_it_again(
     assert any("The last run halted (INITIALIZER failed 2 times" in line for line in lines), lines
     roles = [e["role"] for e in log_of(project) if e["kind"] == "session_started"]
     assert roles == ["INITIALIZER", "INITIALIZER", "INITIALIZER", "IMPLEMENT", "REVIEW"], roles
+
+
+class GitBreaks(InProcessRobotRunner):
+    """The robot, but session 2 meets a git command that fails (a lock left behind, a full disk)."""
+
+    async def run(self, request: SessionRequest) -> SessionResult:
+        if request.plan.number == 2:
+            raise git.GitCommandError(["git", "fetch", "--quiet", "lane"], 128, stderr="fatal: disk full")
+        return await super().run(request)
+
+
+@LANE_COUNTS
+def test_a_git_failure_ends_the_run_in_one_line_that_says_what_to_do(tmp_path: Path, lanes: int) -> None:
+    project = new_project(tmp_path)
+    config = dataclasses.replace(CFG, feature_count=1)
+    with pytest.raises(GitError) as failed:
+        run(project, config, GitBreaks(Scenario.from_json({"features": 1})), lanes, [])
+    message = str(failed.value)
+    assert message.startswith(f"git failed in {project} (git fetch --quiet lane): fatal: disk full; fix"), (
+        message
+    )
+    assert "\n" not in message
+    ended = [e for e in log_of(project) if e["kind"] == "run_ended"]
+    assert [(e["status"], e["message"]) for e in ended] == [("error", message)]

@@ -86,6 +86,18 @@ UNFINISHED = (
 """Operations git leaves half done: (marker in the git folder, what it is, how a person ends it)."""
 
 
+def failed(project: Path, exc: git.GitCommandError) -> GitError:
+    """A git command the scheduler ran that failed, as one line that says what to do."""
+    command = " ".join(str(part) for part in exc.command[:4])
+    said = str(exc.stderr).strip()  # GitPython's wrapping: stderr: '...'
+    said = said.removeprefix("stderr: '").removesuffix("'") if said.startswith("stderr: '") else said
+    said = " ".join(said.split())[-300:] or f"exit code {exc.status}"
+    return GitError(
+        f"git failed in {project} ({command}): {said}; "
+        "fix the repository (see `git status`) and run the same command again"
+    )
+
+
 def unfinished(project: Path) -> tuple[str, str] | None:
     """The operation the repository is in the middle of, and how to end it; None when there is none
     (read from the git folder, changing nothing)."""

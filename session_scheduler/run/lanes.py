@@ -179,6 +179,10 @@ class Lanes:
         except SchedulerError as exc:
             message = str(exc)
             raise
+        except git.GitCommandError as exc:  # in any lane or the queue: one line, as with one lane
+            failure = gitops.failed(self.project, exc)
+            message = str(failure)
+            raise failure from None
         finally:
             self.events.emit("run_ended", status=status, message=message, sessions=self.sessions)
             self.events.sync()

@@ -15,7 +15,7 @@ import git
 
 from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
-from session_scheduler.core.errors import GitError, NotLoggedIn, SchedulerError, StateError, UnknownModel
+from session_scheduler.core.errors import NotLoggedIn, SchedulerError, StateError, UnknownModel
 from session_scheduler.core.humane import duration, money, plural
 from session_scheduler.core.layout import HANDOFF_FILES, LOG_DIR, SETTINGS_FILE, STATE_FILE
 from session_scheduler.core.machine import (
@@ -218,7 +218,9 @@ class Scheduler:
                 status, message = "interrupted", "interrupted; run the same command again to resume"
                 raise
             except (SchedulerError, git.GitCommandError) as exc:
-                message = str(self._git_error(exc) if isinstance(exc, git.GitCommandError) else exc)
+                message = str(
+                    gitops.failed(self.project, exc) if isinstance(exc, git.GitCommandError) else exc
+                )
                 raise
             finally:
                 self.events.emit("run_ended", status=status, message=message, sessions=self.count)
@@ -227,14 +229,7 @@ class Scheduler:
                     private_tmp(self.project), ignore_errors=True
                 )  # the sessions' TMPDIR: made again next run
         except git.GitCommandError as exc:
-            raise self._git_error(exc) from None
-
-    def _git_error(self, exc: git.GitCommandError) -> GitError:
-        command = " ".join(str(part) for part in exc.command[:4])
-        return GitError(
-            f"git failed in {self.project} ({command}): {str(exc.stderr).strip()[-300:]}; "
-            "fix the repository (see `git status`) and run the same command again"
-        )
+            raise gitops.failed(self.project, exc) from None
 
     def _report(self, status: RunStatus, state: SessionState, message: str) -> RunReport:
         return RunReport(status, state, self.totals, self.run_totals, message, self.count)
