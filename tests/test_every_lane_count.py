@@ -167,3 +167,42 @@ def test_a_git_failure_ends_the_run_in_one_line_that_says_what_to_do(tmp_path: P
     assert "\n" not in message
     ended = [e for e in log_of(project) if e["kind"] == "run_ended"]
     assert [(e["status"], e["message"]) for e in ended] == [("error", message)]
+
+
+class SandboxFails(InProcessRobotRunner):
+    """The robot, but the OS sandbox of the first `times` IMPLEMENT sessions fails to start: they
+    end having done nothing."""
+
+    def __init__(self, scenario: Scenario, times: int) -> None:
+        super().__init__(scenario)
+        self.times = times
+
+    async def run(self, request: SessionRequest) -> SessionResult:
+        if request.plan.role.value == "IMPLEMENT" and self.times > 0:
+            self.times -= 1
+            return SessionResult(subtype="success", is_error=False, num_turns=1, sandbox_failed=True)
+        return await super().run(request)
+
+
+@LANE_COUNTS
+def test_a_session_whose_sandbox_failed_runs_again_under_its_number_and_then_the_run_stops(
+    tmp_path: Path, lanes: int
+) -> None:
+    project = new_project(tmp_path)
+    lines: list[str] = []
+    config = dataclasses.replace(CFG, feature_count=1)
+    scenario = Scenario.from_json({"features": 1})
+    report = run(project, config, SandboxFails(scenario, 1), lanes, lines)
+    assert report.status == "done", report.message
+    started = [(e["session"], e["role"]) for e in log_of(project) if e["kind"] == "session_started"]
+    assert started == [(1, "INITIALIZER"), (2, "IMPLEMENT"), (2, "IMPLEMENT"), (3, "REVIEW")], started
+    aside = [f.name for f in (project / ".agent_logs").glob("session_0002_IMPLEMENT.*")]
+    assert len(aside) == 1 and ".interrupted-sandbox-" in aside[0], aside
+    assert any("the OS sandbox failed to start for this session; running it again" in line for line in lines)
+
+    (tmp_path / "other").mkdir()
+    other = new_project(tmp_path / "other")
+    report = run(other, config, SandboxFails(scenario, 10), lanes, lines)
+    assert report.status == "limit" and "OS sandbox kept failing to start" in report.message, report.message
+    started = [e["role"] for e in log_of(other) if e["kind"] == "session_started"]
+    assert started == ["INITIALIZER", "IMPLEMENT", "IMPLEMENT", "IMPLEMENT"], started

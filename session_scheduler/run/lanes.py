@@ -126,6 +126,8 @@ class Lanes:
         self.paused_until = 0.0
         """No lane starts a session before this (clock time): a usage limit's reset, an outage's back-off."""
         self.outages = 0
+        self.fresh_reruns = 0
+        """Sessions run again in this run because their sandbox or browser did not start (every lane's)."""
         self.outage_since: float | None = None
         self.reruns: dict[int, tuple[int, SessionState]] = {}
         """Per lane, the session cut short that it runs again (its number and its state)."""
@@ -621,7 +623,26 @@ class Lanes:
             self.flights.pop(lane, None)
             self._save()
             self._say(lane, line.removeprefix("--- "))
+            if classified.standing.consequence.then is Then.RERUN_FRESH:  # verified, but not its doing
+                self.reruns[lane] = (number, state)
+                self._fresh(lane, number, role, classified)
+                self._save()
             self.lock.notify_all()
+
+    def _fresh(self, lane: int, number: int, role: SessionType, cut: Classified) -> bool:
+        """A session whose sandbox or browser did not start runs again under its number, its
+        folder set aside, as one lane's does: a few times in a run, then every lane stops (under
+        the lock). Whether the run stops."""
+        consequence = cut.standing.consequence
+        self.fresh_reruns += 1
+        folder = SessionFolder.of(self.project, number, role).path
+        if folder.is_dir():
+            folder.rename(_aside(folder, cut.standing.value, self.clock))
+        if self.fresh_reruns > consequence.retries:
+            self.stopped = self.stopped or f"{cut.reason}; {consequence.stop}"
+            return True
+        self._say(lane, f"{cut.reason}: {consequence.note}")
+        return False
 
     def _end_unended(
         self, lane: int, number: int, role: SessionType, folder: SessionFolder, *, killed: bool
@@ -727,7 +748,10 @@ class Lanes:
                 self.stopped = self.stopped or f"{cut.reason}; {consequence.stop}"
                 self._save()
                 return
-            if consequence.then is not Then.RERUN:
+            if consequence.then is Then.RERUN_FRESH and self._fresh(lane, number, state.lane.role, cut):
+                self._save()
+                return
+            if consequence.then not in (Then.RERUN, Then.RERUN_FRESH):
                 self._save()
                 raise SchedulerError(f"{cut.reason}; {consequence.stop or 'run the same command again'}")
             now = self.clock.now()
