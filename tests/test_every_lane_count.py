@@ -12,6 +12,7 @@ from typing import Any
 
 import git
 import pytest
+from helpers import sh
 
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig
@@ -206,3 +207,38 @@ def test_a_session_whose_sandbox_failed_runs_again_under_its_number_and_then_the
     assert report.status == "limit" and "OS sandbox kept failing to start" in report.message, report.message
     started = [e["role"] for e in log_of(other) if e["kind"] == "session_started"]
     assert started == ["INITIALIZER", "IMPLEMENT", "IMPLEMENT", "IMPLEMENT"], started
+
+
+class LeavesScratch(InProcessRobotRunner):
+    """The robot, but IMPLEMENT leaves a scratch file and an unsaved edit behind, as real agents do."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        self.found: list[tuple[int, bool]] = []
+
+    async def run(self, request: SessionRequest) -> SessionResult:
+        self.found.append((request.plan.number, (request.cwd / "scratch.txt").exists()))
+        result = await super().run(request)
+        if request.plan.role.value == "IMPLEMENT":
+            (request.cwd / "scratch.txt").write_text("notes the agent never committed\n")
+            with (request.cwd / "README.md").open("a") as readme:
+                readme.write("an edit the agent never committed\n")
+        return result
+
+
+@LANE_COUNTS
+def test_what_a_session_left_uncommitted_is_set_aside_named_and_gone_from_the_next_session(
+    tmp_path: Path, lanes: int
+) -> None:
+    project = new_project(tmp_path)
+    lines: list[str] = []
+    config = dataclasses.replace(CFG, feature_count=1)
+    runner = LeavesScratch(Scenario.from_json({"features": 1}))
+    report = run(project, config, runner, lanes, lines)
+    assert report.status == "done", report.message
+    assert runner.found == [(1, False), (2, False), (3, False)], runner.found  # REVIEW starts clean
+    kept = [e for e in log_of(project) if e["kind"] == "set_aside"]
+    assert len(kept) == 1 and kept[0]["commit"], kept
+    shown = sh(project, f"git stash show --include-untracked --name-only {kept[0]['ref']}")
+    assert set(shown.split()) == {"README.md", "scratch.txt"}, shown
+    assert any("set aside: " in line and kept[0]["ref"] in line for line in lines), lines

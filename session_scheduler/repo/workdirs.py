@@ -109,6 +109,23 @@ def ensure(project_repo: git.Repo, project: Path, lane: int) -> tuple[git.Repo, 
     return clone, None if problem == "it is missing" else problem
 
 
+def keep_leftovers(project_repo: git.Repo, clone: git.Repo, name: str, message: str) -> str | None:
+    """What a session left uncommitted in the lane's clone (untracked files too; a merge or a
+    commit it was interrupted in is aborted first), stashed there and kept in the project's
+    repository as refs/scheduler/<name>, before the clone is synced for the next session (which
+    would otherwise find it, or lose it); the ref's full name, or None when nothing was left."""
+    gitops.clear_stale_lock(clone)
+    if not gitops.stash_leftovers(clone, message):
+        return None
+    ref = f"refs/scheduler/{name}"
+    project_repo.git.fetch(
+        "--quiet", "--no-tags", "--no-write-fetch-head", str(clone.working_dir), f"+refs/stash:{ref}",
+        env=transport(project_repo),
+    )  # fmt: skip
+    clone.git.stash("drop", "--quiet")
+    return ref
+
+
 def sync_main(clone: git.Repo, project: Path, main: str) -> None:
     """The lane's `main` becomes the project's `main` (`main`: its commit, read from the project),
     checked out; what the lane had on its own `main` goes (approved work lands through the merge

@@ -510,7 +510,7 @@ class Lanes:
             with self.lock:  # what reads the project's repository runs while no worktree is half made there
                 main = gitops.head(repo, gitops.MAIN)  # read with the clone made: the queue may have moved it
                 assert main is not None
-                clone, workdir = self._ready(repo, lane, role, work, main)
+                clone, workdir = self._ready(repo, lane, role, work, main, number)
         else:
             workdir = workdirs.path_of(self.project, lane)
             clone = safe_git.open(workdir)
@@ -787,14 +787,16 @@ class Lanes:
             self.lock.notify_all()
 
     def _ready(
-        self, repo: git.Repo, lane: int, role: SessionType, work: WorkItem | None, main: str
+        self, repo: git.Repo, lane: int, role: SessionType, work: WorkItem | None, main: str, number: int
     ) -> tuple[git.Repo, Path]:
-        """The lane's clone made ready for a session: on the project's `main`, with the work's
-        branch as the project has it (none where the project has none), checked out for a role
-        that starts on it."""
+        """The lane's clone made ready for session `number`: what the last session left
+        uncommitted set aside and named, on the project's `main`, with the work's branch as the
+        project has it (none where the project has none), checked out for a role that starts on it."""
         clone, remade = workdirs.ensure(repo, self.project, lane)
         if remade:
             self._say(lane, f"its clone was made again: {remade}")
+        else:
+            self._keep_leftovers(repo, clone, lane, number)
         workdir = Path(clone.working_dir)
         try:
             workdirs.sync_main(clone, self.project, main)
@@ -803,7 +805,7 @@ class Lanes:
             clone, _ = workdirs.ensure(repo, self.project, lane)
             self._say(lane, f"its clone was made again: {refused}")
             workdirs.sync_main(clone, self.project, main)
-        clone.git.checkout("-q", "-f", gitops.MAIN)  # what a session left uncommitted here is not kept
+        clone.git.checkout("-q", "-f", gitops.MAIN)  # what a session left uncommitted was kept above
         if work is not None:  # the branch as the project has it (or none, as the project has none)
             if gitops.head(repo, work.branch) is not None:
                 workdirs.hand_over(repo, clone, self.project, work.branch)
@@ -818,6 +820,20 @@ class Lanes:
             if policy(role).starts_on == "work":
                 clone.git.checkout("-q", work.branch)
         return clone, workdir
+
+    def _keep_leftovers(self, repo: git.Repo, clone: git.Repo, lane: int, number: int) -> None:
+        """What the lane's last session left uncommitted, kept in the project and told (as one
+        lane's stash is), so that session `number` starts clean and nothing is lost."""
+        message = f"uncommitted work left in lane {lane}'s clone before session {number}"
+        ref = workdirs.keep_leftovers(repo, clone, f"leftovers/lane-{lane}/session-{number}", message)
+        if ref is None:
+            return
+        self._say(
+            lane,
+            f"set aside: {message} is kept as {ref}; `git stash show -p --include-untracked {ref}` "
+            f"shows it, `git stash apply {ref}` brings it back",
+        )
+        self.events.emit("set_aside", ref=ref, message=message, commit=gitops.ref_sha(repo, ref) or "")
 
     def _act(self, repo: git.Repo, lane: int | None, event: Event, number: int, review_id: int = 0) -> None:
         """What the authority does about one event (under the lock); `review_id`: the review that
