@@ -242,3 +242,34 @@ def test_what_a_session_left_uncommitted_is_set_aside_named_and_gone_from_the_ne
     shown = sh(project, f"git stash show --include-untracked --name-only {kept[0]['ref']}")
     assert set(shown.split()) == {"README.md", "scratch.txt"}, shown
     assert any("set aside: " in line and kept[0]["ref"] in line for line in lines), lines
+
+
+@LANE_COUNTS
+def test_a_person_s_branch_named_as_a_work_branch_is_set_aside_not_handed_to_a_session(
+    tmp_path: Path, lanes: int
+) -> None:
+    project = new_project(tmp_path)
+    sh(project, "git init -q -b main . && echo old > old.txt && git add old.txt")
+    sh(project, "git -c user.name=u -c user.email=u@x commit -q -m mine && git checkout -q -b feature/F001")
+    sh(
+        project,
+        "echo tried > try.txt && git add try.txt && git -c user.name=u -c user.email=u@x commit -q -m try",
+    )
+    sh(project, "git checkout -q main")
+    old = sh(project, "git rev-parse feature/F001")
+    lines: list[str] = []
+    report = run(
+        project,
+        dataclasses.replace(CFG, feature_count=1),
+        InProcessRobotRunner(Scenario.from_json({"features": 1})),
+        lanes,
+        lines,
+    )
+    assert report.status == "done", report.message
+    assert sh(project, "git rev-parse refs/scheduler/preexisting/feature/F001") == old
+    assert sh(project, "git merge-base --is-ancestor feature/F001 main && echo merged") == "merged"
+    assert not (project / "try.txt").exists()
+    assert old not in sh(project, "git rev-list feature/F001"), "a session took the person's branch over"
+    assert [e["ref"] for e in log_of(project) if e["kind"] == "set_aside"] == [
+        "refs/scheduler/preexisting/feature/F001"
+    ]

@@ -77,7 +77,7 @@ from session_scheduler.run.agent import (
 )
 from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged
 from session_scheduler.run.gating import Gatekeeper, gated
-from session_scheduler.run.opening import open_project, run_started
+from session_scheduler.run.opening import open_project, run_started, set_aside_foreign_branches
 from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
@@ -207,6 +207,8 @@ class Lanes:
         if schedule.lanes[0].role is T.HALTED:
             self.echo(f"The last run halted ({schedule.halt_reason}); trying the INITIALIZER again")
             schedule = resumed(schedule)
+        if state.session_count == 0 and not (saved and saved.in_flight):  # perhaps an existing repository
+            set_aside_foreign_branches(repo, self.events, self.echo)
         if not state.backlog.features:
             progress.ensure_handoff_files(self.records, self.project.name)
         self.schedule = wake(schedule, self.config)[0]

@@ -15,6 +15,7 @@ from session_scheduler.core import version
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.humane import plural
 from session_scheduler.core.layout import HANDOFF_FILES, STATE_FILE
+from session_scheduler.core.machine import WORK_BRANCHES
 from session_scheduler.guard import processes
 from session_scheduler.repo import adoption, git_backup, gitops
 from session_scheduler.store import crashpoints, progress
@@ -70,3 +71,17 @@ def run_started(log: EventLog, project: Path, cost_basis: str, **more: Any) -> N
         cost_basis=cost_basis,
         **more,
     )
+
+
+def set_aside_foreign_branches(repo: git.Repo, log: EventLog, echo: Callable[[str], None]) -> None:
+    """Branches named as sessions name their work branches, in a repository before any session
+    ran, are a person's: kept aside so that no session (in any lane) takes one over as its own."""
+    for branch, sha in sorted(gitops.branches(repo).items()):
+        if not branch.startswith(WORK_BRANCHES):
+            continue
+        ref = f"refs/scheduler/preexisting/{branch}"
+        gitops.keep_ref(repo, f"preexisting/{branch}", sha)
+        gitops.delete_branch(repo, branch)
+        message = f"your branch {branch} ({sha[:10]}) is named as this project's work branches are"
+        echo(f"  set aside: {message}; kept as {ref} (`git branch <name> {ref}` brings it back)")
+        log.emit("set_aside", ref=ref, message=message)

@@ -55,7 +55,7 @@ from session_scheduler.run.classify import (
     judged,
 )
 from session_scheduler.run.gating import Gatekeeper, gated
-from session_scheduler.run.opening import open_project, run_started
+from session_scheduler.run.opening import open_project, run_started, set_aside_foreign_branches
 from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
@@ -251,7 +251,7 @@ class Scheduler:
         if (
             state.session_count == 0 and interrupted is None
         ):  # a new project, perhaps in an existing repository
-            self._set_aside_foreign_branches(repo)
+            set_aside_foreign_branches(repo, self.events, self.echo)
         if not state.backlog.features:  # a new project: the files agents append to start empty
             progress.ensure_handoff_files(self.records, self.project.name)
         if interrupted is None:  # a cut session's files are restored from its own copies instead
@@ -467,19 +467,6 @@ class Scheduler:
             self.echo(
                 f"  work tree: on main, with the sessions' work; your branch {mine} is as you left it (`git checkout {mine}`)"
             )
-
-    def _set_aside_foreign_branches(self, repo: git.Repo) -> None:
-        """Branches named as sessions name their work branches, in a repository before any session
-        ran, are a person's: kept aside so that no session takes one over as its own."""
-        for branch, sha in sorted(gitops.branches(repo).items()):
-            if not branch.startswith(WORK_BRANCHES):
-                continue
-            ref = f"refs/scheduler/preexisting/{branch}"
-            gitops.keep_ref(repo, f"preexisting/{branch}", sha)
-            gitops.delete_branch(repo, branch)
-            message = f"your branch {branch} ({sha[:10]}) is named as this project's work branches are"
-            self.echo(f"  set aside: {message}; kept as {ref} (`git branch <name> {ref}` brings it back)")
-            self.events.emit("set_aside", ref=ref, message=message)
 
     def _note_stash(self, before: int) -> int:
         """Say in one line where uncommitted work went when the scheduler set it aside."""
