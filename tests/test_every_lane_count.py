@@ -36,11 +36,18 @@ def new_project(tmp_path: Path) -> Path:
     return project
 
 
-def run(project: Path, config: AgentConfig, runner: SessionRunner, lanes: int, lines: list[str]) -> RunReport:
-    """The project run to its end on `lanes` lanes."""
+def run(
+    project: Path,
+    config: AgentConfig,
+    runner: SessionRunner,
+    lanes: int,
+    lines: list[str],
+    max_iterations: int | None = None,
+) -> RunReport:
+    """The project run to its end (or `max_iterations` sessions) on `lanes` lanes."""
     if lanes == 1:
-        return Scheduler(project, config, runner, echo=lines.append).run()
-    return Lanes(project, config, runner, lanes, echo=lines.append).run().run
+        return Scheduler(project, config, runner, echo=lines.append).run(max_iterations)
+    return Lanes(project, config, runner, lanes, echo=lines.append).run(max_iterations).run
 
 
 def log_of(project: Path) -> list[dict[str, Any]]:
@@ -273,3 +280,36 @@ def test_a_person_s_branch_named_as_a_work_branch_is_set_aside_not_handed_to_a_s
     assert [e["ref"] for e in log_of(project) if e["kind"] == "set_aside"] == [
         "refs/scheduler/preexisting/feature/F001"
     ]
+
+
+@LANE_COUNTS
+def test_the_hand_off_files_are_checked_trimmed_restored_and_carry_each_lane_s_status(
+    tmp_path: Path, lanes: int
+) -> None:
+    project = new_project(tmp_path)
+    lines: list[str] = []
+    config = dataclasses.replace(CFG, feature_count=2)
+    scenario = Scenario.from_json({"features": 2})
+    report = run(project, config, InProcessRobotRunner(scenario), lanes, lines, max_iterations=2)
+    assert report.status == "limit", report.message
+    assert (project / ".agent_logs" / "restore" / "post" / "reviews.json").is_file()
+    status = json.loads((project / "progress.json").read_text())
+    assert status["current_phase"] in ("IMPLEMENT", "REVIEW") and status["lanes"]["0"]["phase"], status
+    progress_file = json.loads((project / "progress.json").read_text())
+    first = progress_file["sessions"][0]
+    progress_file["sessions"] = [
+        {**first, "session_id": n} for n in range(1, 45)
+    ]  # a long night's entries, as a run of many sessions leaves them
+    (project / "progress.json").write_text(json.dumps(progress_file))
+    (project / "reviews.json").unlink()  # a person tidied up
+    report = run(project, config, InProcessRobotRunner(scenario), lanes, lines)
+    assert report.status == "done", report.message
+    assert any(
+        "WARNING: reviews.json was missing; restored from .agent_logs/restore/post/reviews.json" in line
+        for line in lines
+    ), lines
+    kept = json.loads((project / "progress.json").read_text())
+    assert len(kept["sessions"]) < 40 and (project / "progress_history.jsonl").is_file(), len(
+        kept["sessions"]
+    )
+    assert kept["current_phase"] == "DONE" and {lane["phase"] for lane in kept["lanes"].values()} == {"DONE"}

@@ -81,7 +81,7 @@ from session_scheduler.run.opening import open_project, run_started, set_aside_f
 from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
-from session_scheduler.store import events, progress, statefile
+from session_scheduler.store import events, handoff_check, progress, statefile
 from session_scheduler.store.events import EventLog, Totals, new_run_id
 from session_scheduler.store.outbox import OUTBOX, apply, open_outbox
 from session_scheduler.store.records import Records
@@ -215,6 +215,8 @@ class Lanes:
         self._reconcile_queue(repo)
         for lane, flight in (saved.in_flight if saved else {}).items():
             self._resume(repo, lane, flight)
+        if self.schedule.backlog.features:  # older entries to the history, unless a session is in flight
+            self._check_handoff(trim=not (saved and saved.in_flight))
         self._save()
         threads = [
             threading.Thread(target=self._guarded, args=(self._lane, n), name=f"lane-{n}")
@@ -248,6 +250,9 @@ class Lanes:
             thread.join()
         if self.failed is not None:
             raise self.failed
+        if self.schedule.backlog.features:  # where each lane ended (its work landed since, perhaps)
+            for lane in range(self.count):
+                self._write_status(lane, self.schedule.view(lane))
         return LanesReport(
             self.schedule, self.sessions, tuple(self.landed), tuple(self.returned), self._report()
         )
@@ -363,6 +368,23 @@ class Lanes:
                 self.alive -= 1
                 self.lock.notify_all()
 
+    def _check_handoff(self, *, trim: bool = False) -> None:
+        """The records' hand-off files checked, as one lane checks them (`handoff_check`; under the lock)."""
+        if self.schedule.backlog.features:
+            handoff_check.check(self.records, frozenset(self.schedule.backlog.passing), self.echo, trim=trim)
+
+    def _write_status(self, lane: int, state: SessionState) -> None:
+        """progress.json's status fields: what lane `lane`'s session about to run works on."""
+        work = state.lane.work
+        progress.write_status(
+            self.records,
+            phase=state.lane.role.value,
+            feature=work.feature_id if work else None,
+            branch=work.branch if work else None,
+            features_completed=state.backlog.completed,
+            lane=lane,
+        )
+
     def _save(self) -> None:
         self.events.sync()
         statefile.save(self.records, self.schedule, self.flights)
@@ -419,6 +441,9 @@ class Lanes:
                 )  # a pause it waits out at its start (`_session`) holds after a stop, too
                 self.started += 1
                 self._save()
+                if held is None:  # what the session reads: the records checked, its lane's status
+                    self._check_handoff()
+                    self._write_status(lane, view)
                 outbox = (
                     Records(folder.path / OUTBOX) if held else open_outbox(self.records, folder.path / OUTBOX)
                 )  # a held session's outbox is the one it writes to
@@ -598,6 +623,9 @@ class Lanes:
                 self.flights[lane] = replace(flight, copies=str(folder.path / APPLYING))
                 self._save()
             applied = apply(outbox, self.records, number)
+            if classified.standing.counted:  # the records' newest good copies (restore/post, its folder)
+                progress.snapshot(self.records, progress.restore_point(self.records, SessionFolder.POST))
+                progress.snapshot(self.records, folder.path / SessionFolder.POST, progress.KEPT_PER_SESSION)
             if outcome.review_id is not None:
                 outcome = replace(
                     outcome, review_id=applied.review_ids.get(outcome.review_id, outcome.review_id)
@@ -618,6 +646,8 @@ class Lanes:
             for event in events:
                 self._act(repo, lane, event, number, outcome.review_id or 0)
             progress.correct_passes(self.records, self.schedule.backlog.passing)
+            if classified.standing.counted:  # what the lane does next (DONE at the end)
+                self._write_status(lane, self.schedule.view(lane))
             line = ending.session_ended(
                 self.events, self.totals, self.clock.now(), plan, result, classified, outcome.verdict
             )

@@ -17,7 +17,7 @@ from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
 from session_scheduler.core.errors import NotLoggedIn, SchedulerError, StateError, UnknownModel
 from session_scheduler.core.humane import duration, money, plural
-from session_scheduler.core.layout import HANDOFF_FILES, LOG_DIR, SETTINGS_FILE, STATE_FILE
+from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE, STATE_FILE
 from session_scheduler.core.machine import (
     WORK_BRANCHES,
     Blocked,
@@ -59,7 +59,7 @@ from session_scheduler.run.opening import open_project, run_started, set_aside_f
 from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
-from session_scheduler.store import crashpoints, events, handoff_history, progress, statefile
+from session_scheduler.store import crashpoints, events, handoff_check, handoff_history, progress, statefile
 from session_scheduler.store.events import EventLog, Totals, new_run_id
 from session_scheduler.store.records import Records
 
@@ -490,38 +490,9 @@ class Scheduler:
             self.events.emit("set_aside", ref=ref, message=message, commit=commit)
 
     def _check_handoff(self, state: SessionState, *, trim: bool = False) -> None:
-        """Check that the hand-off files are intact and present (on start, and before each session
-        reads them): a missing one comes back from the newest kept copy, and `passes` as the
-        scheduler verified it. On start (`trim`) their older entries move to the history first
-        (the entries it moves were checked when appended); a file that does not parse is named,
-        there as here, with where its good copies are."""
-        if not state.backlog.features:
-            return
-        try:
-            if trim:
-                handoff_history.trim(self.records)
-            self._restore_handoff(state)
-        except StateError as exc:
-            raise StateError(
-                f"{exc}. The newest good copies of the hand-off files are in {LOG_DIR}/restore/post/ "
-                f"(and of progress.json and reviews.json in {LOG_DIR}/session_*/post/); restore the file from there"
-            ) from None
-
-    def _restore_handoff(self, state: SessionState) -> None:
-        for name in HANDOFF_FILES:
-            if not (self.project / name).exists():
-                copy = progress.newest_copy(self.records, name)
-                if copy is None:
-                    raise StateError(f"{name} is missing")
-                progress.restore_file(self.records, name, copy, state.backlog.passing)
-                self.echo(f"  WARNING: {name} was missing; restored from {copy.relative_to(self.project)}")
-        progress.load_handoff(self.records)  # every file must still parse and validate
-        corrected = progress.correct_passes(self.records, frozenset(state.backlog.passing))
-        if corrected:
-            self.echo(
-                f"  WARNING: `passes` of {', '.join(corrected)} in feature_list.json did not match what the "
-                "scheduler verified; set back (only a verified REVIEW sets it)"
-            )
+        """The hand-off files checked before a session reads them (`handoff_check`; on start, `trim`)."""
+        if state.backlog.features:
+            handoff_check.check(self.records, frozenset(state.backlog.passing), self.echo, trim=trim)
 
     def _prepare_git(self, repo: git.Repo, state: SessionState) -> None:
         """Check out what the session starts on; nothing an earlier session left is lost."""
