@@ -3,6 +3,7 @@ from the `main` it was merged onto; conflicts and red tests come back; nothing l
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,33 @@ def test_approved_work_lands_as_one_merge_after_its_tests_pass(project: Path) ->
     result = land(repo, landing(project, "F002"), green(calls))  # type: ignore[arg-type]
     assert isinstance(result, Landed) and sh(project, "git show main:b") == "b1\nb2"
     assert sh(project, "git status --porcelain") == ""  # the work tree and index were not used
+
+
+def test_the_review_s_own_merge_lands_as_it_is_while_main_has_not_moved(project: Path) -> None:
+    repo = safe_git.open(project)
+    base = sh(project, "git rev-parse main")
+    sh(project, "git checkout -q -b lane main && git merge -q --no-ff feature/F001 -m 'Merge feature/F001'")
+    reviewed = sh(project, "git rev-parse HEAD")
+    sh(project, "git checkout -q main")
+    calls: list[str] = []
+    approved = dataclasses.replace(landing(project, "F001"), merge=reviewed)
+    result = land(repo, approved, green(calls))  # type: ignore[arg-type]
+    assert result == Landed(reviewed, reviewed=True) and calls == []  # tested in its lane: not again
+    assert sh(project, "git rev-parse main") == reviewed and gitops.parents(repo, reviewed)[0] == base
+
+    # main moved since (F002 landed first): the tip is merged onto the new main and tested
+    sh(project, f"git update-ref refs/heads/main {base}")
+    land(repo, landing(project, "F002"), None)
+    result = land(repo, approved, green(calls))  # type: ignore[arg-type]
+    main = sh(project, "git rev-parse main")
+    assert result == Landed(main) and calls == [main] and main != reviewed
+    assert sh(project, "git log -1 --format=%s main") == "Merge feature/F001 (F001)"
+
+    # a "merge" that is not of this tip onto main is never taken as one
+    sh(project, f"git update-ref refs/heads/main {base}")
+    other = dataclasses.replace(landing(project, "F002"), merge=reviewed)
+    result = land(repo, other, green(calls))  # type: ignore[arg-type]
+    assert isinstance(result, Landed) and not result.reviewed and result.commit != reviewed
 
 
 def test_work_already_on_main_is_never_merged_twice(project: Path) -> None:

@@ -8,7 +8,9 @@ caller's `Tests`: a clean worktree inside the command sandbox, `gitops.run_tests
 `main` only when they pass, and only from the `main` the merge was made on (a compare-and-swap of
 the ref: a `main` that moved meanwhile is merged onto again). A textual conflict comes back with
 its files, a red test with its output, for the feature to go back to its lane as FIX work; a tip
-that is on `main` already is not merged again.
+that is on `main` already is not merged again. While `main` has not moved since the lane synced
+(always, with one lane), the REVIEW's own merge, verified and tested in its lane, lands as it is:
+`main` fast-forwards to it, with no second test run.
 
 `Queue` is the order of the approved work waiting to land, kept in the records
 (`.agent_logs/merge_queue.json`, written atomically), so that a killed scheduler's next run lands
@@ -46,6 +48,9 @@ class Landing:
     lane: int
     review_id: int
     queued_at: float
+    merge: str | None = None
+    """The REVIEW's own merge of the tip onto the `main` its lane synced to, verified in its lane
+    (tests included), fetched into the project: it lands as it is while `main` has not moved."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,8 @@ class Landed:
     """`main` after it: the merge, or (again) the `main` the tip was already on."""
     again: bool = False
     """The tip was on `main` already: nothing was merged (never twice)."""
+    reviewed: bool = False
+    """The REVIEW's own verified merge landed as it is (`main` had not moved): no second test run."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,14 @@ def land(
             )
         if gitops.is_ancestor(repo, landing.tip, main):
             return Landed(main, again=True)
+        if landing.merge is not None and gitops.parents(repo, landing.merge) == [main, landing.tip]:
+            with guard or contextlib.nullcontext():
+                try:
+                    repo.git.update_ref(ref, landing.merge, main)
+                except git.GitCommandError:
+                    continue  # `main` moved meanwhile: merge onto the new one
+                _follow(repo, main, landing.merge)
+            return Landed(landing.merge, reviewed=True)
         merged = _merge_tree(repo, main, landing.tip)
         if isinstance(merged, Conflict):
             return merged

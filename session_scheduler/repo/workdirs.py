@@ -164,10 +164,9 @@ def bring_back(project_repo: git.Repo, clone_path: Path, branch: str) -> str | N
     return gitops.head(project_repo, branch)
 
 
-def take_main(project_repo: git.Repo, clone_path: Path) -> str:
-    """The lane's `main` fetched into the project's repository (under refs/scheduler/lanes/): the
-    INITIALIZER's skeleton, made while no other lane runs; its commit."""
-    ref = "refs/scheduler/lanes/initial"
+def take_main(project_repo: git.Repo, clone_path: Path, ref: str = "refs/scheduler/lanes/initial") -> str:
+    """The lane's `main` fetched into the project's repository as `ref` (under refs/scheduler/):
+    the INITIALIZER's skeleton, made while no other lane runs, or a REVIEW's merge; its commit."""
     project_repo.git.fetch(
         "--quiet", "--no-tags", "--no-write-fetch-head", str(clone_path), f"+refs/heads/{gitops.MAIN}:{ref}",
         env=transport(project_repo),

@@ -874,7 +874,14 @@ class Lanes:
             tip = gitops.head(repo, event.work.branch)
             assert tip is not None, f"the approved {event.work.branch} is missing"
             name = event.work.feature_id or event.work.branch
-            self.queue.add(Landing(name, event.work.branch, tip, lane or 0, review_id, time.time()))
+            merge = (  # the REVIEW's verified merge in its clone: it lands as it is if main stays
+                workdirs.take_main(
+                    repo, workdirs.path_of(self.project, lane), f"refs/scheduler/reviewed/{event.work.branch}"
+                )
+                if lane is not None
+                else None
+            )
+            self.queue.add(Landing(name, event.work.branch, tip, lane or 0, review_id, time.time(), merge))
             self._say(lane, f"{event.work.branch} approved: queued to land on main")
         elif isinstance(event, Rejected):
             tip = gitops.head(repo, event.work.branch)
@@ -920,7 +927,13 @@ class Lanes:
                         feature=work.feature_id,
                         branch=landing.branch,
                         commit=verdict.commit,
-                        tests="passed" if tests is not None else "not configured",
+                        tests=(
+                            "not configured"
+                            if tests is None
+                            else "passed on the review's merge"
+                            if verdict.reviewed
+                            else "passed"
+                        ),
                         lane=landing.lane,
                         **timing,
                     )
