@@ -81,7 +81,7 @@ from session_scheduler.run.opening import open_project, run_started, set_aside_f
 from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
-from session_scheduler.store import events, handoff_check, progress, statefile
+from session_scheduler.store import crashpoints, events, handoff_check, progress, statefile
 from session_scheduler.store.events import EventLog, Totals, new_run_id
 from session_scheduler.store.outbox import OUTBOX, apply, open_outbox
 from session_scheduler.store.records import Records
@@ -388,6 +388,7 @@ class Lanes:
     def _save(self) -> None:
         self.events.sync()
         statefile.save(self.records, self.schedule, self.flights)
+        crashpoints.reached("state_saved")
 
     def _say(self, lane: int | None, line: str) -> None:
         self.echo(f"[{'queue' if lane is None else f'lane {lane}'}] {line}")
@@ -913,6 +914,8 @@ class Lanes:
             began = time.time()
             tests = self._tests(repo, landing)
             verdict = merge_queue.land(repo, landing, tests, guard=self.lock)
+            if isinstance(verdict, Landed):
+                crashpoints.reached("queue_landed")
             timing = {
                 "waited_s": round(began - landing.queued_at, 3),
                 "land_s": round(time.time() - began, 3),

@@ -190,11 +190,6 @@ LANES_SCENARIO = {
 }
 """F001 first (the others use its store), then F002..F004 in three lanes at once; F003 and F004
 edit the same README line, so the second to land is sent back and fixed."""
-LANE_POINTS = ("state_saved", "queue_landed")
-"""Points the lanes' loop does not reach itself (run/lanes.py names no crash point): this suite
-adds them around the loop's own calls (`_with_lane_points`): `state_saved` after each save of
-the lanes' state, `queue_landed` right after the merge queue moved `main`, before the schedule,
-the queue's file and the state say so."""
 LANE_CASES: dict[str, tuple[str, ...]] = {
     "lanes cli_message#110": ("cli_message#110",),
     "lanes cli_message#170": ("cli_message#170",),
@@ -223,32 +218,6 @@ SEVERAL_IN_FLIGHT = ("lanes cli_message#110", "lanes cli_message#170", "lanes tw
 """Cases whose first kill must find two or more sessions in flight (checked in the saved state)."""
 
 
-def _with_lane_points() -> None:
-    """The offline demo's command, in this process, with LANE_POINTS reached (a killed run's
-    launcher; the run that resumes is the plain command)."""
-    import runpy
-
-    from session_scheduler.repo import merge_queue
-    from session_scheduler.store import statefile
-
-    save, land = statefile.save, merge_queue.land
-
-    def saved(*args: object, **kwargs: object) -> object:
-        result = save(*args, **kwargs)  # type: ignore[arg-type]
-        crashpoints.reached("state_saved")
-        return result
-
-    def landed(*args: object, **kwargs: object) -> merge_queue.Verdict:
-        verdict = land(*args, **kwargs)  # type: ignore[arg-type]
-        if isinstance(verdict, merge_queue.Landed):
-            crashpoints.reached("queue_landed")
-        return verdict
-
-    statefile.save, merge_queue.land = saved, landed  # type: ignore[assignment]
-    sys.argv[0] = str(REPO / "autonomous_agent_demo.py")
-    runpy.run_path(sys.argv[0], run_name="__main__")
-
-
 def _run_lanes(root: Path, project: Path, crash_at: str | None) -> subprocess.CompletedProcess[str]:
     env = hermetic_env("http://127.0.0.1:9", root / "product-home", max_retries=0)
     env["AGENT_GENERATIONS_DIR"] = str(root / "generations")
@@ -257,10 +226,6 @@ def _run_lanes(root: Path, project: Path, crash_at: str | None) -> subprocess.Co
     launcher = [str(REPO / "autonomous_agent_demo.py")]
     if crash_at:
         env[crashpoints.ENV] = crash_at
-        launcher = [
-            "-c",
-            "from session_scheduler.testing.kills import _with_lane_points; _with_lane_points()",
-        ]
     args = ["--project-dir", str(project), "--offline-demo", "--scenario", str(scenario)]
     if not project.exists():  # the first run says how many lanes; the others go on with the saved count
         args += ["--lanes", str(LANES)]
