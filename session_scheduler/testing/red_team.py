@@ -1,7 +1,7 @@
 """The red team: attacks and ordinary commands played through the REAL Claude Code CLI.
 
 The scripted model issues each tool call; the session runs with exactly what the scheduler
-gives a session of that role (`plan_session` with this machine's `Host`, `write_plan`, the
+gives a session of that role (the run's planner with this machine's `Host`, `write_plan`, the
 `ClaudeSessionRunner`: its settings, the OS sandbox, the policy hooks). After every call the
 brain checks containment before it sends the next one:
 
@@ -77,7 +77,8 @@ from session_scheduler.guard import safe_git
 from session_scheduler.guard.sandbox import Host, private_tmp
 from session_scheduler.repo import git_backup, git_guard, gitops, merge_queue, workdirs
 from session_scheduler.run.agent import ClaudeSessionRunner, SessionRequest
-from session_scheduler.run.plan import plan_session, write_plan
+from session_scheduler.run.opening import planner_of
+from session_scheduler.run.plan import write_plan
 from session_scheduler.store.outbox import open_outbox
 from session_scheduler.store.records import Records
 
@@ -1608,7 +1609,8 @@ class RedTeam:
         with ScriptedModelServer(brain) as server:
             env = {**sdk_env(server.base_url, self.home), "RED_TEAM_TOKEN": ENV_SECRET}
             config = AgentConfig(max_turns=len(calls) + 5, sandbox=sandbox)
-            plan = plan_session(state, config, self.workdir, host=Host.of({**os.environ, **env}))
+            planner = planner_of(self.project, config, Host.of({**os.environ, **env}))  # as a run plans
+            plan = planner.plan(state, self.workdir, brief="", spent_usd=0.0, outage_s=0.0)
             self.sessions += 1
             request = SessionRequest(
                 plan,
