@@ -10,7 +10,9 @@ configuration, hand-off files, background processes) and 80+ ordinary commands, 
 resembling attacks. Then it plays what the scheduler does LATER with whatever was planted: its own
 git (gitops), the test command on the commit holding the payloads (run_tests_at), the hand-off
 files read back, and a later REVIEW session; a payload that runs outside every sandbox leaves a
-marker, which fails the run.
+marker, which fails the run. The attacks that depend on the machine's `Host` (secrets in the
+environment, the home and the CLI's config folder) are played through a lane's clone and through
+a worker too (the lane's session received through the exchange), each session's plan checked.
 
 Prints `attacks contained X/Y (N classes, K known holes), ordinary commands allowed A/B (R known
 refusals), later steps clean L/M`, the attacks per class, the known holes (scripted_model/red_team.py
