@@ -1202,6 +1202,7 @@ _GIT_REDIRECTS = (
 PLACEHOLDERS = frozenset(
     {
         *HISTORY_FILES,
+        *SCHEDULER_FILES,  # absent from a lane's clone (they are the project's): the sandbox mounts on them
         "claude_settings",
         "~/.claude/settings.json",
         *(f".git/{name}" for name in _GIT_REDIRECTS),
@@ -2489,6 +2490,65 @@ def run_red_team(root: Path) -> Report:
     and a worker."""
     halves = ((_roles_and_destruction, "a"), (_plants_and_later, "b"), (_lanes_apart, "c"))
     with ProcessPoolExecutor(max_workers=3, mp_context=multiprocessing.get_context("spawn")) as pool:
+        parts = [pool.submit(half, root / name) for half, name in halves]
+        return Report([o for part in parts for o in part.result()])
+
+
+MATRIX: tuple[tuple[SessionType, list[Call]], ...] = (
+    (T.IMPLEMENT, ORDINARY + RESEMBLING + IMPLEMENT_CALLS),
+    (
+        T.IMPLEMENT,
+        SECRET_ENV_CALLS
+        + SECRET_FILES_CALLS
+        + TTY_CALLS
+        + LONG_CHAIN_CALLS
+        + BUILTIN_CALLS
+        + CASE_FOLDING_CALLS,
+    ),
+    (T.REVIEW, REVIEW_CALLS),
+    (T.ARCHITECTURE, ARCHITECTURE_CALLS),
+    *((T.IMPLEMENT, calls) for calls in PLANTING_SESSIONS),
+    (T.FIX, FIX_CALLS),
+)
+"""The one-lane sessions played on the other paths by `run_matrix` (bench/red_team.py --paths):
+every one but the destructive session (judged against the project's own restore point); LATER
+is each path's own (`later_lanes`, `later_worker`)."""
+
+
+class LaneMatrix(LaneRedTeam):
+    """The lanes' red team playing the one-lane calls: PROJECT names the session's work tree, lane
+    0's clone, as it names the project's work tree on one lane."""
+
+    def _places(self) -> dict[str, Any]:
+        return {**super()._places(), "PROJECT": self.lanes[0]}
+
+
+class WorkerMatrix(WorkerRedTeam):
+    """The worker's red team playing the one-lane calls: PROJECT names the worker's clone."""
+
+    def _places(self) -> dict[str, Any]:
+        return {**super()._places(), "PROJECT": self.worker}
+
+
+def _matrix(team: type[LaneRedTeam], root: Path) -> list[Outcome]:
+    with team(root) as played:
+        outcomes = [o for role, calls in MATRIX for o in played.session(role, calls)]
+        return [*outcomes, played.markers_left()]
+
+
+def _lanes_matrix(root: Path) -> list[Outcome]:
+    return _apart(lambda where: _matrix(LaneMatrix, where), root)
+
+
+def _worker_matrix(root: Path) -> list[Outcome]:
+    return _apart(lambda where: _matrix(WorkerMatrix, where), root)
+
+
+def run_matrix(root: Path) -> Report:
+    """The one-lane sessions' attacks and ordinary commands through a lane's clone and through a
+    worker, each path its own process (minutes: the benchmark's, not CI's; CI plays PATH_CALLS)."""
+    halves = ((_lanes_matrix, "lanes"), (_worker_matrix, "worker"))
+    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
         parts = [pool.submit(half, root / name) for half, name in halves]
         return Report([o for part in parts for o in part.result()])
 
