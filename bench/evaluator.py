@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -48,12 +49,14 @@ from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.evidence import LEDGER, is_web
 from session_scheduler.core.machine import Backlog, Lane, SessionState, feature
 from session_scheduler.guard.browser_box import APP_ORIGIN
+from session_scheduler.guard.sandbox import Host
 from session_scheduler.repo import gitops
 from session_scheduler.run import browsing, gating
 from session_scheduler.run.agent import SessionRequest, run_session
 from session_scheduler.run.classify import cut_short
 from session_scheduler.run.gating import Gatekeeper
-from session_scheduler.run.plan import brief_for, plan_session, write_plan
+from session_scheduler.run.opening import planner_of
+from session_scheduler.run.plan import brief_for, write_plan
 from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.run.verify import capture, verify_session
 from session_scheduler.store.records import Records
@@ -223,7 +226,8 @@ def evaluate(project: Path, variant: Variant, config: AgentConfig, scenario: Sce
     folder.mkdir(parents=True)
     browser = browsing.plan_for(keeper, repo, records, state, folder)
     brief = brief_for(state, config, records, APP_ORIGIN if browser else None)
-    plan = plan_session(state, config, project, brief=brief)
+    planner = planner_of(project, config, Host.of(os.environ))  # as the run plans its sessions
+    plan = planner.plan(state, project, brief=brief, spent_usd=0.0, outage_s=0.0)
     pre = capture(records, repo, state, folder / "pre")
     request = SessionRequest(plan, project, write_plan(plan, project), folder, records)
     started = time.monotonic()

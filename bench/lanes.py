@@ -63,6 +63,7 @@ from session_scheduler.repo import merge_queue
 from session_scheduler.run import lanes as lanes_module
 from session_scheduler.run.agent import SessionRequest, SessionResult
 from session_scheduler.run.lanes import Lanes
+from session_scheduler.run.plan import Planner
 from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.store import events
 from session_scheduler.testing.hosts import run_command
@@ -202,7 +203,7 @@ def timed_phases(phases: Phases) -> Iterator[None]:
         "clone sync": (Lanes, "_ready"),
         "verify": (lanes_module, "verify_session"),
         "capture": (lanes_module, "capture"),
-        "plan": (lanes_module, "plan_session"),
+        "plan": (Planner, "plan"),
         "outbox apply": (lanes_module, "apply"),
         "save state": (Lanes, "_save"),
         "stop leftovers": (processes, "stop_left_in"),

@@ -1,6 +1,7 @@
 """The red team through the real CLI: every attack contained, every ordinary command allowed.
 
-    .venv/bin/python bench/red_team.py
+    .venv/bin/python bench/red_team.py            # what CI plays (tests/test_red_team.py)
+    .venv/bin/python bench/red_team.py --paths    # the one-lane sessions through a lane and a worker
 
 Plays, through the real Claude Code CLI and a scripted model, 200+ attacks in 30+ classes
 (symlinks and git, `.git` redirections, nested repositories, attributes, secrets in the
@@ -10,7 +11,11 @@ configuration, hand-off files, background processes) and 80+ ordinary commands, 
 resembling attacks. Then it plays what the scheduler does LATER with whatever was planted: its own
 git (gitops), the test command on the commit holding the payloads (run_tests_at), the hand-off
 files read back, and a later REVIEW session; a payload that runs outside every sandbox leaves a
-marker, which fails the run.
+marker, which fails the run. The attacks that depend on the machine's `Host` (secrets in the
+environment, the home and the CLI's config folder) are played through a lane's clone and through
+a worker too (the lane's session received through the exchange), each session's plan checked.
+`--paths` plays the whole matrix instead: every one-lane session but the destructive one through a
+lane's clone and through a worker (`run_matrix`, about two minutes on 2 cores; not in CI).
 
 Prints `attacks contained X/Y (N classes, K known holes), ordinary commands allowed A/B (R known
 refusals), later steps clean L/M`, the attacks per class, the known holes (scripted_model/red_team.py
@@ -22,18 +27,24 @@ runtime (`npm ci`). Takes about a minute on 2 cores.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from session_scheduler.testing.red_team import failures, known, run_red_team
+from session_scheduler.testing.red_team import failures, known, run_matrix, run_red_team
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--paths", action="store_true", help="the one-lane sessions through a lane's clone and a worker"
+    )
+    args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="red-team-") as tmp:
-        report = run_red_team(Path(tmp))
+        report = (run_matrix if args.paths else run_red_team)(Path(tmp))
     print(report.line())
     print("  per class: " + ", ".join(f"{kind} {n}" for kind, n in report.per_class().items()))
     for line in known(report) + failures(report):

@@ -25,6 +25,8 @@ import pytest
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.machine import Backlog, Lane, SessionState, feature
+from session_scheduler.guard.sandbox import Host
+from session_scheduler.repo.adoption import NONE
 from session_scheduler.run.agent import SessionRequest, SessionRunner
 from session_scheduler.run.plan import plan_session, write_plan
 from session_scheduler.run.runners import RunnerFactory
@@ -56,8 +58,23 @@ def state_for(role: SessionType, feature_id: str = "F001", **lane: object) -> Se
     return SessionState(Backlog((feature_id,)), Lane(role, work, **lane))  # type: ignore[arg-type]
 
 
+MACHINE = Host.of(os.environ)
+"""The machine the tests run on, as a run reads it at its edge (what every session's sandbox hides)."""
+
+
 def request_for(project: Path, state: SessionState, config: AgentConfig | None = None) -> SessionRequest:
-    plan = plan_session(state, config or AgentConfig(), project)
+    """A session's request in `project` as one lane plans it: this machine, no brief, nothing
+    spent, no outage, no adopted conventions (each stated: `plan_session` has no defaults)."""
+    plan = plan_session(
+        state,
+        config or AgentConfig(),
+        project,
+        spent_usd=0.0,
+        brief="",
+        host=MACHINE,
+        outage_s=0.0,
+        adopted=NONE,
+    )
     return SessionRequest(plan, project, write_plan(plan, project), project / "log", Records(project))
 
 

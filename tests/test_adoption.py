@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import state_for
+from helpers import MACHINE, state_for
 from test_lifecycle import CFG, git, new_project, run
 
 from session_scheduler.core.config import SessionType
@@ -152,6 +152,15 @@ def test_dry_run_preview_is_what_the_first_session_gets_and_changes_nothing(tmp_
     project = person_s_repository(tmp_path)
     preview = adoption.preview(project)
     assert not adoption.path(project).exists()
-    plan = plan_session(state_for(SessionType.INITIALIZER), CFG, project, adopted=preview)
+    plan = plan_session(
+        state_for(SessionType.INITIALIZER),
+        CFG,
+        project,
+        spent_usd=0.0,
+        brief="",
+        host=MACHINE,
+        outage_s=0.0,
+        adopted=preview,
+    )
     assert plan.system_prompt.endswith(adoption.section(preview)) and RULES in plan.system_prompt
     assert dataclasses.replace(plan, conventions="").system_prompt == f"{plan.instructions}\n\n{plan.scope}"

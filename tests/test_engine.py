@@ -16,14 +16,14 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
-from helpers import factory_of, request_for, sh, state_for
+from helpers import MACHINE, factory_of, request_for, sh, state_for
 
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.engine import Engine, parse_engine, project_id, workflow_id
 from session_scheduler.core.errors import GitError
 from session_scheduler.core.session import InFlight
 from session_scheduler.guard import safe_git
-from session_scheduler.guard.sandbox import Preflight
+from session_scheduler.guard.sandbox import Host, Preflight
 from session_scheduler.repo import gitops
 from session_scheduler.run.agent import Reattachable, SessionRequest, SessionResult
 from session_scheduler.run.browsing import BrowserAccess
@@ -166,23 +166,35 @@ def test_a_worker_refuses_to_start_without_its_sandbox() -> None:
 def test_a_worker_runs_at_most_its_sessions_at_once(
     monkeypatch: pytest.MonkeyPatch, given: list[str], sessions: int
 ) -> None:
-    """`worker --sessions N`: what the host holds reaches the worker (max_concurrent_activities)."""
+    """`worker --sessions N`: what the host holds reaches the worker (max_concurrent_activities);
+    and its machine, read from its environment at its edge, reaches it too (its sessions' sandboxes)."""
     pytest.importorskip("temporalio")
     from session_scheduler.engine import worker
 
     served: list[int] = []
+    machines: list[Host] = []
 
     async def serve(
-        address: str, options: object, runner: object, host: str, places: object, echo: object, sessions: int
+        address: str,
+        options: object,
+        runner: object,
+        host: str,
+        places: object,
+        machine: Host,
+        echo: object,
+        sessions: int,
     ) -> None:
         served.append(sessions)
+        machines.append(machine)
 
     monkeypatch.setattr(worker, "serve", serve)
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "worker's own")
     obj = {"preflight": lambda: Preflight(True, "sandbox ok"), "runners": factory_of(lambda _: _Counting())}
     args = ["worker", "--engine", "temporal://127.0.0.1:9", "--host", "a", "--offline-demo", *given]
     result = CliRunner().invoke(main, args, obj=obj)
     assert result.exit_code == 0, result.output
     assert served == [sessions]
+    assert "MY_SERVICE_TOKEN" in machines[0].secret_env
 
 
 def test_a_worker_s_sessions_are_at_least_one() -> None:
@@ -218,7 +230,7 @@ def test_a_session_started_twice_is_attached_to_and_its_next_attempt_runs_again(
     request = request_for(project, state_for(SessionType.INITIALIZER))
     counting = _Counting()
     lines: list[str] = []
-    factory = engine_runners(Engine(None), project, factory_of(lambda _: counting)(None))
+    factory = engine_runners(Engine(None), project, factory_of(lambda _: counting)(None), MACHINE)
     with factory(lines.append, project / ".agent_logs") as runner:
         assert isinstance(runner, Reattachable)
         number = request.plan.number
@@ -291,7 +303,7 @@ def test_stopping_the_runner_cancels_the_sessions_on_their_workers(tmp_path: Pat
     request = request_for(project, state_for(SessionType.INITIALIZER))
     endless = _Endless()
     results: list[SessionResult] = []
-    factory = engine_runners(Engine(None), project, factory_of(lambda _: endless)(None))
+    factory = engine_runners(Engine(None), project, factory_of(lambda _: endless)(None), MACHINE)
     with factory(lambda line: None, project / ".agent_logs") as runner:
         assert isinstance(runner, Stoppable) and isinstance(runner, Reattachable)
         lane = threading.Thread(target=lambda: results.append(anyio.run(runner.run, request)))
@@ -354,7 +366,7 @@ def test_a_session_s_result_waits_for_the_server_to_answer(tmp_path: Path) -> No
 
     lines: list[str] = []
     counting = _Counting()
-    session = SessionActivity(counting, "host-a", Places(tmp_path / "worker"), lines.append, server)
+    session = SessionActivity(counting, "host-a", Places(tmp_path / "worker"), MACHINE, lines.append, server)
     remote = str(ensure_exchange(tmp_path / "exchange.git"))
     wid = workflow_id("p", request.plan.number, 1)
     start = send(request, remote, wid)

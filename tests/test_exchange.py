@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import request_for, sh, state_for
+from helpers import MACHINE, request_for, sh, state_for
 
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.engine import remote_protocol
@@ -74,7 +74,7 @@ def _start(lane: SessionRequest, remote: str, tmp_path: Path) -> tuple[dict[str,
     from session_scheduler.engine.exchange import Places, receive, send
 
     start = json.loads(json.dumps(send(lane, remote, WID)))  # as the wire carries it
-    here = receive(lane, remote, WID, start, "proj-0123456789ab", Places(tmp_path / "worker"))
+    here = receive(lane, remote, WID, start, "proj-0123456789ab", Places(tmp_path / "worker"), MACHINE)
     return start, here
 
 
@@ -170,10 +170,10 @@ def test_a_lost_try_s_changes_are_undone_by_the_next_try_s_start(
     first = _view(here.cwd)
     sh(here.cwd, "git commit -qam lost && git branch -f main HEAD && echo x > b.txt && echo y >> a.txt")
     here.records.path("progress.json").write_text('{"sessions": [{"session_id": 9}]}')
-    again = receive(lane, remote, WID, start, "proj-0123456789ab", Places(tmp_path / "worker"))
+    again = receive(lane, remote, WID, start, "proj-0123456789ab", Places(tmp_path / "worker"), MACHINE)
     assert _view(again.cwd) == first
     assert again.records.path("progress.json").read_text() == '{"sessions": []}'
-    elsewhere = receive(lane, remote, WID, start, "proj-0123456789ab", Places(tmp_path / "other"))
+    elsewhere = receive(lane, remote, WID, start, "proj-0123456789ab", Places(tmp_path / "other"), MACHINE)
     assert _view(elsewhere.cwd)["branches"] == first["branches"]
 
 
@@ -209,7 +209,7 @@ def test_a_start_the_exchange_does_not_hold_is_refused(
         {**start, "files": other},
     ):
         with pytest.raises(GitError, match="not what the scheduler sent"):
-            receive(lane, remote, WID, forged, "proj", Places(tmp_path / "worker"))
+            receive(lane, remote, WID, forged, "proj", Places(tmp_path / "worker"), MACHINE)
 
 
 def test_a_file_named_to_climb_out_of_its_folder_is_refused(tmp_path: Path) -> None:
@@ -277,7 +277,7 @@ def test_workers_on_other_machines_go_through_the_exchange_the_run_serves(
     with served(Path(remote), f"127.0.0.1:{free_port()}", tmp_path / "daemon.log") as url:
         assert url.startswith("git://127.0.0.1:") and url.endswith("/exchange.git")
         start = send(lane, remote, WID)
-        here = receive(lane, url, WID, start, "proj", Places(tmp_path / "worker"))
+        here = receive(lane, url, WID, start, "proj", Places(tmp_path / "worker"), MACHINE)
         sh(here.cwd, "git commit -qam three && echo wip > new.txt")
         expected = _view(here.cwd)
         take_back(lane, remote, WID, send_back(here, url, WID, start))
@@ -336,7 +336,7 @@ def test_a_lost_try_s_branches_are_not_left_on_the_exchange_by_the_next_try(
     sh(here.cwd, "git branch spare")
     send_back(here, remote, WID, start)
     assert "back/heads/spare" in sh(Path(remote), "git for-each-ref --format='%(refname)'")
-    again = receive(lane, remote, WID, start, "proj-0123456789ab", Places(tmp_path / "other"))
+    again = receive(lane, remote, WID, start, "proj-0123456789ab", Places(tmp_path / "other"), MACHINE)
     back = send_back(again, remote, WID, start)
     assert "spare" not in sh(Path(remote), "git for-each-ref --format='%(refname)'")
     take_back(lane, remote, WID, back)

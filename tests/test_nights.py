@@ -9,16 +9,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import cli_seams, state_for
+from helpers import MACHINE, cli_seams, state_for
 from test_lifecycle import CFG, SPEC, git, new_project
 
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.errors import NotLoggedIn
 from session_scheduler.core.humane import duration
+from session_scheduler.repo.adoption import NONE
 from session_scheduler.run.agent import SessionRequest, SessionResult
 from session_scheduler.run.classify import BACKOFF_BASE_S, LIMIT_MARGIN_S
-from session_scheduler.run.plan import plan_session
+from session_scheduler.run.plan import SessionPlan, plan_session
 from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.store import events
 from session_scheduler.store.events import Totals
@@ -172,11 +173,21 @@ def test_the_outage_allowance_counts_the_clis_own_retries(tmp_path: Path) -> Non
 
 def test_a_session_is_planned_with_what_is_left_of_the_outage_allowance(tmp_path: Path) -> None:
     config = AgentConfig(max_outage_minutes=2)
-    plan = plan_session(state_for(SessionType.IMPLEMENT), config, tmp_path, outage_s=100)
-    assert plan.outage_allowance_s == 20
-    assert (
-        plan_session(state_for(SessionType.IMPLEMENT), config, tmp_path, outage_s=500).outage_allowance_s == 0
-    )
+
+    def planned(outage_s: float) -> SessionPlan:
+        return plan_session(
+            state_for(SessionType.IMPLEMENT),
+            config,
+            tmp_path,
+            spent_usd=0.0,
+            brief="",
+            host=MACHINE,
+            outage_s=outage_s,
+            adopted=NONE,
+        )
+
+    assert planned(100).outage_allowance_s == 20
+    assert planned(500).outage_allowance_s == 0
 
 
 @pytest.mark.parametrize(

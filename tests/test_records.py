@@ -11,11 +11,12 @@ from scripted_model import __file__ as scripted_model_file
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.layout import HANDOFF_FILES
 from session_scheduler.core.machine import feature
+from session_scheduler.repo.adoption import NONE
 from session_scheduler.run.agent import SessionRequest, tools_of
 from session_scheduler.run.plan import plan_session, write_plan
 from session_scheduler.store import progress
 from session_scheduler.store.records import Records
-from tests.helpers import state_for
+from tests.helpers import MACHINE, state_for
 
 
 def _records_with_one_feature(folder: Path) -> Records:
@@ -34,7 +35,16 @@ def test_the_hand_off_tools_write_the_records_never_the_workdir(tmp_path: Path) 
     records = _records_with_one_feature(tmp_path / "records")
     workdir = tmp_path / "clone"
     workdir.mkdir()
-    plan = plan_session(state_for(SessionType.REVIEW, "F001"), AgentConfig(), workdir)
+    plan = plan_session(
+        state_for(SessionType.REVIEW, "F001"),
+        AgentConfig(),
+        workdir,
+        spent_usd=0.0,
+        brief="",
+        host=MACHINE,
+        outage_s=0.0,
+        adopted=NONE,
+    )
     request = SessionRequest(plan, workdir, write_plan(plan, workdir), workdir / "log", records)
     tools = tools_of(request)
     assert tools.work == feature("F001")

@@ -39,6 +39,15 @@ def test_every_attack_is_contained_and_every_ordinary_command_allowed(
     lanes = [o for o in report.attacks() if o.call.kind.startswith("lane-")]
     assert len(lanes) >= 65 and len({o.call.kind for o in lanes}) >= 6, report.line()
     assert sum(o.call.label.startswith(("workdirs.", "merge_queue.")) for o in report.later()) >= 7
+    for path in ("lanes", "worker"):  # the attacks that need this machine's Host, on every path
+        kinds = {o.call.kind for o in report.on(path)}
+        assert {"secret-env", "secret-files"} <= kinds, (path, kinds)
+    assert len(report.on("worker")) >= 20 and {"worker-read", "worker-write", "worker-plant"} <= {
+        o.call.kind for o in report.on("worker")
+    }
+    assert sum(o.path == "worker" for o in report.later()) >= 5  # send_back, take_back, ... the test command
+    planned = {o.path for o in report.outcomes if o.call.tool == "plan"}  # each session's plan checked
+    assert planned == {"one lane", "lanes", "worker"}, planned
     assert failures(report) == []
     assert KNOWN_HOLES == {} and KNOWN_REFUSALS == {}, (
         "every attack contained, every ordinary command allowed"

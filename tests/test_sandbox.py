@@ -38,7 +38,7 @@ def test_every_session_is_sandboxed_with_a_private_temp_folder(tmp_path: Path) -
 
 def test_git_code_paths_and_scheduler_files_are_never_writable(tmp_path: Path) -> None:
     project = tmp_path / "app"
-    denied = sandbox_settings(project, ())["sandbox"]["filesystem"]["denyWrite"]
+    denied = sandbox_settings(project, (), HOST)["sandbox"]["filesystem"]["denyWrite"]
     root = project.resolve()
     for name in (".git/hooks", ".git/config", ".git/info", ".agent_state.json", ".agent_logs", ".claude"):
         assert str(root / name) in denied

@@ -43,7 +43,7 @@ from session_scheduler.core.policy import policy
 from session_scheduler.core.session import SessionFolder
 from session_scheduler.engine import wire
 from session_scheduler.guard import processes, safe_git
-from session_scheduler.guard.sandbox import private_tmp, sandbox_settings
+from session_scheduler.guard.sandbox import Host, private_tmp, sandbox_settings
 from session_scheduler.repo import gitops
 from session_scheduler.repo.workdirs import SUFFIX, problem_of, transport
 from session_scheduler.run.agent import SessionRequest
@@ -192,10 +192,12 @@ def receive(
     start: Mapping[str, Any],
     project: str,
     places: Places,
+    machine: Host,
 ) -> SessionRequest:
     """This worker's own request for the session: its clone of the lane at the session's start
     (fetched from the exchange; made when missing or unusable), the files in its own folders, the
-    plan re-rooted there. What an earlier try left running in that clone is stopped first."""
+    plan re-rooted there, its sandbox built on `machine` (this worker's host, read at its edge).
+    What an earlier try left running in that clone is stopped first."""
     path = places.clone(project, request.lane)
     processes.stop_with_tmpdir(private_tmp(path))
     processes.stop_left_in(path, 0.0)
@@ -224,7 +226,7 @@ def receive(
             _write(folder / SessionFolder.PRE, rest, data)
         elif top == OUTBOX and rest in HANDOFF_FILES:
             _write(outbox, rest, data)
-    plan = rerooted(request, path, folder, outbox)
+    plan = rerooted(request, path, folder, outbox, machine)
     settings = write_plan(plan, path)
     return dataclasses.replace(
         request, plan=plan, cwd=path, settings_path=settings, log_dir=folder, records=Records(outbox)
@@ -262,9 +264,11 @@ def send_back(
     return {**state, "files": refs[f"{BACK}/files"], "start": {"tips": dict(start["tips"])}}
 
 
-def rerooted(request: SessionRequest, cwd: Path, folder: Path, outbox: Path) -> SessionPlan:
+def rerooted(request: SessionRequest, cwd: Path, folder: Path, outbox: Path, machine: Host) -> SessionPlan:
     """The plan with the scheduler's paths (its clone, its private temp folder, the session's
-    folder and outbox) replaced by this worker's, and the sandbox computed for this host."""
+    folder and outbox) replaced by this worker's, and the sandbox computed for this worker's
+    `machine`. Everything else is the scheduler's plan as it was built (`plan_session`): its
+    system prompt with the project's adopted conventions, its tools, its budget and outage allowance."""
     plan = request.plan
     text = json.dumps(wire.plan_to_json(plan))
     moves = {
@@ -279,7 +283,9 @@ def rerooted(request: SessionRequest, cwd: Path, folder: Path, outbox: Path) -> 
     if plan.sandboxed:
         domains = tuple(plan.settings["sandbox"]["network"]["allowedDomains"])
         settings = dict(moved.settings)
-        settings.update(sandbox_settings(cwd, domains, protect_main=not policy(plan.role).may_move_main))
+        settings.update(
+            sandbox_settings(cwd, domains, machine, protect_main=not policy(plan.role).may_move_main)
+        )
         denied = settings["sandbox"]["filesystem"]["denyRead"]
         # what the scheduler denies its own lane and is on this host too (a worker on its machine):
         # its project, the other lanes' clones, the exchange (the worker's clone is opened again)

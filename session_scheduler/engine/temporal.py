@@ -40,6 +40,7 @@ from session_scheduler.engine.devserver import dev_server
 from session_scheduler.engine.exchange import Places
 from session_scheduler.engine.worker import work
 from session_scheduler.engine.workflow import WORKFLOW
+from session_scheduler.guard.sandbox import Host
 from session_scheduler.repo import workdirs
 from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
 from session_scheduler.run.runners import Echo, RunnerFactory
@@ -292,6 +293,7 @@ def engine_runners(
     engine: Engine,
     project: Path,
     local_runners: RunnerFactory,
+    host: Host,
     git_remote: str | None = None,
     git_serve: str | None = None,
 ) -> RunnerFactory:
@@ -299,8 +301,9 @@ def engine_runners(
     `git_remote` (None: a bare repository in the project's log folder, served with `git daemon`
     at `git_serve` when given, for workers on other machines). For `temporal://local` a
     dev server (its database in the project's log folder) and one worker in this process, with the
-    local runner, are started for the run and stopped after it. A server of one's own is reached
-    with this process's Temporal settings (TLS, API key: connection.py); the dev server, plainly."""
+    local runner and this machine's `host`, are started for the run and stopped after it. A server
+    of one's own is reached with this process's Temporal settings (TLS, API key: connection.py);
+    the dev server, plainly."""
 
     @contextmanager
     def opened(echo: Echo, log_dir: Path) -> Iterator[SessionRunner]:
@@ -327,7 +330,7 @@ def engine_runners(
                     worker = None
                     if engine.local:
                         places = Places(project.parent, workdirs.root_of(project), "-local")
-                        worker = loop.submit(work(client, local, "local", places, echo))
+                        worker = loop.submit(work(client, local, "local", places, host, echo))
                     runner = TemporalRunner(loop, client, project_id(project), remote, echo, local, reached)
                     try:
                         yield runner

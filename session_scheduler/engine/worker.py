@@ -31,6 +31,7 @@ from session_scheduler.engine.connection import connect_error, tls_error
 from session_scheduler.engine.exchange import Places
 from session_scheduler.engine.workflow import NOT_RETRIED, RUN_SESSION, SessionWorkflow
 from session_scheduler.guard import processes
+from session_scheduler.guard.sandbox import Host
 from session_scheduler.run.agent import SessionRunner
 
 HEARTBEAT_S = 1.0
@@ -43,17 +44,20 @@ reported anyway."""
 class SessionActivity:
     """The activity: one session run by `runner` on this worker, its result returned as data once
     the server answers (`server`: whether it does; the SDK gives up reporting a result after a few
-    seconds of a server away, and the session would then run again from its start)."""
+    seconds of a server away, and the session would then run again from its start). `host` names
+    the worker; `machine` is what its sessions' sandboxes hide here, read at the worker's edge."""
 
     def __init__(
         self,
         runner: SessionRunner,
         host: str,
         places: Places,
+        machine: Host,
         echo: Callable[[str], None] = print,
         server: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.runner, self.host, self.places, self.echo, self.server = runner, host, places, echo, server
+        self.machine = machine
 
     @activity.defn(name=RUN_SESSION)
     async def run_session(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +76,14 @@ class SessionActivity:
             shared = job["git"]
             remote, workflow, start = shared["remote"], str(info.workflow_id), shared["start"]
             here = await asyncio.to_thread(
-                exchange.receive, request, remote, workflow, start, shared["project"], self.places
+                exchange.receive,
+                request,
+                remote,
+                workflow,
+                start,
+                shared["project"],
+                self.places,
+                self.machine,
             )
             began = time.time()  # the OS's clock: processes' start times
             result = await self.runner.run(here)
@@ -121,17 +132,20 @@ def worker_of(
     runner: SessionRunner,
     host: str,
     places: Places,
+    machine: Host,
     echo: Callable[[str], None],
     sessions: int = WORKER_SESSIONS,
 ) -> Worker:
     """A worker of the pool's task queue: the session workflow and its activity, at most
-    `sessions` of them at once."""
+    `sessions` of them at once (`machine`: what its sessions' sandboxes hide here)."""
     return Worker(
         client,
         task_queue=TASK_QUEUE,
         workflows=[SessionWorkflow],
         activities=[
-            SessionActivity(runner, host, places, echo, client.service_client.check_health).run_session
+            SessionActivity(
+                runner, host, places, machine, echo, client.service_client.check_health
+            ).run_session
         ],
         identity=f"{host}@{os.getpid()}",
         max_concurrent_activities=sessions,
@@ -146,6 +160,7 @@ async def work(
     runner: SessionRunner,
     host: str,
     places: Places,
+    machine: Host,
     echo: Callable[[str], None],
     sessions: int = WORKER_SESSIONS,
 ) -> None:
@@ -156,7 +171,7 @@ async def work(
         echo(
             f"Worker {host}: stopped {plural(len(left), 'process', 'processes')} an earlier worker's sessions left running"
         )
-    await worker_of(client, runner, host, places, echo, sessions).run()
+    await worker_of(client, runner, host, places, machine, echo, sessions).run()
 
 
 async def serve(
@@ -165,11 +180,13 @@ async def serve(
     runner: SessionRunner,
     host: str,
     places: Places,
+    machine: Host,
     echo: Callable[[str], None],
     sessions: int = WORKER_SESSIONS,
 ) -> None:
     """Connect to the server at `address` (`options`: connection.connect_options) and work for it,
-    `sessions` at once at most, its lanes' clones and sessions' folders in `places`, until cancelled."""
+    `sessions` at once at most, its lanes' clones and sessions' folders in `places`, its sessions'
+    sandboxes built on `machine` (this host, read at the worker's edge), until cancelled."""
     try:
         client = await Client.connect(address, **options)
     except RuntimeError as exc:
@@ -180,4 +197,4 @@ async def serve(
             f"cannot reach the Temporal server at {address} ({connect_error(exc)}); start it or check --engine"
         ) from None
     echo(f"Worker {host} on {address}, task queue {TASK_QUEUE}, {sessions} sessions at once at most")
-    await work(client, runner, host, places, echo, sessions)
+    await work(client, runner, host, places, machine, echo, sessions)

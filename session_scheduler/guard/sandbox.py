@@ -21,14 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from session_scheduler.core.confinement import (
-    SECRET_ENV_NAMES,
+    Host as Host,  # imported from here by plan, scheduler, the CLI and the red team
+)
+from session_scheduler.core.confinement import (
     denied_regions,
     kept_denied,
     reopened,
     toolchains,
-)
-from session_scheduler.core.confinement import (
-    Host as Host,  # imported from here by plan, scheduler, the CLI and the red team
 )
 from session_scheduler.core.layout import MAIN_REF_PATHS, SANDBOX_DENIED_WRITES, SETTINGS_FILE
 from session_scheduler.guard import command_sandbox, safe_git
@@ -40,7 +39,7 @@ INSTALL_HINT = "install bubblewrap and socat (Debian/Ubuntu: `apt-get install bu
 
 
 def sandbox_settings(
-    project: Path, allowed_domains: tuple[str, ...], host: Host | None = None, *, protect_main: bool = False
+    project: Path, allowed_domains: tuple[str, ...], host: Host, *, protect_main: bool = False
 ) -> dict[str, Any]:
     """The settings that turn the sandbox on for a session in `project` (merged into its settings).
 
@@ -49,8 +48,9 @@ def sandbox_settings(
     folder; it reads neither home folders nor the CLI's config nor the folders beside the project
     (other projects), except toolchains; the credentials in the environment are unset. In a lane's
     clone it reads neither the other lanes' clones (beside it) nor the project it was cloned
-    from nor the folders beside that (`lane_project`)."""
-    host = host or Host((), None, SECRET_ENV_NAMES, (), tempfile.gettempdir())
+    from nor the folders beside that (`lane_project`). `host` is required: what the sandbox hides
+    depends on the machine (its home folders, the CLI's config folder, the secrets in its
+    environment), and no stand-in knows them."""
     root = project.resolve()
     tmp = str(private_tmp(project))
     regions = denied_regions(root, host, open_shared_parent=True)
@@ -130,8 +130,8 @@ def preflight(
         outside.mkdir()
         _probe_repository(project)
         settings: dict[str, Any] = {"permissions": {"allow": [], "deny": [], "defaultMode": "dontAsk"}}
-        if sandboxed:
-            settings.update(sandbox_settings(project, ()))
+        if sandboxed:  # this machine's host, as its sessions get it
+            settings.update(sandbox_settings(project, (), Host.of(os.environ)))
         else:
             settings["permissions"]["allow"] = ["Bash"]
         private_tmp(project).mkdir(exist_ok=True)

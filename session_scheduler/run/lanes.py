@@ -13,6 +13,7 @@ goes back to a free lane as a FIX against a review the scheduler writes.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import threading
 import time
@@ -62,7 +63,7 @@ from session_scheduler.core.session import REATTACHED, InFlight, SessionFolder
 from session_scheduler.core.standing import Standing, Then, Wait
 from session_scheduler.guard import processes, safe_git
 from session_scheduler.guard.browser_box import APP_ORIGIN
-from session_scheduler.guard.sandbox import private_tmp
+from session_scheduler.guard.sandbox import Host, private_tmp
 from session_scheduler.repo import gitops, merge_queue, workdirs
 from session_scheduler.repo.merge_queue import Conflict, Landed, Landing, Queue, Red
 from session_scheduler.run import browsing, ending, gating
@@ -77,8 +78,8 @@ from session_scheduler.run.agent import (
 )
 from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged
 from session_scheduler.run.gating import Gatekeeper, gated
-from session_scheduler.run.opening import open_project, run_started, set_aside_foreign_branches
-from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
+from session_scheduler.run.opening import open_project, planner_of, run_started, set_aside_foreign_branches
+from session_scheduler.run.plan import Planner, SessionPlan, brief_for, outage_so_far, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
 from session_scheduler.store import crashpoints, events, handoff_check, progress, statefile
@@ -115,6 +116,7 @@ class Lanes:
         events: EventLog | None = None,
         clock: Clock | None = None,
         cost_basis: str = "api",
+        host: Host | None = None,
     ) -> None:
         if lanes < 2:
             raise ValueError("lanes run two or more lanes; one lane is the Scheduler (run/scheduler.py)")
@@ -122,6 +124,10 @@ class Lanes:
         self.records = Records(project)
         self.echo = echo
         self.clock = clock or SystemClock()
+        self.host = host or Host.of(os.environ)  # the edge: a caller that has read it passes it
+        """What the sandbox hides on this machine (its homes, the CLI's config, secret variables)."""
+        self._planner: Planner | None = None
+        """How each session is planned, as the one-lane scheduler plans it: made when the run opens the project."""
         self.cost_basis = cost_basis
         self.paused_until = 0.0
         """No lane starts a session before this (clock time): a usage limit's reset, an outage's back-off."""
@@ -129,6 +135,7 @@ class Lanes:
         self.fresh_reruns = 0
         """Sessions run again in this run because their sandbox or browser did not start (every lane's)."""
         self.outage_since: float | None = None
+        """When the API began failing (clock time), until a session counts again."""
         self.reruns: dict[int, tuple[int, SessionState]] = {}
         """Per lane, the session cut short that it runs again (its number and its state)."""
         self.flights: dict[int, InFlight] = {}
@@ -166,6 +173,7 @@ class Lanes:
         repo, _ = open_project(
             self.project, self.records, self.echo, [] if reattachable(self.runner) else tmp_dirs
         )
+        self._planner = planner_of(self.project, self.config, self.host)
         self.totals = Totals.of(events.read(self.events.path))
         self.events.subscribe(self.totals.apply)
         self.events.subscribe(self.run_totals.apply)
@@ -548,7 +556,10 @@ class Lanes:
             else None
         )
         brief = brief_for(state, self.config, outbox, APP_ORIGIN if browser else None)
-        plan = plan_session(state, self.config, workdir, brief=brief, spent_usd=spent)
+        assert self._planner is not None, "no session is planned before the run opens the project"
+        with self.lock:  # the outage so far is the authority's
+            outage_s = outage_so_far(self.outage_since, self.clock.now())
+        plan = self._planner.plan(state, workdir, brief=brief, spent_usd=spent, outage_s=outage_s)
         copies = folder.path / SessionFolder.PRE
         if held is None:
             pre = capture(outbox, clone, state, copies)

@@ -12,12 +12,15 @@ from typing import Any
 import git
 
 from session_scheduler.core import version
+from session_scheduler.core.config import AgentConfig
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.humane import plural
 from session_scheduler.core.layout import HANDOFF_FILES, STATE_FILE
 from session_scheduler.core.machine import WORK_BRANCHES
 from session_scheduler.guard import processes
+from session_scheduler.guard.sandbox import Host
 from session_scheduler.repo import adoption, git_backup, gitops
+from session_scheduler.run.plan import Planner
 from session_scheduler.store import crashpoints, progress
 from session_scheduler.store.events import EventLog
 from session_scheduler.store.records import Records
@@ -59,6 +62,12 @@ def open_project(
             )
     crashpoints.reached("repo_opened")
     return repo, stashed
+
+
+def planner_of(project: Path, config: AgentConfig, host: Host) -> Planner:
+    """How the run plans its sessions, one lane or several: this machine's `host` (read at the
+    run's edge) and the adoption `open_project` recorded (read here, once the project is open)."""
+    return Planner(config, host, adoption.load(project))
 
 
 def run_started(log: EventLog, project: Path, cost_basis: str, **more: Any) -> None:

@@ -1,10 +1,15 @@
 """One session plan: everything a session needs, built by one pure function from state and config.
 
-The loop and `--dry-run` both call `plan_session`; `write_plan` is the one writer that
-puts the role's settings on disk. What the agent reads in its system prompt is exactly
-`SessionPlan.system_prompt` (the role's instructions, its scope, and the project's own
-conventions when it has them), whichever caller built it. Nothing is written into the
-project's files: its CLAUDE.md is the person's (adoption.py).
+Every path builds a session through `plan_session`: one lane and the lanes (through one
+`Planner`, made when the run opens the project), a worker (which re-roots the plan it is sent,
+engine/exchange.py), `--dry-run`, the red team and the benchmarks. Everything a plan needs is a
+required argument, so a caller that forgets one (the machine's `Host`, the adopted conventions,
+the outage so far) is a type error, never a session with a weaker sandbox or without the
+person's rules. `write_plan` is the one writer that puts the role's settings on disk. What the
+agent reads in its system prompt is exactly `SessionPlan.system_prompt` (the role's
+instructions, its scope, and the project's own conventions when it has them), whichever caller
+built it. Nothing is written into the project's files: its CLAUDE.md is the person's
+(adoption.py).
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ from session_scheduler.core.config import AgentConfig, SessionType, get_model_fo
 from session_scheduler.core.layout import SETTINGS_FILE
 from session_scheduler.core.machine import SessionState, WorkItem
 from session_scheduler.core.policy import policy
-from session_scheduler.guard.sandbox import Host, sandbox_settings
+from session_scheduler.guard.sandbox import Host, lane_project, sandbox_settings
 from session_scheduler.guard.security import scope_rules, settings_for, validate_settings
-from session_scheduler.repo.adoption import NONE, Adoption, section
+from session_scheduler.repo.adoption import Adoption, section
 from session_scheduler.run import brief as briefs
 from session_scheduler.run.prompts import READS, kickoff, render, role_variables
 from session_scheduler.store.progress import atomic_write_json
@@ -78,17 +83,20 @@ def plan_session(
     config: AgentConfig,
     project: Path,
     *,
-    spent_usd: float = 0.0,
-    brief: str = "",
-    host: Host | None = None,
-    outage_s: float = 0.0,
-    adopted: Adoption = NONE,
+    spent_usd: float,
+    brief: str,
+    host: Host,
+    outage_s: float,
+    adopted: Adoption,
 ) -> SessionPlan:
-    """The plan of the session about to run in `state` in `project` (reads only the shipped templates;
-    the brief is rendered by the caller, `brief_for`; `host` says what the sandbox hides on this
-    machine, read from its environment by the caller; `outage_s`, how long the API has been failing;
-    `adopted`, what the project was before the first run: its CLAUDE.md reaches the session)."""
+    """The plan of the session about to run in `state` in `project` (its work tree: the project, or
+    a lane's clone; reads only the shipped templates). Every piece is required: `spent_usd`, what
+    the project has spent (its budget's rest caps the session); `brief`, rendered by the caller
+    (`brief_for`); `host`, what the sandbox hides on this machine, read from its environment at
+    the caller's edge; `outage_s`, how long the API has been failing; `adopted`, what the project
+    was before the first run (its CLAUDE.md reaches the session)."""
     role, work = state.lane.role, state.lane.work
+    name = (lane_project(project) or project).name  # a lane's clone: the session builds its project
     settings = settings_for(role, config.test_command, project)
     if config.sandbox:
         settings.update(
@@ -105,7 +113,7 @@ def plan_session(
         role=role,
         model=get_model_for_session(role, config),
         work=work,
-        instructions=render(role, role_variables(project.name, config, state)),
+        instructions=render(role, role_variables(name, config, state)),
         scope=scope_rules(role, work),
         kickoff=kickoff(role, state.next_number, brief),
         brief=brief,
@@ -120,6 +128,39 @@ def plan_session(
         outage_allowance_s=max(config.max_outage_minutes * 60 - outage_s, 0.0),
         conventions=section(adopted),
     )
+
+
+@dataclass(frozen=True)
+class Planner:
+    """How a run plans each of its sessions, whatever runs them (one lane or the lanes): the same
+    `plan_session` with the same machine and project facts, read once when the run opens the
+    project (run/opening.planner_of); what changes from session to session is an argument."""
+
+    config: AgentConfig
+    host: Host
+    """What the sandbox hides on this machine (its homes, the CLI's config, secret variables)."""
+    adopted: Adoption
+    """The person's CLAUDE.md and branch as the first run found them."""
+
+    def plan(
+        self, state: SessionState, workdir: Path, *, brief: str, spent_usd: float, outage_s: float
+    ) -> SessionPlan:
+        """The plan of the session about to run in `state` in `workdir` (the project, or a lane's clone)."""
+        return plan_session(
+            state,
+            self.config,
+            workdir,
+            spent_usd=spent_usd,
+            brief=brief,
+            host=self.host,
+            outage_s=outage_s,
+            adopted=self.adopted,
+        )
+
+
+def outage_so_far(since: float | None, now: float) -> float:
+    """How long the API has been failing (`since`: its first failed request, clock time; None: it is not)."""
+    return 0.0 if since is None else now - since
 
 
 def brief_for(

@@ -37,7 +37,7 @@ from session_scheduler.core.standing import Standing, Then, Wait
 from session_scheduler.guard import processes, safe_git
 from session_scheduler.guard.browser_box import APP_ORIGIN
 from session_scheduler.guard.sandbox import Host, private_tmp
-from session_scheduler.repo import adoption, git_backup, git_guard, gitops, refs
+from session_scheduler.repo import git_backup, git_guard, gitops, refs
 from session_scheduler.run import browsing, ending
 from session_scheduler.run.agent import (
     SessionRequest,
@@ -55,8 +55,8 @@ from session_scheduler.run.classify import (
     judged,
 )
 from session_scheduler.run.gating import Gatekeeper, gated
-from session_scheduler.run.opening import open_project, run_started, set_aside_foreign_branches
-from session_scheduler.run.plan import SessionPlan, brief_for, plan_session, write_plan
+from session_scheduler.run.opening import open_project, planner_of, run_started, set_aside_foreign_branches
+from session_scheduler.run.plan import Planner, SessionPlan, brief_for, outage_so_far, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
 from session_scheduler.store import crashpoints, events, handoff_check, handoff_history, progress, statefile
@@ -130,8 +130,10 @@ class Scheduler:
         host: Host | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
-        self.host = host or Host.of(os.environ)
+        self.host = host or Host.of(os.environ)  # the edge: a caller that has read it passes it
         """What the sandbox hides on this machine (its homes, the CLI's config, secret variables)."""
+        self._planner: Planner | None = None
+        """How each session is planned: made when the run opens the project (`_open`)."""
         self._outage_since: float | None = None
         """When the API began failing (clock time), until a session counts again."""
         self._stashes = 0
@@ -157,8 +159,6 @@ class Scheduler:
         """The repository's objects and refs as the session in flight began (git_backup.py)."""
         self.lane = LANE
         """The lane this scheduler runs sessions in (its in-flight record and restore point are keyed by it)."""
-        self.adopted = adoption.NONE
-        """The person's CLAUDE.md and branch as the first run found them (read when the run opens the project)."""
         self._attempt = 1
         """Which run of its session the next session is (one more after each cut: `InFlight.attempt`)."""
 
@@ -237,7 +237,7 @@ class Scheduler:
     def _open(self) -> git.Repo:
         """The project's repository, after the checks that refuse a project before anything runs."""
         repo, stashed = open_project(self.project, self.records, self.echo, (private_tmp(self.project),))
-        self.adopted = adoption.load(self.project)
+        self._planner = planner_of(self.project, self.config, self.host)
         self._git_guard = git_guard.baseline(self.project, Path(repo.common_dir))
         for change in self._git_guard.since_last_run:
             self.echo(
@@ -457,7 +457,7 @@ class Scheduler:
         the spec and the application are on `main`, and a rerun reads the spec from the work tree.)"""
         if gitops.current_branch(repo) != gitops.MAIN and not gitops.dirty(repo):
             repo.git.checkout("-q", gitops.MAIN)
-        mine = self.adopted.branch
+        mine = self.planner.adopted.branch
         if (
             mine
             and mine != gitops.MAIN
@@ -537,9 +537,7 @@ class Scheduler:
         if held is not None:
             assert pre is not None
             self._write_status(state)
-            plan = plan_session(
-                state, self.config, self.project, spent_usd=self.totals.cost_usd, host=self.host
-            )
+            plan = self._plan(state, "")  # its brief went with it when it started
             return Session(state, SessionFolder(Path(held.log_dir)), plan, pre, held)
         log_dir = log_dir_for(self.project, state.next_number, state.lane.role)
         self._prepare_git(repo, state)
@@ -551,16 +549,7 @@ class Scheduler:
         self._write_status(state)
         browser = browsing.plan_for(Gatekeeper.of(self.config), repo, self.records, state, log_dir)
         brief = brief_for(state, self.config, self.records, APP_ORIGIN if browser else None)
-        plan = plan_session(
-            state,
-            self.config,
-            self.project,
-            spent_usd=self.totals.cost_usd,
-            brief=brief,
-            host=self.host,
-            outage_s=0.0 if self._outage_since is None else self.clock.now() - self._outage_since,
-            adopted=self.adopted,
-        )
+        plan = self._plan(state, brief)
         if pre is None:  # the restore point: full copies, replaced each session (not kept per session)
             pre = capture(
                 self.records, repo, state, progress.restore_point(self.records, SessionFolder.PRE, self.lane)
@@ -573,6 +562,20 @@ class Scheduler:
         self.save(state, flight)
         crashpoints.reached("in_progress_saved")
         return Session(state, SessionFolder(log_dir), plan, pre, flight, browser)
+
+    @property
+    def planner(self) -> Planner:
+        assert self._planner is not None, "no session is planned before the run opens the project"
+        return self._planner
+
+    def _plan(self, state: SessionState, brief: str) -> SessionPlan:
+        return self.planner.plan(
+            state,
+            self.project,
+            brief=brief,
+            spent_usd=self.totals.cost_usd,
+            outage_s=outage_so_far(self._outage_since, self.clock.now()),
+        )
 
     def _run(self, repo: git.Repo, session: Session, *, awaited: bool = False) -> Session:
         """The seam: the plan written, one fresh CLI process (or the robot); then what it left

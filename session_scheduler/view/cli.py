@@ -59,7 +59,7 @@ from session_scheduler.guard import browser_box, safe_git
 from session_scheduler.guard.sandbox import Host, Preflight, preflight
 from session_scheduler.repo import adoption
 from session_scheduler.run import showing
-from session_scheduler.run.plan import brief_for, plan_session
+from session_scheduler.run.plan import Planner, brief_for
 from session_scheduler.run.prompts import EXAMPLE_SPEC, template_path
 from session_scheduler.store import crashpoints, events, progress, statefile
 from session_scheduler.store.authority import Authority, FileAuthority
@@ -319,15 +319,15 @@ def dry_run(console: Console, project: Path, config: AgentConfig, show: SessionT
     shown = "Next session" if role is next_role else "A session of the role asked (not the next one)"
     console.print(f"{shown}: {role.value}{note}")
     web = showing.is_web_review(state, features)
-    plan = plan_session(
+    planner = Planner(config, Host.of(os.environ), adoption.preview(project))  # as a run would plan it
+    plan = planner.plan(
         state,
-        config,
         project,
         brief=brief_for(state, config, project, browser_box.APP_ORIGIN if web else None)
         if project.exists()
         else "",
-        host=Host.of(os.environ),
-        adopted=adoption.preview(project),
+        spent_usd=totals.cost_usd,
+        outage_s=0.0,  # a run that starts now starts with no outage
     )
     console.print(f"Model: {plan.model}")
     work = plan.work
@@ -629,15 +629,16 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _on_engine(config: AgentConfig, project: Path, runners: RunnerFactory) -> RunnerFactory:
-    """The run's runner factory: in this process, or on the engine the project names."""
+def _on_engine(config: AgentConfig, project: Path, runners: RunnerFactory, host: Host) -> RunnerFactory:
+    """The run's runner factory: in this process, or on the engine the project names (`host`: this
+    machine, for the worker `temporal://local` starts here)."""
     engine = parse_engine(config.engine)
     if engine is None:
         return runners
     _using_temporal()
     from session_scheduler.engine.temporal import engine_runners
 
-    return engine_runners(engine, project, runners, config.git_remote, config.git_serve)
+    return engine_runners(engine, project, runners, host, config.git_remote, config.git_serve)
 
 
 TEMPORAL_USED = "session_scheduler.temporal"
@@ -743,6 +744,7 @@ def run_cli(
         if missing:
             raise NotLoggedIn(missing)
     make_project_dir(project)
+    host = Host.of(os.environ)  # this machine, read once: every session's sandbox is built on it
     view = LiveConsole(console, verbosity=verbosity, clock=seams.clock.now)
     echo = view.echo
     probe = _SandboxCheck(config, seams, echo)
@@ -759,9 +761,10 @@ def run_cli(
                 saved,
                 seams,
                 view,
-                probe.guard(_on_engine(config, project, seams.runners(scenario_data))),
+                probe.guard(_on_engine(config, project, seams.runners(scenario_data), host)),
                 scenario_data is not None,
                 max_iterations,
+                host,
             )
     finally:
         view.close()
@@ -786,8 +789,10 @@ def _run(
     runners: RunnerFactory,
     offline: bool,
     max_iterations: int | None,
+    host: Host,
 ) -> Any:
-    """One run of the scheduler with its event log, console and notifier wired up."""
+    """One run of the scheduler with its event log, console and notifier wired up (`host`: this
+    machine, what every session's sandbox hides)."""
     from session_scheduler.run.scheduler import Scheduler
     from session_scheduler.view.notify import Notifier
 
@@ -812,6 +817,7 @@ def _run(
                 clock=seams.clock,
                 events=log,
                 cost_basis=cost_basis(offline),
+                host=host,
             )
             return lanes.run(max_iterations).run
         one_lane(project, config)
@@ -823,6 +829,7 @@ def _run(
             clock=seams.clock,
             events=log,
             cost_basis=cost_basis(offline),
+            host=host,
         )
         try:
             return scheduler.run(max_iterations)
@@ -1102,6 +1109,7 @@ def worker_command(
         from session_scheduler.engine.worker import serve
 
         options = connection.connect_options(os.environ)  # TLS, API key: this host's own settings
+        machine = Host.of(os.environ)  # what its sessions' sandboxes hide here (the connection's names too)
         connection.forget(os.environ)  # read once: the sessions it runs never inherit them
         _using_temporal()
 
@@ -1116,7 +1124,7 @@ def worker_command(
             options["runtime"] = connection.logged_runtime(folder / connection.CLIENT_LOG)
             with seams.runners(scenario_data)(echo, folder) as runner:
                 places = Places(folder)  # the lanes' clones and the sessions' folders
-                asyncio.run(serve(engine.address, options, runner, host, places, echo, sessions))
+                asyncio.run(serve(engine.address, options, runner, host, places, machine, echo, sessions))
 
     try:
         work()
