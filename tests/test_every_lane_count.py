@@ -26,7 +26,10 @@ from session_scheduler.testing.inprocess import InProcessRobotRunner
 
 SPEC = Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
 CFG = AgentConfig(architecture_interval=100, max_attempts=2, sandbox=False)
-LANE_COUNTS = pytest.mark.parametrize("lanes", [1, 2])
+LOOPS: dict[str, int | None] = {"one lane": None, "one lane in a clone": 1, "two lanes": 2}
+"""Each way a project runs: the one-lane loop in the project folder, the lanes loop with one lane
+and with two (each in a clone of its own, landing through the merge queue)."""
+LANE_COUNTS = pytest.mark.parametrize("lanes", list(LOOPS))
 
 
 def new_project(tmp_path: Path) -> Path:
@@ -40,14 +43,15 @@ def run(
     project: Path,
     config: AgentConfig,
     runner: SessionRunner,
-    lanes: int,
+    lanes: str,
     lines: list[str],
     max_iterations: int | None = None,
 ) -> RunReport:
-    """The project run to its end (or `max_iterations` sessions) on `lanes` lanes."""
-    if lanes == 1:
+    """The project run to its end (or `max_iterations` sessions) the way `lanes` names (LOOPS)."""
+    count = LOOPS[lanes]
+    if count is None:
         return Scheduler(project, config, runner, echo=lines.append).run(max_iterations)
-    return Lanes(project, config, runner, lanes, echo=lines.append).run(max_iterations).run
+    return Lanes(project, config, runner, count, echo=lines.append).run(max_iterations).run
 
 
 def log_of(project: Path) -> list[dict[str, Any]]:
@@ -75,7 +79,7 @@ class TimedOutOnce(InProcessRobotRunner):
 
 
 @LANE_COUNTS
-def test_a_session_cut_off_has_its_cost_estimated_and_says_what_cut_it(tmp_path: Path, lanes: int) -> None:
+def test_a_session_cut_off_has_its_cost_estimated_and_says_what_cut_it(tmp_path: Path, lanes: str) -> None:
     project = new_project(tmp_path)
     lines: list[str] = []
     config = dataclasses.replace(CFG, feature_count=1)
@@ -92,7 +96,7 @@ def test_a_session_cut_off_has_its_cost_estimated_and_says_what_cut_it(tmp_path:
 
 @LANE_COUNTS
 def test_each_session_leaves_its_result_and_every_refused_call_with_its_rule(
-    tmp_path: Path, lanes: int
+    tmp_path: Path, lanes: str
 ) -> None:
     project = new_project(tmp_path)
     lines: list[str] = []
@@ -117,7 +121,7 @@ def test_each_session_leaves_its_result_and_every_refused_call_with_its_rule(
 
 
 @LANE_COUNTS
-def test_a_feature_rejected_too_often_is_blocked_with_an_event(tmp_path: Path, lanes: int) -> None:
+def test_a_feature_rejected_too_often_is_blocked_with_an_event(tmp_path: Path, lanes: str) -> None:
     project = new_project(tmp_path)
     lines: list[str] = []
     scenario = Scenario.from_json({"features": 2, "reviews": {"F002": ["REJECT", "REJECT"]}})
@@ -138,7 +142,7 @@ class Idle(InProcessRobotRunner):
 
 @LANE_COUNTS
 def test_an_initializer_that_kept_failing_halts_and_the_next_run_tries_it_again(
-    tmp_path: Path, lanes: int
+    tmp_path: Path, lanes: str
 ) -> None:
     project = new_project(tmp_path)
     lines: list[str] = []
@@ -163,7 +167,7 @@ class GitBreaks(InProcessRobotRunner):
 
 
 @LANE_COUNTS
-def test_a_git_failure_ends_the_run_in_one_line_that_says_what_to_do(tmp_path: Path, lanes: int) -> None:
+def test_a_git_failure_ends_the_run_in_one_line_that_says_what_to_do(tmp_path: Path, lanes: str) -> None:
     project = new_project(tmp_path)
     config = dataclasses.replace(CFG, feature_count=1)
     with pytest.raises(GitError) as failed:
@@ -194,7 +198,7 @@ class SandboxFails(InProcessRobotRunner):
 
 @LANE_COUNTS
 def test_a_session_whose_sandbox_failed_runs_again_under_its_number_and_then_the_run_stops(
-    tmp_path: Path, lanes: int
+    tmp_path: Path, lanes: str
 ) -> None:
     project = new_project(tmp_path)
     lines: list[str] = []
@@ -235,7 +239,7 @@ class LeavesScratch(InProcessRobotRunner):
 
 @LANE_COUNTS
 def test_what_a_session_left_uncommitted_is_set_aside_named_and_gone_from_the_next_session(
-    tmp_path: Path, lanes: int
+    tmp_path: Path, lanes: str
 ) -> None:
     project = new_project(tmp_path)
     lines: list[str] = []
@@ -253,7 +257,7 @@ def test_what_a_session_left_uncommitted_is_set_aside_named_and_gone_from_the_ne
 
 @LANE_COUNTS
 def test_a_person_s_branch_named_as_a_work_branch_is_set_aside_not_handed_to_a_session(
-    tmp_path: Path, lanes: int
+    tmp_path: Path, lanes: str
 ) -> None:
     project = new_project(tmp_path)
     sh(project, "git init -q -b main . && echo old > old.txt && git add old.txt")
@@ -284,7 +288,7 @@ def test_a_person_s_branch_named_as_a_work_branch_is_set_aside_not_handed_to_a_s
 
 @LANE_COUNTS
 def test_the_hand_off_files_are_checked_trimmed_restored_and_carry_each_lane_s_status(
-    tmp_path: Path, lanes: int
+    tmp_path: Path, lanes: str
 ) -> None:
     project = new_project(tmp_path)
     lines: list[str] = []

@@ -11,6 +11,7 @@ from pathlib import Path
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig
 from session_scheduler.repo import workdirs
+from session_scheduler.run.agent import SessionRequest, SessionResult
 from session_scheduler.run.lanes import Lanes
 from session_scheduler.store import events, statefile
 from session_scheduler.testing.inprocess import InProcessRobotRunner
@@ -66,13 +67,34 @@ def test_three_lanes_build_every_feature_once_each_landed_once_on_main(tmp_path:
     assert not any(e["kind"] == "undo" for e in log) and not any("failed" in line for line in lines)
 
 
-def test_one_lane_is_the_scheduler_s() -> None:
-    """With one lane the REVIEW merges into the project's own main (run/scheduler.py); the lanes'
-    loop, whose lanes never touch it, refuses to run one."""
+def test_one_lane_in_a_clone_lands_each_review_s_own_merge_with_no_second_test_run(tmp_path: Path) -> None:
+    """The lanes' loop runs one lane too: its agent works in its clone, never in the project
+    folder, and since `main` never moves under one lane, each REVIEW's verified merge is what
+    lands (main's history is one lane's: one merge per feature, the REVIEW's own)."""
     import pytest
 
-    with pytest.raises(ValueError, match="one lane is the Scheduler"):
-        Lanes(Path("."), CFG, InProcessRobotRunner(), 1)
+    with pytest.raises(ValueError, match="one lane or more"):
+        Lanes(Path("."), CFG, InProcessRobotRunner(), 0)
+    project = new_project(tmp_path)
+    seen: list[Path] = []
+
+    class Where(InProcessRobotRunner):
+        async def run(self, request: SessionRequest) -> SessionResult:
+            seen.append(request.cwd)
+            return await super().run(request)
+
+    scenario = Scenario.from_json({"features": 2, "depends": {"F002": ["F001"]}})
+    report = Lanes(
+        project, dataclasses.replace(CFG, feature_count=2), Where(scenario), 1, echo=lambda _: None
+    ).run()
+    assert report.run.status == "done" and report.landed == ("F001", "F002"), report.run.message
+    assert set(seen) == {project.parent / "app.lanes" / "lane-0"}, seen
+    assert git(project, "log", "--merges", "--format=%s", "main").splitlines() == [
+        "Merge feature/F002",
+        "Merge feature/F001",
+    ]
+    landed = [e for e in events.read(events.log_path(project)) if e["kind"] == "merge_verified"]
+    assert [e["tests"] for e in landed] == ["passed on the review's merge"] * 2
 
 
 def test_a_lane_s_feature_waits_for_the_feature_it_depends_on_to_land(tmp_path: Path) -> None:

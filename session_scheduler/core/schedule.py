@@ -55,6 +55,9 @@ class Schedule:
     issued: int = 0
     """The largest session number handed out (a session keeps its number when it runs again)."""
     halt_reason: str = ""
+    cloned: bool = False
+    """Every lane works in a clone and approved work lands through the merge queue, one lane
+    included (run/lanes.py); False: one lane in the project folder, whose REVIEW merges."""
 
     @classmethod
     def of(cls, state: SessionState, lanes: int = 1) -> Schedule:
@@ -95,8 +98,8 @@ class Schedule:
 
     @property
     def queued(self) -> bool:
-        """Approved work lands through the merge queue (several lanes), not by its REVIEW."""
-        return len(self.lanes) > 1
+        """Approved work lands through the merge queue (lanes in clones), not by its REVIEW."""
+        return len(self.lanes) > 1 or self.cloned
 
     @property
     def settled(self) -> bool:
@@ -266,7 +269,7 @@ def resized(schedule: Schedule, lanes: int) -> Schedule:
             f"lane {n} ({schedule.lanes[n].role.value} {_work_name(schedule.lanes[n].work)})" for n in busy
         )
         raise ValueError(f"{held} still hold work; run with --lanes {count} until they are done")
-    if lanes == 1 and schedule.backlog.landing:
+    if lanes == 1 and schedule.backlog.landing and not schedule.cloned:
         raise ValueError(
             f"{len(schedule.backlog.landing)} approved work item(s) wait in the merge queue; "
             f"run with --lanes {count} until they have landed"

@@ -238,7 +238,7 @@ AGENT_STATE: dict[str, Any] = {
             },
         },
         "lane": _LANE,
-        "lanes": {"type": "array", "minItems": 2, "items": _LANE},
+        "lanes": {"type": "array", "minItems": 1, "items": _LANE},
         "issued": _COUNT,
         "architecture_checked_at": _COUNT,
         "session_count": _COUNT,

@@ -1,4 +1,5 @@
-"""Several lanes at once, over one schedule (`--lanes N`, N >= 2; one lane is run/scheduler.py).
+"""Lanes over one schedule, each in a clone (`--lanes N`; it runs one lane too, which the CLI still
+gives to run/scheduler.py in the project folder).
 
 One thread per lane runs its sessions, one thread lands approved work; the authority is this
 object: the `Schedule`, the project's records, its `main` and the event log, changed only under
@@ -118,8 +119,8 @@ class Lanes:
         cost_basis: str = "api",
         host: Host | None = None,
     ) -> None:
-        if lanes < 2:
-            raise ValueError("lanes run two or more lanes; one lane is the Scheduler (run/scheduler.py)")
+        if lanes < 1:
+            raise ValueError("lanes run one lane or more")
         self.project, self.config, self.runner, self.count = project, config, runner, lanes
         self.records = Records(project)
         self.echo = echo
@@ -207,7 +208,7 @@ class Lanes:
                 f"newest {LOG_DIR}/session_*/state.json"
             )
         state = saved.state if saved else SessionState()
-        schedule = saved.schedule if saved else Schedule.of(state, self.count)
+        schedule = replace(saved.schedule if saved else Schedule.of(state, self.count), cloned=True)
         try:
             schedule = resized(schedule, self.count)
         except ValueError as exc:

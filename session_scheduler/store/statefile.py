@@ -154,7 +154,7 @@ def to_json(state: SessionState | Schedule, records: Records | None = None) -> d
         "session_count": state.session_count,
         "halt_reason": state.halt_reason,
     }
-    if isinstance(state, Schedule) and len(lanes) > 1:
+    if isinstance(state, Schedule) and (len(lanes) > 1 or state.cloned):
         data.update(lanes=[_lane_json(lane) for lane in lanes], issued=state.issued)
     return data
 
