@@ -13,6 +13,7 @@ from typing import Any
 import git
 import pytest
 from helpers import sh
+from test_cut_sessions import TimedOutOnce
 
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig
@@ -56,26 +57,6 @@ def run(
 
 def log_of(project: Path) -> list[dict[str, Any]]:
     return events.read(events.log_path(project))
-
-
-class TimedOutOnce(InProcessRobotRunner):
-    """The robot; session 2 is stopped by the idle timeout after its work: the CLI reported no
-    result, so its tokens are what the transcript shows and its cost is unknown."""
-
-    async def run(self, request: SessionRequest) -> SessionResult:
-        result = await super().run(request)
-        if request.plan.number != 2:
-            return dataclasses.replace(result, cost_usd=0.05, input_tokens=10_000, output_tokens=100)
-        return dataclasses.replace(
-            result,
-            cut_off=True,
-            terminal_reason="idle_timeout",
-            num_turns=1,
-            cost_usd=0.0,
-            input_tokens=10_000,
-            output_tokens=200,
-            subtype="error_during_execution",
-        )
 
 
 @LANE_COUNTS

@@ -261,7 +261,7 @@ class Lanes:
             raise self.failed
         if self.schedule.backlog.features:  # where each lane ended (its work landed since, perhaps)
             for lane in range(self.count):
-                self._write_status(lane, self.schedule.view(lane))
+                progress.write_status_of(self.records, self.schedule.view(lane), lane)
         return LanesReport(
             self.schedule, self.sessions, tuple(self.landed), tuple(self.returned), self._report()
         )
@@ -382,18 +382,6 @@ class Lanes:
         if self.schedule.backlog.features:
             handoff_check.check(self.records, frozenset(self.schedule.backlog.passing), self.echo, trim=trim)
 
-    def _write_status(self, lane: int, state: SessionState) -> None:
-        """progress.json's status fields: what lane `lane`'s session about to run works on."""
-        work = state.lane.work
-        progress.write_status(
-            self.records,
-            phase=state.lane.role.value,
-            feature=work.feature_id if work else None,
-            branch=work.branch if work else None,
-            features_completed=state.backlog.completed,
-            lane=lane,
-        )
-
     def _save(self) -> None:
         self.events.sync()
         statefile.save(self.records, self.schedule, self.flights)
@@ -453,7 +441,7 @@ class Lanes:
                 self._save()
                 if held is None:  # what the session reads: the records checked, its lane's status
                     self._check_handoff()
-                    self._write_status(lane, view)
+                    progress.write_status_of(self.records, view, lane)
                 outbox = (
                     Records(folder.path / OUTBOX) if held else open_outbox(self.records, folder.path / OUTBOX)
                 )  # a held session's outbox is the one it writes to
@@ -660,7 +648,7 @@ class Lanes:
                 self._act(repo, lane, event, number, outcome.review_id or 0)
             progress.correct_passes(self.records, self.schedule.backlog.passing)
             if classified.standing.counted:  # what the lane does next (DONE at the end)
-                self._write_status(lane, self.schedule.view(lane))
+                progress.write_status_of(self.records, self.schedule.view(lane), lane)
             line = ending.session_ended(
                 self.events, self.totals, self.clock.now(), plan, result, classified, outcome.verdict
             )

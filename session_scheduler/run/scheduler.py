@@ -182,18 +182,6 @@ class Scheduler:
         self.events.sync()  # first: the saved state is never ahead of the event log on disk
         statefile.save(self.records, state, {} if in_flight is None else {in_flight.lane: in_flight})
 
-    def _write_status(self, state: SessionState) -> None:
-        """The status fields of progress.json: what the next session works on."""
-        work = state.lane.work
-        progress.write_status(
-            self.records,
-            phase=state.lane.role.value,
-            feature=work.feature_id if work else None,
-            branch=work.branch if work else None,
-            features_completed=state.backlog.completed,
-            lane=self.lane,
-        )
-
     # -- the loop ----------------------------------------------------------------
     def run(self, max_iterations: int | None = None) -> RunReport:
         """Run sessions until done or a limit (the caller holds the project lock).
@@ -536,7 +524,7 @@ class Scheduler:
         A `held` session (awaited on the engine) is only planned: its start is on record."""
         if held is not None:
             assert pre is not None
-            self._write_status(state)
+            progress.write_status_of(self.records, state, self.lane)
             plan = self._plan(state, "")  # its brief went with it when it started
             return Session(state, SessionFolder(Path(held.log_dir)), plan, pre, held)
         log_dir = log_dir_for(self.project, state.next_number, state.lane.role)
@@ -546,7 +534,7 @@ class Scheduler:
         self._check_handoff(state)
         if pre is None:  # a rerun starts from its first try's files, as they were
             handoff_history.trim(self.records)
-        self._write_status(state)
+        progress.write_status_of(self.records, state, self.lane)
         browser = browsing.plan_for(Gatekeeper.of(self.config), repo, self.records, state, log_dir)
         brief = brief_for(state, self.config, self.records, APP_ORIGIN if browser else None)
         plan = self._plan(state, brief)
@@ -760,7 +748,7 @@ class Scheduler:
         shutil.copy2(self.project / STATE_FILE, log_dir / SessionFolder.STATE)  # a restore point
         self._compact(step.state.session_count - STATE_COPIES)
         crashpoints.reached("restore_point_copied")
-        self._write_status(step.state)
+        progress.write_status_of(self.records, step.state, self.lane)
         crashpoints.reached("status_written")
         return step.state
 

@@ -22,6 +22,7 @@ from session_scheduler.core.layout import (
     SETTINGS_FILE,
     STATE_FILE,
 )
+from session_scheduler.core.machine import SessionState
 from session_scheduler.core.schemas import AGENT_CONFIG, HANDOFF_SCHEMAS, LIST_ITEMS, SHELLS, schema_error
 from session_scheduler.core.session import LANE, SessionFolder
 from session_scheduler.store import crashpoints, filestat
@@ -307,6 +308,19 @@ def write_status(
     data = {**known, **status}  # a shallow copy: the entries are not changed
     atomic_write_json(path, data, durable=False)
     remember(records, path, data)
+
+
+def write_status_of(where: Records | Path, state: SessionState, lane: int = LANE) -> None:
+    """progress.json's status fields from lane `lane`'s state: what its next session works on."""
+    work = state.lane.work
+    write_status(
+        where,
+        phase=state.lane.role.value,
+        feature=work.feature_id if work else None,
+        branch=work.branch if work else None,
+        features_completed=state.backlog.completed,
+        lane=lane,
+    )
 
 
 KEPT_PER_SESSION: tuple[str, ...] = ("progress.json", "reviews.json")

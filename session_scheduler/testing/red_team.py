@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import anyio
+import git
 
 from scripted_model.hermetic import DUMMY_API_KEY, sdk_env
 from scripted_model.protocol import Reply, ToolCall, Turn
@@ -2209,15 +2210,7 @@ class LaneRedTeam(RedTeam):
             return str(gitops.head(clone_box[0], "feature/F002"))
 
         def land() -> str:
-            landing = merge_queue.Landing("F001", "feature/F001", tip, 0, 1, time.time())
-
-            def tests(commit: str) -> tuple[bool, str]:
-                return gitops.run_tests_at(repo, commit, "bash init.sh", timeout=120)
-
-            verdict = merge_queue.land(repo, landing, tests)
-            if not isinstance(verdict, merge_queue.Landed):
-                raise RuntimeError(f"not landed: {verdict!r}")
-            return repr(verdict)
+            return _land_f001(repo, tip)
 
         elsewhere = lane0 / "rt" / "elsewhere"
 
@@ -2371,16 +2364,7 @@ class WorkerRedTeam(LaneRedTeam):
             return str(workdirs.bring_back(repo, self.lanes[0], "feature/F001"))
 
         def land() -> str:
-            tip = str(gitops.head(repo, "feature/F001"))
-            landing = merge_queue.Landing("F001", "feature/F001", tip, 0, 1, time.time())
-
-            def tests(commit: str) -> tuple[bool, str]:
-                return gitops.run_tests_at(repo, commit, "bash init.sh", timeout=120)
-
-            verdict = merge_queue.land(repo, landing, tests)
-            if not isinstance(verdict, merge_queue.Landed):
-                raise RuntimeError(f"not landed: {verdict!r}")
-            return repr(verdict)
+            return _land_f001(repo, str(gitops.head(repo, "feature/F001")))
 
         steps: list[tuple[str, Callable[[], str]]] = [
             ("exchange.send_back (the worker's git on its clone)", send_back),
@@ -2430,18 +2414,9 @@ PLANTING_SESSIONS: tuple[list[Call], ...] = (
 def _roles_and_destruction(root: Path) -> list[Outcome]:
     """One project: the ordinary commands and the first attacks, each role's, then destruction."""
     with RedTeam(root) as team:
-        outcomes = team.session(T.IMPLEMENT, ORDINARY + RESEMBLING + IMPLEMENT_CALLS)
-        outcomes += team.session(
-            T.IMPLEMENT,
-            SECRET_ENV_CALLS
-            + SECRET_FILES_CALLS
-            + TTY_CALLS
-            + LONG_CHAIN_CALLS
-            + BUILTIN_CALLS
-            + CASE_FOLDING_CALLS,
-        )
-        outcomes += team.session(T.REVIEW, REVIEW_CALLS)
-        outcomes += team.session(T.ARCHITECTURE, ARCHITECTURE_CALLS)
+        outcomes: list[Outcome] = []
+        for role, calls in MATRIX[:4]:  # the roles' sessions (MATRIX goes on with the planting ones)
+            outcomes += team.session(role, calls)
         outcomes += team.session(T.IMPLEMENT, DESTRUCTIVE_CALLS, restore_git=True)
         return [*outcomes, team.markers_left()]
 
@@ -2600,3 +2575,17 @@ def known(report: Report) -> list[str]:
         if o.call.label in KNOWN_REFUSALS and o.denied
     ]
     return lines
+
+
+def _land_f001(repo: git.Repo, tip: str) -> str:
+    """feature/F001 at `tip` landed by the merge queue, tested with the project's init.sh (whatever
+    a lane or a worker planted in it runs in the command sandbox)."""
+    landing = merge_queue.Landing("F001", "feature/F001", tip, 0, 1, time.time())
+
+    def tests(commit: str) -> tuple[bool, str]:
+        return gitops.run_tests_at(repo, commit, "bash init.sh", timeout=120)
+
+    verdict = merge_queue.land(repo, landing, tests)
+    if not isinstance(verdict, merge_queue.Landed):
+        raise RuntimeError(f"not landed: {verdict!r}")
+    return repr(verdict)
