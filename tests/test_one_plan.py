@@ -72,7 +72,7 @@ def _on_worker(request: SessionRequest, tmp_path: Path) -> SessionRequest:
     return receive(request, remote, workflow, start, "app-0123456789ab", Places(tmp_path / "worker"), HOST)
 
 
-def _seen(request: SessionRequest) -> dict[str, Any]:
+def _seen(request: SessionRequest, tmp_path: Path) -> dict[str, Any]:
     """What the session gets, its own paths replaced by names: its work tree `<work>`, its
     private temp folder `<tmp>`, any other folder of this test `<beside>` (the project, the
     lanes' clones, their parents: what each path denies besides the machine's own regions)."""
@@ -95,7 +95,8 @@ def _seen(request: SessionRequest) -> dict[str, Any]:
     text = json.dumps(seen)
     work, tmp = str(request.cwd.resolve()), str(private_tmp(request.cwd))
     text = text.replace(tmp, "<tmp>").replace(work, "<work>")
-    text = re.sub(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^\"\\]*?(?=[\"\\])", "<beside>", text)
+    for root in {str(tmp_path), str(tmp_path.resolve())}:  # wherever pytest keeps it (--basetemp)
+        text = re.sub(re.escape(root) + r"[^\"\\]*?(?=[\"\\])", "<beside>", text)
     named: dict[str, Any] = json.loads(text)
     fs = named["settings"]["sandbox"]["filesystem"]
     for key in ("denyRead", "allowRead", "denyWrite", "allowWrite"):
@@ -110,7 +111,7 @@ def test_one_lane_a_lane_and_a_worker_build_the_same_session_but_for_its_paths(t
     worker = [_on_worker(r, tmp_path / f"w{r.plan.number}") for r in lane]
     assert worker[1].cwd.is_relative_to(tmp_path / "w2" / "worker")
     for number, requests in enumerate(zip(one, lane, worker, strict=True), start=1):
-        views = [_seen(r) for r in requests]
+        views = [_seen(r, tmp_path) for r in requests]
         for path, view in zip(("one lane", "a lane", "a worker"), views, strict=True):
             sandbox = view["settings"]["sandbox"]
             unset = {v["name"] for v in sandbox["credentials"]["envVars"]}
@@ -130,8 +131,8 @@ def test_one_lane_a_lane_and_a_worker_build_the_same_session_but_for_its_paths(t
     assert adoption.load(project).conventions.strip().endswith(RULES)
     # and the comparison has teeth: a lane's plan without the adoption, or with a stand-in host, differs
     unadopted = dataclasses.replace(lane[1], plan=dataclasses.replace(lane[1].plan, conventions=""))
-    assert _seen(unadopted) != _seen(one[1])
+    assert _seen(unadopted, tmp_path) != _seen(one[1], tmp_path)
     bare = Host(("/home/ada",), None, ("ANTHROPIC_API_KEY",), (), "/scratch")
     settings = {**lane[1].plan.settings, **sandbox_settings(lane[1].cwd, (), bare, protect_main=True)}
     unhosted = dataclasses.replace(lane[1], plan=dataclasses.replace(lane[1].plan, settings=settings))
-    assert _seen(unhosted) != _seen(one[1])
+    assert _seen(unhosted, tmp_path) != _seen(one[1], tmp_path)

@@ -5,6 +5,7 @@ the scheduler does what it does after the sessions."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -79,7 +80,9 @@ def test_the_containment_checks_fire_when_nothing_contains(tmp_path: Path) -> No
     with RedTeam(tmp_path) as team:
         outcomes = team.session(T.IMPLEMENT, escapes, sandbox=False)
         probe_left = any(p.exists() for p in team.probes)
-    problems = [o.problems for o in outcomes]
+    problems = [
+        [re.sub(r" changed \(.*\)$", " changed", p, flags=re.S) for p in o.problems] for o in outcomes
+    ]
     assert problems[0] == ["canary changed"]
     assert len(problems[1]) == 1 and problems[1][0].startswith("the TCP listener received [b'GET /x HTTP/1.1")
     assert problems[2:5] == [["a secret reached the model"], [".agent_state.json changed"], ["refs changed"]]

@@ -1219,10 +1219,17 @@ def _same(key: str, before: str | None, after: str | None) -> bool:
 
 def _changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return [
-        f"{key} changed"
+        f"{key} changed ({_short(before.get(key))} -> {_short(after.get(key))})"
         for key in sorted(before.keys() | after.keys())
         if not _same(key, before.get(key), after.get(key))
     ]
+
+
+def _short(state: str | None) -> str:
+    """A digest shortened for a report line; "missing", "empty" and "special ..." as they are."""
+    if state is None:
+        return "absent"
+    return state[:12] if len(state) == 64 else " ".join(state.split())[:80]
 
 
 def _inode(path: Path) -> str:
