@@ -417,3 +417,30 @@ def test_a_failed_install_makes_the_app_gate_red_without_starting_it(repo: git.R
     )  # fmt: skip
     assert not result.passed
     assert result.output == "install-broke\nthe install step failed (exit 2), so the app was not started"
+
+
+def test_an_app_whose_box_bridges_were_late_is_started_again(tmp_path: Path) -> None:
+    """srt's socat bridges late on a loaded machine: the app never ran, so it is started again
+    (here without the box, where the same rule applies: the runtime's line in the app's log)."""
+    count = tmp_path / "tries"
+    command = (
+        f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}; "
+        f'if [ "$n" -lt 2 ]; then echo "Error: {cs.BRIDGES_FAILED} after 5 attempts"; exit 1; fi; '
+        'exec python3 -m http.server "$PORT" --bind 127.0.0.1'
+    )
+    spec = AppSpec(command, "/", 30, "PORT")
+    app = start_app(
+        spec, tmp_path, tmp_path / "tmp", tmp_path / "app.log", allowed_domains=(), sandboxed=False
+    )
+    try:
+        assert count.read_text().strip() == "3"
+        assert urllib.request.urlopen(app.url, timeout=5).status == 200
+    finally:
+        app.stop()
+    once = tmp_path / "once"
+    with pytest.raises(AppDidNotStart):  # a plain failure is not tried again
+        start_app(
+            AppSpec(f"echo tried >> {once}; exit 4", "/", 30, "PORT"),
+            tmp_path, tmp_path / "tmp", tmp_path / "b.log", allowed_domains=(), sandboxed=False,
+        )  # fmt: skip
+    assert once.read_text() == "tried\n"

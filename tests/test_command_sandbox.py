@@ -150,6 +150,27 @@ def test_a_runtime_failing_before_the_command_is_unavailable_not_a_failed_comman
         cs.run_sandboxed("true", tmp_path, Profile((str(tmp_path),), str(tmp_path / "tmp"), (), (), ()), 10)
 
 
+def test_a_runtime_whose_bridges_were_late_is_tried_again_and_then_said_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """srt waits only 600 ms for its socat bridges: on a loaded machine the command is run again."""
+    late = (
+        '#!/bin/sh\ncount=$(cat "$0.tries" 2>/dev/null || echo 0); echo $((count + 1)) > "$0.tries"\n'
+        f'[ "$count" -lt "$(cat "$0.late")" ] && echo "Error: {cs.BRIDGES_FAILED} after 5 attempts" && exit 1\n'
+        'exec bash -c "$4"\n'
+    )
+    monkeypatch.setenv(cs.RUNTIME_ENV, str(_executable(tmp_path / "srt", late)))
+    (tmp_path / "srt.late").write_text("2")
+    profile = Profile((str(tmp_path),), str(tmp_path / "tmp"), (), (), ())
+    assert cs.run_sandboxed("echo ran", tmp_path, profile, 10) == (0, "ran\n")
+    assert (tmp_path / "srt.tries").read_text().strip() == "3"  # two late, the third ran it
+    (tmp_path / "srt.tries").unlink()
+    (tmp_path / "srt.late").write_text("9")
+    with pytest.raises(SandboxUnavailable, match=cs.BRIDGES_FAILED):
+        cs.run_sandboxed("echo ran", tmp_path, profile, 10)
+    assert (tmp_path / "srt.tries").read_text().strip() == str(cs.BRIDGE_TRIES)
+
+
 def test_a_command_that_ran_and_failed_is_a_failed_command_with_its_own_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -260,7 +260,32 @@ def start_app(
     """Start `spec.start` in `tree` (in the box unless `sandboxed=False`), its output in `log`, and
     wait until it answers; AppDidNotStart (the reason and the log's tail) when it exits first or
     does not answer within `spec.ready_timeout_s`, with nothing of it left running. `project` is
-    the checkout `tree` was made from (its neighbours are hidden; `tree` itself by default)."""
+    the checkout `tree` was made from (its neighbours are hidden; `tree` itself by default). A box
+    whose network bridges were late (`command_sandbox.BRIDGES_FAILED`: the app never ran) is
+    started again, up to `command_sandbox.BRIDGE_TRIES` times in all."""
+    for attempt in range(1, command_sandbox.BRIDGE_TRIES + 1):
+        try:
+            return _start_once(
+                spec, tree, private_tmp, log, allowed_domains, sandboxed, project, clock, sleep
+            )
+        except AppDidNotStart as exc:
+            if command_sandbox.BRIDGES_FAILED not in exc.log_tail or attempt == command_sandbox.BRIDGE_TRIES:
+                raise
+            sleep(0.5 * attempt)
+    raise AssertionError("unreachable")
+
+
+def _start_once(
+    spec: AppSpec,
+    tree: Path,
+    private_tmp: Path,
+    log: Path,
+    allowed_domains: tuple[str, ...],
+    sandboxed: bool,
+    project: Path | None,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> RunningApp:
     private_tmp.mkdir(parents=True, exist_ok=True)
     forwarder: Forwarder | None = None
     work: tempfile.TemporaryDirectory[str] | None = None

@@ -187,11 +187,29 @@ def spawn(
     )  # fmt: skip
 
 
+BRIDGES_FAILED = "Failed to create bridge sockets"
+"""What srt says when its socat bridges were not up within its own short wait (a loaded machine)."""
+BRIDGE_TRIES = 3
+
+
 def run_sandboxed(command: str, cwd: Path, profile: Profile, timeout: float) -> tuple[int, str]:
     """Run `command` (bash) in `cwd` inside the sandbox: (exit code, the end of its output).
 
     subprocess.TimeoutExpired after the whole process group is killed at `timeout`;
-    SandboxUnavailable when the runtime is missing or fails before the command starts."""
+    SandboxUnavailable when the runtime is missing or fails before the command starts. A runtime
+    whose network bridges did not come up in time (`BRIDGES_FAILED`, before the command started)
+    is tried again, up to `BRIDGE_TRIES` times in all."""
+    for attempt in range(1, BRIDGE_TRIES + 1):
+        try:
+            return _run_once(command, cwd, profile, timeout)
+        except SandboxUnavailable as exc:
+            if BRIDGES_FAILED not in str(exc) or attempt == BRIDGE_TRIES:
+                raise
+            time.sleep(0.5 * attempt)
+    raise AssertionError("unreachable")
+
+
+def _run_once(command: str, cwd: Path, profile: Profile, timeout: float) -> tuple[int, str]:
     a, b = secrets.token_hex(8), secrets.token_hex(8)
     started = f"{a}{b}\n"  # printed first (spelled apart in the line, so no echo of the line forges it)
     with tempfile.TemporaryDirectory(prefix="agent-srt-") as work:
