@@ -273,3 +273,11 @@ def test_errors_go_to_stderr(tmp_path: Path) -> None:
     assert (
         result.exit_code == 2 and result.stdout == "" and result.stderr.startswith("error: cannot read spec")
     )
+
+
+def test_a_project_dir_that_is_a_file_is_refused_in_one_line_and_kept(tmp_path: Path) -> None:
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine\n")
+    result = invoke("--project-dir", str(afile))
+    assert result.exit_code == 1 and f"--project-dir {afile} is a file, not a folder" in result.output
+    assert afile.read_text() == "mine\n"

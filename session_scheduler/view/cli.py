@@ -149,6 +149,10 @@ def place_spec(project: Path, spec: Path | None, echo: Callable[[str], None]) ->
 
 
 def make_project_dir(project: Path) -> None:
+    if project.exists() and not project.is_dir():
+        raise ConfigError(
+            f"--project-dir {project} is a file, not a folder; choose a folder (it is made if missing)"
+        )
     try:
         project.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
