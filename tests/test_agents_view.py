@@ -183,3 +183,84 @@ def test_show_prints_what_a_session_of_the_role_receives(tmp_path: Path, role: s
     assert "--- first message" in result.output and "Dry run: nothing was launched" in result.output
     listed = result.output.split("--- tools (")[1].split("\n---")[0].splitlines()[1:]
     assert listed == list(toolset.session_tools(T(role.upper()))), listed
+
+
+# --- the pieces, one by one ---------------------------------------------------------------------
+
+
+def test_only_the_roles_that_write_code_get_the_edit_tools_and_only_a_web_review_the_browser() -> None:
+    for role in (T.INITIALIZER, T.IMPLEMENT, T.FIX):
+        assert toolset.base_tools(role) == ("Bash", "Read", "Glob", "Grep", "Edit", "Write")
+    for role in (T.REVIEW, T.ARCHITECTURE):
+        assert toolset.base_tools(role) == ("Bash", "Read", "Glob", "Grep")
+    browser = {f"mcp__browser__{name}" for name in BROWSER_TOOLS}
+    assert not browser & set(toolset.session_tools(T.REVIEW))
+    assert browser <= set(toolset.session_tools(T.REVIEW, browser=True))
+
+
+def test_a_tool_the_session_does_not_have_is_refused_naming_the_ones_it_has() -> None:
+    refusal = toolset.tool_refusal(T.REVIEW, "Write")
+    assert refusal is not None
+    has = refusal.split("(it has: ", 1)[1].rstrip(")").split(", ")
+    assert has == [name.removeprefix("mcp__") for name in toolset.session_tools(T.REVIEW)]
+    assert "handoff__record_review" in has and "browser__browser_snapshot" not in has
+    web = toolset.tool_refusal(T.REVIEW, "Write", browser=True)
+    assert web is not None and "browser__browser_snapshot" in web
+    assert toolset.tool_refusal(T.REVIEW, "mcp__browser__browser_snapshot", browser=True) is None
+    assert toolset.tool_refusal(T.IMPLEMENT, "Write") is None
+
+
+FEATURES = [{"id": "F001"}, {"id": "F002", "category": "web"}, {"id": "F003"}]
+
+
+def test_the_session_shown_is_the_next_one_of_that_role_else_one_on_the_first_open_feature() -> None:
+    going = SessionState(
+        Backlog(("F001", "F002", "F003"), passing=frozenset({"F001"})), Lane(T.REVIEW, feature("F002"))
+    )
+    assert showing.state_to_show(T.REVIEW, going, FEATURES) is going
+    implement = showing.state_to_show(T.IMPLEMENT, going, FEATURES)
+    assert implement.lane == Lane(T.IMPLEMENT, feature("F002")) and implement.backlog == going.backlog
+    blocked = SessionState(
+        Backlog(("F001", "F002", "F003"), passing=frozenset({"F001"}), blocked=frozenset({"F002"})),
+        Lane(T.DONE),
+    )
+    assert showing.state_to_show(T.IMPLEMENT, blocked, FEATURES).lane.work == feature("F003")
+    fix = showing.state_to_show(T.FIX, blocked, FEATURES).lane
+    assert fix == Lane(T.FIX, feature("F003"), fix_rounds=1, open_review=1)
+    assert showing.state_to_show(T.ARCHITECTURE, blocked, FEATURES).lane == Lane(T.ARCHITECTURE)
+    assert showing.state_to_show(T.INITIALIZER, blocked, FEATURES).lane == Lane(T.INITIALIZER)
+    done = SessionState(Backlog(("F001", "F002"), passing=frozenset({"F001", "F002"})), Lane(T.DONE))
+    assert showing.state_to_show(T.REVIEW, done, FEATURES).lane.work == feature("F001")  # all pass: the first
+    new = showing.state_to_show(T.IMPLEMENT, SessionState(), FEATURES)
+    assert new.backlog.features == ("F001", "F002", "F003") and new.lane.work == feature("F001")
+    assert showing.state_to_show(T.IMPLEMENT, SessionState(), []).lane.work == feature("F001")
+
+
+def test_only_a_review_of_a_web_feature_is_a_web_review() -> None:
+    backlog = Backlog(("F001", "F002"))
+    assert showing.is_web_review(SessionState(backlog, Lane(T.REVIEW, feature("F002"))), FEATURES)
+    assert not showing.is_web_review(SessionState(backlog, Lane(T.REVIEW, feature("F001"))), FEATURES)
+    assert not showing.is_web_review(SessionState(backlog, Lane(T.IMPLEMENT, feature("F002"))), FEATURES)
+    assert not showing.is_web_review(SessionState(backlog, Lane(T.REVIEW)), FEATURES)
+
+
+def test_the_view_says_each_part_s_size_and_lists_the_session_s_tools(tmp_path: Path) -> None:
+    state = SessionState(Backlog(("F001", "F002")), Lane(T.REVIEW, feature("F002")))
+    plan = plan_session(
+        state,
+        AgentConfig(),
+        tmp_path,
+        spent_usd=0.0,
+        brief="the brief",
+        host=HOST,
+        outage_s=0.0,
+        adopted=NONE,
+    )
+    text = showing.view(plan, browser=True)
+    assert (
+        f"--- appended to Claude Code's system prompt ({len(plan.system_prompt.encode())} bytes) ---" in text
+    )
+    assert f"--- first message ({len(plan.kickoff.encode())} bytes) ---" in text
+    tools = toolset.session_tools(T.REVIEW, browser=True)
+    assert f"--- tools ({len(tools)}; every other Claude Code tool is off) ---\n" + "\n".join(tools) in text
+    assert "mcp__browser__" not in showing.view(plan, browser=False)
