@@ -210,38 +210,38 @@ def test_a_tool_the_session_does_not_have_is_refused_naming_the_ones_it_has() ->
     assert toolset.tool_refusal(T.IMPLEMENT, "Write") is None
 
 
-FEATURES = [{"id": "F001"}, {"id": "F002", "category": "web"}, {"id": "F003"}]
+LISTED = [{"id": "F001"}, {"id": "F002", "category": "web"}, {"id": "F003"}]
 
 
 def test_the_session_shown_is_the_next_one_of_that_role_else_one_on_the_first_open_feature() -> None:
     going = SessionState(
         Backlog(("F001", "F002", "F003"), passing=frozenset({"F001"})), Lane(T.REVIEW, feature("F002"))
     )
-    assert showing.state_to_show(T.REVIEW, going, FEATURES) is going
-    implement = showing.state_to_show(T.IMPLEMENT, going, FEATURES)
+    assert showing.state_to_show(T.REVIEW, going, LISTED) is going
+    implement = showing.state_to_show(T.IMPLEMENT, going, LISTED)
     assert implement.lane == Lane(T.IMPLEMENT, feature("F002")) and implement.backlog == going.backlog
     blocked = SessionState(
         Backlog(("F001", "F002", "F003"), passing=frozenset({"F001"}), blocked=frozenset({"F002"})),
         Lane(T.DONE),
     )
-    assert showing.state_to_show(T.IMPLEMENT, blocked, FEATURES).lane.work == feature("F003")
-    fix = showing.state_to_show(T.FIX, blocked, FEATURES).lane
+    assert showing.state_to_show(T.IMPLEMENT, blocked, LISTED).lane.work == feature("F003")
+    fix = showing.state_to_show(T.FIX, blocked, LISTED).lane
     assert fix == Lane(T.FIX, feature("F003"), fix_rounds=1, open_review=1)
-    assert showing.state_to_show(T.ARCHITECTURE, blocked, FEATURES).lane == Lane(T.ARCHITECTURE)
-    assert showing.state_to_show(T.INITIALIZER, blocked, FEATURES).lane == Lane(T.INITIALIZER)
+    assert showing.state_to_show(T.ARCHITECTURE, blocked, LISTED).lane == Lane(T.ARCHITECTURE)
+    assert showing.state_to_show(T.INITIALIZER, blocked, LISTED).lane == Lane(T.INITIALIZER)
     done = SessionState(Backlog(("F001", "F002"), passing=frozenset({"F001", "F002"})), Lane(T.DONE))
-    assert showing.state_to_show(T.REVIEW, done, FEATURES).lane.work == feature("F001")  # all pass: the first
-    new = showing.state_to_show(T.IMPLEMENT, SessionState(), FEATURES)
+    assert showing.state_to_show(T.REVIEW, done, LISTED).lane.work == feature("F001")  # all pass: the first
+    new = showing.state_to_show(T.IMPLEMENT, SessionState(), LISTED)
     assert new.backlog.features == ("F001", "F002", "F003") and new.lane.work == feature("F001")
     assert showing.state_to_show(T.IMPLEMENT, SessionState(), []).lane.work == feature("F001")
 
 
 def test_only_a_review_of_a_web_feature_is_a_web_review() -> None:
     backlog = Backlog(("F001", "F002"))
-    assert showing.is_web_review(SessionState(backlog, Lane(T.REVIEW, feature("F002"))), FEATURES)
-    assert not showing.is_web_review(SessionState(backlog, Lane(T.REVIEW, feature("F001"))), FEATURES)
-    assert not showing.is_web_review(SessionState(backlog, Lane(T.IMPLEMENT, feature("F002"))), FEATURES)
-    assert not showing.is_web_review(SessionState(backlog, Lane(T.REVIEW)), FEATURES)
+    assert showing.is_web_review(SessionState(backlog, Lane(T.REVIEW, feature("F002"))), LISTED)
+    assert not showing.is_web_review(SessionState(backlog, Lane(T.REVIEW, feature("F001"))), LISTED)
+    assert not showing.is_web_review(SessionState(backlog, Lane(T.IMPLEMENT, feature("F002"))), LISTED)
+    assert not showing.is_web_review(SessionState(backlog, Lane(T.REVIEW)), LISTED)
 
 
 def test_the_view_says_each_part_s_size_and_lists_the_session_s_tools(tmp_path: Path) -> None:
