@@ -12,6 +12,7 @@ import random
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -277,3 +278,14 @@ class SkippingClock:
 
     def random(self) -> float:
         return random.random()
+
+
+def short_tmp() -> Iterator[Path]:
+    """A test's folder with a short path: a Unix socket made under it (srt's bridges in a private
+    temp, the app box's socket) stays under sun_path's 108 bytes wherever pytest keeps its own
+    folders (pytest-xdist adds `popen-gwN/`). Used as the `tmp_path` of the sandbox tests."""
+    path = Path(tempfile.mkdtemp(prefix="t-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

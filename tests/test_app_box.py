@@ -15,7 +15,7 @@ from pathlib import Path
 
 import git
 import pytest
-from helpers import Listener, group_alive, listening, running, wait_until
+from helpers import Listener, group_alive, listening, running, short_tmp, wait_until
 
 from session_scheduler.core.app import APP_SCHEMA, AppSpec
 from session_scheduler.core.errors import BadInput
@@ -25,6 +25,10 @@ from session_scheduler.guard import command_sandbox as cs
 from session_scheduler.guard.app_box import AppDidNotStart, RunningApp, start_app
 from session_scheduler.repo import gates as repo_gates
 from session_scheduler.repo import gitops
+
+tmp_path = pytest.fixture(short_tmp, name="tmp_path")
+"""Each test's folder, short: the sockets made under it fit a Unix socket's path (helpers.short_tmp)."""
+
 
 # --- pure: app.json ------------------------------------------------------------------------------
 

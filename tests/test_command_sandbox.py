@@ -14,12 +14,16 @@ from pathlib import Path
 
 import git
 import pytest
-from helpers import Listener, listening, running, wait_until
+from helpers import Listener, listening, running, short_tmp, wait_until
 
 from session_scheduler.core.confinement import Host
 from session_scheduler.guard import command_sandbox as cs
 from session_scheduler.guard.command_sandbox import Profile, SandboxUnavailable
 from session_scheduler.repo import gitops
+
+tmp_path = pytest.fixture(short_tmp, name="tmp_path")
+"""Each test's folder, short: the sockets made under it fit a Unix socket's path (helpers.short_tmp)."""
+
 
 # --- pure: the profile and the settings as data ------------------------------------------------
 
@@ -482,3 +486,18 @@ def test_run_tests_at_reaches_only_the_allowed_domains(repo: git.Repo, listener:
         "status 200\n",
     )
     assert listener.hits == 1
+
+
+def test_a_private_temp_too_long_for_the_runtime_s_sockets_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cs.RUNTIME_ENV, str(_executable(tmp_path / "srt", FAKE_RUNS)))
+    long_tmp = tmp_path / ("x" * 90)
+    with pytest.raises(SandboxUnavailable, match="too long for the sandbox runtime's Unix sockets"):
+        cs.run_sandboxed("true", tmp_path, Profile((str(tmp_path),), str(long_tmp), (), (), ()), 10)
+    assert (
+        cs.run_sandboxed("true", tmp_path, Profile((str(tmp_path),), str(tmp_path / "tmp"), (), (), ()), 10)[
+            0
+        ]
+        == 0
+    )

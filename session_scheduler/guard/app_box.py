@@ -42,7 +42,7 @@ SOCKET_NAME = "app.sock"
 SOCKET_DIRS: tuple[str, ...] = ("/run",)
 """Where services keep their Unix sockets (D-Bus, databases, Docker; /var/run links here): hidden,
 since the box may create Unix sockets."""
-SOCKET_PATH_MAX = 108
+SOCKET_PATH_MAX = command_sandbox.SOCKET_PATH_MAX
 """Bytes of a Unix socket's path, with its terminating NUL (Linux's sun_path)."""
 LOG_TAIL = 2000
 """Characters of the app's log quoted when it did not start."""

@@ -177,6 +177,12 @@ def spawn(
     ends it whole), output to `sink`; `settings` is where srt's settings file is written (a folder
     the command cannot see). The environment is `scrubbed_env` plus `extra_env`."""
     runtime = find_runtime()
+    bridge = Path(profile.private_tmp, SRT_SOCKET)
+    if len(os.fsencode(bridge)) >= SOCKET_PATH_MAX:  # srt's bridges would fail as "late" every time
+        raise SandboxUnavailable(
+            f"the private temp folder {profile.private_tmp} is too long for the sandbox runtime's "
+            f"Unix sockets ({len(os.fsencode(bridge))} of {SOCKET_PATH_MAX - 1} bytes); use a shorter one"
+        )
     Path(profile.private_tmp, "home").mkdir(parents=True, exist_ok=True)
     env = {**scrubbed_env(profile, os.environ.get("PATH", os.defpath)), **(extra_env or {})}
     settings.write_text(json.dumps(srt_settings(profile, runtime_dir(runtime))), encoding="utf-8")
@@ -187,6 +193,10 @@ def spawn(
     )  # fmt: skip
 
 
+SOCKET_PATH_MAX = 108
+"""sun_path's size on Linux: a Unix socket's path is shorter (with its terminating NUL)."""
+SRT_SOCKET = "claude-socks-0123456789abcdef.sock"
+"""The longest name srt gives its bridge sockets in its TMPDIR (the private temp)."""
 BRIDGES_FAILED = "Failed to create bridge sockets"
 """What srt says when its socat bridges were not up within its own short wait (a loaded machine)."""
 BRIDGE_TRIES = 3
