@@ -9,12 +9,15 @@ the event log as `session_ended`, its cost estimated from its tokens when the CL
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from session_scheduler.core import pricing
+from session_scheduler.core.errors import StateError
 from session_scheduler.core.humane import duration, money, number, plural
+from session_scheduler.core.layout import LOG_DIR, STATE_FILE
 from session_scheduler.core.machine import Blocked
 from session_scheduler.core.session import SessionFolder
 from session_scheduler.core.standing import Standing
@@ -22,8 +25,10 @@ from session_scheduler.guard.security import denial_rule
 from session_scheduler.run.agent import SessionResult, tokens_in_transcript
 from session_scheduler.run.classify import Classified, partial_receipt, receipt
 from session_scheduler.run.plan import SessionPlan
-from session_scheduler.store import events
+from session_scheduler.store import events, progress
 from session_scheduler.store.events import EventLog, Totals
+from session_scheduler.store.progress import Handoff
+from session_scheduler.store.records import Records
 
 Echo = Callable[[str], None]
 
@@ -152,3 +157,30 @@ def blocked(log: EventLog, echo: Echo, event: Blocked, rejections: int) -> None:
         else f"rejected {plural(rejections, 'time')}"
     )
     echo(f"  blocked: {event.feature_id} ({why})")
+
+
+STATE_COPIES = 3
+"""Session folders that keep a copy of the state after them (older ones are compacted away)."""
+
+
+def write_changes(records: Records, folder: Path, before: Handoff) -> None:
+    """What the session changed in feature_list.json (it is not copied per session: it grows
+    with the project), beside the copies of the other two hand-off files."""
+    try:
+        after = progress.load_handoff(records)
+    except StateError:  # verification restored the pre-session files already
+        return
+    changed = sorted(after.passing() ^ before.passing())
+    listed = before.feature_list is None and after.feature_list is not None
+    data = {"passes": {f: f in after.passing() for f in changed}, "feature_list_written": listed}
+    (folder / SessionFolder.CHANGES).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def keep_restore_point(records: Records, folder: Path, number: int) -> None:
+    """The state as session `number` left it, copied to its folder (what a lost state file is
+    restored from); only the last sessions' copies are kept: the state lists every feature, so
+    one copy per session would make the logs grow with the project."""
+    shutil.copy2(records.path(STATE_FILE), folder / SessionFolder.STATE)
+    logs = records.path(LOG_DIR)
+    for old in logs.glob(f"{SessionFolder.glob_of(number - STATE_COPIES)}/{SessionFolder.STATE}"):
+        old.unlink(missing_ok=True)

@@ -43,9 +43,11 @@ from session_scheduler.core.machine import (
     Approved,
     Blocked,
     Event,
+    GaveUp,
     Merged,
     Outcome,
     Rejected,
+    Retry,
     SessionState,
     WorkItem,
 )
@@ -314,6 +316,7 @@ class Lanes:
             processes.stop_with_tmpdir(private_tmp(workdirs.path_of(self.project, lane)))
         if flight.copies is not None and Path(flight.copies).is_dir():
             progress.restore(self.records, Path(flight.copies), self.schedule.backlog.passing)
+            crashpoints.reached("recover_restored")
             work = self.schedule.lanes[lane].work
             tip = gitops.head(repo, work.branch) if work else None
             if work is not None and tip != flight.branch_tip:
@@ -329,6 +332,7 @@ class Lanes:
         self._end_unended(lane, flight.number, role, SessionFolder(folder), killed=True)
         if folder.is_dir():
             folder.rename(_aside(folder, why, self.clock))
+            crashpoints.reached("recover_set_aside")
         self.reruns[lane] = (flight.number, self.schedule.view(lane))
         self.flights[lane] = flight
         if flight.wait_until is not None and flight.wait_until > self.paused_until:
@@ -439,6 +443,7 @@ class Lanes:
                 )  # a pause it waits out at its start (`_session`) holds after a stop, too
                 self.started += 1
                 self._save()
+                crashpoints.reached("in_progress_saved")
                 if held is None:  # what the session reads: the records checked, its lane's status
                     self._check_handoff()
                     progress.write_status_of(self.records, view, lane)
@@ -536,6 +541,7 @@ class Lanes:
                 main = gitops.head(repo, gitops.MAIN)  # read with the clone made: the queue may have moved it
                 assert main is not None
                 clone, workdir = self._ready(repo, lane, role, work, main, number)
+                crashpoints.reached("git_prepared")
         else:
             workdir = workdirs.path_of(self.project, lane)
             clone = safe_git.open(workdir)
@@ -553,6 +559,7 @@ class Lanes:
         if held is None:
             pre = capture(outbox, clone, state, copies)
             settings = write_plan(plan, workdir)
+            crashpoints.reached("plan_written")
             with self.lock:  # its start's branches on record: what a rerun that awaits it verifies against
                 flight = self.flights.get(lane)
                 if flight is not None:
@@ -594,6 +601,7 @@ class Lanes:
                 break
         started = time.time() if held is None else 0.0  # the OS's clock: processes' start times
         result = run_session(self.runner, request, browser, lambda line: self._say(lane, line))
+        crashpoints.reached("cli_ended")
         left = processes.stop_left_in(workdir, started)
         if left:
             self._say(
@@ -601,6 +609,7 @@ class Lanes:
                 f"stopped {plural(len(left), 'process', 'processes')} the session left running in its clone (pids {', '.join(map(str, left))})",
             )
         ending.write_result(folder.path, result)
+        crashpoints.reached("result_written")
         ending.audit(
             self.events, lambda line: self._say(lane, line.strip()), plan, workdir, folder.path, result
         )
@@ -617,6 +626,7 @@ class Lanes:
             outbox, clone, state, pre, self.config, lambda line: self._say(lane, line), folder=folder.path
         )
         classified = judged(result, outcome)
+        crashpoints.reached("verified")
         with self.lock:
             flight = self.flights.get(lane)
             if flight is not None:  # what a kill before this block's save is undone to (`_resume`)
@@ -627,6 +637,8 @@ class Lanes:
             if classified.standing.counted:  # the records' newest good copies (restore/post, its folder)
                 progress.snapshot(self.records, progress.restore_point(self.records, SessionFolder.POST))
                 progress.snapshot(self.records, folder.path / SessionFolder.POST, progress.KEPT_PER_SESSION)
+            ending.write_changes(self.records, folder.path, pre.handoff)
+            crashpoints.reached("post_copied")
             if outcome.review_id is not None:
                 outcome = replace(
                     outcome, review_id=applied.review_ids.get(outcome.review_id, outcome.review_id)
@@ -646,15 +658,20 @@ class Lanes:
                 self.outages, self.outage_since = 0, None
             for event in events:
                 self._act(repo, lane, event, number, outcome.review_id or 0)
+            crashpoints.reached("transitioned")
             progress.correct_passes(self.records, self.schedule.backlog.passing)
             if classified.standing.counted:  # what the lane does next (DONE at the end)
                 progress.write_status_of(self.records, self.schedule.view(lane), lane)
+                crashpoints.reached("status_written")
             line = ending.session_ended(
                 self.events, self.totals, self.clock.now(), plan, result, classified, outcome.verdict
             )
             self.sessions += 1
             self.flights.pop(lane, None)
             self._save()
+            if classified.standing.counted:
+                ending.keep_restore_point(self.records, folder.path, number)
+                crashpoints.reached("restore_point_copied")
             self._say(lane, line.removeprefix("--- "))
             if classified.standing.consequence.then is Then.RERUN_FRESH:  # verified, but not its doing
                 self.reruns[lane] = (number, state)
@@ -809,7 +826,8 @@ class Lanes:
                 until = now
             if flight is not None:
                 self.flights[lane] = flight.cut(cut.standing.value, until)
-            if until > self.paused_until and not self.stopped:
+            waits = until > self.paused_until and not self.stopped
+            if waits:
                 self.paused_until = until
                 self.events.emit("limit_wait", session=number, why=cut.standing.value, until=until)
                 self._say(
@@ -817,6 +835,8 @@ class Lanes:
                     f"{cut.reason}: every lane waits {duration(until - now)}, then session {number} runs again",
                 )
             self._save()
+            if waits:
+                crashpoints.reached("waiting")
             self.lock.notify_all()
 
     def _ready(
@@ -888,12 +908,21 @@ class Lanes:
             tip = gitops.head(repo, event.work.branch)
             if tip is not None:
                 gitops.keep_ref(repo, f"rejected/session-{number}/{event.work.branch}", tip)
+                crashpoints.reached("rejected_kept")
                 gitops.delete_branch(repo, event.work.branch)
         elif isinstance(event, Blocked):
             rejections = self.schedule.backlog.rejection_count(event.feature_id)
             ending.blocked(self.events, lambda line: self._say(lane, line.strip()), event, rejections)
         elif isinstance(event, Merged):
             self.landed.append(event.work.feature_id or event.work.branch)
+        elif isinstance(event, Retry):
+            self._say(
+                lane, f"{event.role.value} runs again (attempt {event.attempt} of {self.config.max_attempts})"
+            )
+        elif isinstance(event, GaveUp):
+            self._say(
+                lane, f"{event.role.value} failed {plural(self.config.max_attempts, 'time')}; moving on"
+            )
 
     # -- the merge queue ----------------------------------------------------------------------
     def _land(self, _: int | None) -> None:

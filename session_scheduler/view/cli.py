@@ -53,7 +53,7 @@ from session_scheduler.core.errors import (
 from session_scheduler.core.gates import GateSet, of_options, weakened
 from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE, STATE_FILE
 from session_scheduler.core.machine import SessionState, resume
-from session_scheduler.core.schedule import lanes_refusal, resized, wake
+from session_scheduler.core.schedule import lanes_refusal, resized
 from session_scheduler.core.version import VERSION
 from session_scheduler.guard import browser_box, safe_git
 from session_scheduler.guard.sandbox import Host, Preflight, preflight
@@ -797,7 +797,6 @@ def _run(
 ) -> Any:
     """One run of the scheduler with its event log, console and notifier wired up (`host`: this
     machine, what every session's sandbox hides)."""
-    from session_scheduler.run.scheduler import Scheduler
     from session_scheduler.view.notify import Notifier
 
     log = events.EventLog(project, events.new_run_id(seams.clock), clock=seams.clock.now)
@@ -806,29 +805,18 @@ def _run(
         log.subscribe(Notifier(config.notify, project, view.echo))
     with runners(view.echo, project / LOG_DIR) as runner:
         view.echo(f"Project: {project}")
-        if config.lanes > 1:
-            from session_scheduler.run.lanes import Lanes
+        from session_scheduler.run.lanes import Lanes
 
-            view.echo(
-                f"Lanes: {config.lanes}, each in its own clone in {project.name}.lanes/ beside the project"
-            )
-            lanes = Lanes(
-                project,
-                config,
-                runner,
-                config.lanes,
-                echo=view.echo,
-                clock=seams.clock,
-                events=log,
-                cost_basis=cost_basis(offline),
-                host=host,
-            )
-            return lanes.run(max_iterations).run
-        one_lane(project, config)
-        scheduler = Scheduler(
+        view.echo(
+            f"Lanes: {config.lanes}, each working in its own clone in {project.name}.lanes/ beside the project"
+            if config.lanes > 1
+            else f"Sessions work in a clone, {project.name}.lanes/lane-0 beside the project; work lands here once approved"
+        )
+        lanes = Lanes(
             project,
             config,
             runner,
+            config.lanes,
             echo=view.echo,
             clock=seams.clock,
             events=log,
@@ -836,7 +824,7 @@ def _run(
             host=host,
         )
         try:
-            return scheduler.run(max_iterations)
+            return lanes.run(max_iterations).run
         except UnknownModel:  # a model name the endpoint rejects is not kept
             known = merge_config(saved, {}).models if saved is not None else dict(DEFAULT_MODELS)
             progress.save_config(project, {**config.to_json(), "models": known})
@@ -852,19 +840,6 @@ def refuse_lane_change(project: Path, lanes: int) -> None:
         resized(saved.schedule, lanes)
     except ValueError as exc:
         raise BadInput(f"--lanes {lanes}: {exc}") from None
-
-
-def one_lane(project: Path, config: AgentConfig) -> None:
-    """A project that ran several lanes goes on with one (its other lanes idle, its merge queue
-    empty: `schedule.resized` refuses otherwise); its saved schedule becomes the one lane's."""
-    saved = statefile.load(project) if (project / STATE_FILE).exists() else None
-    if saved is None or len(saved.schedule.lanes) == 1:
-        return
-    try:
-        schedule = wake(resized(saved.schedule, 1), config)[0]
-    except ValueError as exc:
-        raise BadInput(f"--lanes 1: {exc}") from None
-    statefile.save(project, schedule, {lane: f for lane, f in saved.in_flight.items() if lane == 0})
 
 
 def cost_basis(offline: bool) -> str:
