@@ -32,6 +32,7 @@ from session_scheduler.core.schedule import (
     MEMORY_PER_LANE,
     Schedule,
     landed,
+    landing_of,
     lanes_refusal,
     resized,
     resumed,
@@ -54,7 +55,12 @@ def listed(lanes: int, depends: dict[str, tuple[str, ...]] | None = None, cfg: A
 
 
 def held(schedule: Schedule) -> list[str | None]:
-    return [lane.work.feature_id if lane.work else lane.role.value for lane in schedule.lanes]
+    """Each lane's feature, or its role when it holds none (a lane that waits for its approved
+    work to land holds it only as the queue's)."""
+    return [
+        lane.work.feature_id if lane.work and lane.role not in IDLE else lane.role.value
+        for lane in schedule.lanes
+    ]
 
 
 def outcome(schedule: Schedule, lane: int, verdict: str | None = None, ok: bool = True) -> Outcome:
@@ -68,17 +74,19 @@ def outcome(schedule: Schedule, lane: int, verdict: str | None = None, ok: bool 
 
 def test_a_lane_is_never_handed_a_feature_another_lane_holds() -> None:
     """The case the one-lane machine got wrong: lane 0's REVIEW PASS on F001 handed it F002,
-    which lane 1 was implementing. Now it takes F003."""
+    which lane 1 was implementing. Now it waits for F001 to land, then takes F003."""
     schedule = listed(2)
     assert held(schedule) == ["F001", "F002"]
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)  # IMPLEMENT -> REVIEW
     schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
     assert events == (Approved(feature("F001")),) and schedule.backlog.landing == (feature("F001"),)
-    assert held(schedule) == ["F003", "F002"] and schedule.holder("F002") == 1
+    assert held(schedule) == ["WAIT", "F002"] and schedule.holder("F002") == 1
+    assert schedule.lanes[0].role is T.WAIT and landing_of(schedule, 0) == feature("F001")
     assert schedule.backlog.passing == set()  # approved is not merged: the queue lands it
     schedule, events = landed(schedule, feature("F001"), CFG)
     assert events == (Merged(feature("F001")),) and schedule.backlog.passing == {"F001"}
-    assert schedule.backlog.landing == ()
+    assert schedule.backlog.landing == () and landing_of(schedule, 0) is None
+    assert held(schedule) == ["F003", "F002"]  # its next work starts on a main that holds F001
 
 
 def test_session_numbers_are_handed_out_once_whichever_lane_asks() -> None:
@@ -102,7 +110,9 @@ def test_a_feature_is_taken_only_once_the_features_it_depends_on_are_merged() ->
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
     assert held(schedule) == ["WAIT", "WAIT"]  # F001 approved, not merged: F002, F003 still wait
     schedule, _ = landed(schedule, feature("F001"), CFG)
-    assert held(schedule) == ["F002", "F003"]  # F001 merged: lane 0 takes F002, lane 1 F003
+    assert held(schedule) == ["F002", "WAIT"]  # F001 merged: lane 0 takes F002; lane 1 waits for F004
+    schedule, _ = landed(schedule, feature("F004"), CFG)
+    assert held(schedule) == ["F002", "F003"]
 
 
 def test_a_rejection_releases_the_claim_and_a_blocked_feature_blocks_what_depends_on_it() -> None:
@@ -127,22 +137,18 @@ def test_an_architecture_review_waits_for_a_quiet_main() -> None:
     approved work; then the first lane to look runs it, and the others go on after it."""
     cfg = replace(CFG, architecture_interval=1)
     schedule = listed(2, cfg=cfg)
-    for lane in (0, 1):  # F001 and F002 approved; lane 0 took F003 meanwhile
-        schedule, _ = transition_lane(schedule, lane, outcome(schedule, lane), cfg)
-        schedule, events = transition_lane(schedule, lane, outcome(schedule, lane, "PASS"), cfg)
-    assert held(schedule) == ["F003", "F004"] and not any(isinstance(e, ArchitectureDue) for e in events)
-    schedule, _ = landed(schedule, feature("F001"), cfg)  # due now; both lanes hold work
-    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), cfg)
-    schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), cfg)
-    assert held(schedule) == ["F003", "WAIT"] and events == (Approved(feature("F004")),)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), cfg)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), cfg)
-    schedule, _ = landed(schedule, feature("F002"), cfg)
-    schedule, _ = landed(schedule, feature("F003"), cfg)
-    assert held(schedule) == ["WAIT", "WAIT"]  # F004 still in the queue: main is not quiet
-    schedule, events = landed(schedule, feature("F004"), cfg)
-    assert events == (Merged(feature("F004")), ArchitectureDue(4))  # main is quiet: the review, then done
-    assert held(schedule) == ["ARCHITECTURE", "DONE"] and not schedule.settled
+    schedule, events = landed(schedule, feature("F001"), cfg)  # due now; lane 1 holds F002
+    assert held(schedule) == ["WAIT", "F002"] and not any(isinstance(e, ArchitectureDue) for e in events)
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), cfg)
+    schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), cfg)
+    assert held(schedule) == ["WAIT", "WAIT"] and events == (Approved(feature("F002")),)  # F002 in the queue
+    schedule, events = landed(schedule, feature("F002"), cfg)
+    assert events == (Merged(feature("F002")), ArchitectureDue(2))  # main is quiet: the review
+    assert held(schedule) == ["ARCHITECTURE", "WAIT"] and not schedule.settled
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), cfg)
+    assert held(schedule) == ["F003", "F004"]  # lane 0 first, then the woken lane 1
 
 
 def test_an_architecture_review_runs_alone_and_the_lanes_go_on_after_it() -> None:
@@ -152,34 +158,38 @@ def test_an_architecture_review_runs_alone_and_the_lanes_go_on_after_it() -> Non
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), cfg)
     schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), cfg)  # F002 to its REVIEW
     schedule, events = landed(schedule, feature("F001"), cfg)
-    assert held(schedule) == ["F003", "F002"] and not any(isinstance(e, ArchitectureDue) for e in events)
-    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "REJECT"), cfg)  # lane 1 frees up
-    assert [lane.role for lane in schedule.lanes] == [T.IMPLEMENT, T.WAIT]  # due, lane 0 is busy
-    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), cfg)
-    schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "REJECT"), cfg)
-    assert [lane.role for lane in schedule.lanes] == [T.ARCHITECTURE, T.WAIT] and ArchitectureDue(1) in events
-    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), cfg)
-    assert held(schedule) == ["F002", "F003"]  # lane 0 first, then the woken lane 1
+    assert held(schedule) == ["WAIT", "F002"] and not any(isinstance(e, ArchitectureDue) for e in events)
+    schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "REJECT"), cfg)  # lane 1 frees up
+    assert [lane.role for lane in schedule.lanes] == [T.WAIT, T.ARCHITECTURE] and ArchitectureDue(1) in events
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), cfg)
+    assert held(schedule) == ["F003", "F002"]  # lane 1 first, then the woken lane 0
 
 
 def test_work_the_queue_sends_back_is_fixed_by_the_next_free_lane() -> None:
-    """A conflict or a red test: the return counts as a rejection, and a free lane takes the work
-    as a FIX against the scheduler's review; the last allowed return blocks the feature."""
-    schedule = listed(2, {"F004": ("F001",)})
+    """A conflict or a red test: the return counts as a rejection, and a free lane (the one that
+    waited for it to land, first) takes the work as a FIX against the scheduler's review; the
+    last allowed return blocks the feature."""
+    schedule = listed(3, {"F004": ("F001",)})
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
-    assert held(schedule) == ["F003", "F002"]
+    assert held(schedule) == ["WAIT", "F002", "F003"]
     schedule, events = sent_back(schedule, feature("F001"), 9, CFG)
     assert events == () and schedule.backlog.rejection_count("F001") == 1
-    assert schedule.backlog.returned == ((feature("F001"), 9),) and held(schedule) == ["F003", "F002"]
-    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)
+    assert schedule.lanes[0] == Lane(T.FIX, feature("F001"), fix_rounds=1, open_review=9)
+    assert schedule.backlog.returned == () and held(schedule) == ["F001", "F002", "F003"]
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)  # lane 1 to its REVIEW
+    schedule = replace(schedule, lanes=(Lane(T.IMPLEMENT, feature("F005")), *schedule.lanes[1:]))
+    schedule, events = sent_back(schedule, feature("F001"), 10, CFG, rejection=False)  # no lane is free
+    assert schedule.backlog.returned == ((feature("F001"), 10),)
     schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "REJECT"), CFG)  # lane 1 frees up
-    assert schedule.lanes[1] == Lane(T.FIX, feature("F001"), fix_rounds=1, open_review=9)
+    assert schedule.lanes[1] == Lane(T.FIX, feature("F001"), fix_rounds=1, open_review=10)
     assert events == (Rejected(feature("F002")),)
     assert schedule.backlog.returned == ()
     schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)
     schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), CFG)
-    schedule, events = sent_back(schedule, feature("F001"), 10, CFG)  # the second return: blocked
+    schedule, events = sent_back(schedule, feature("F001"), 11, CFG)  # the third return: blocked
     assert events[:2] == (Blocked("F001"), Blocked("F004", because="F001"))
     assert schedule.backlog.returned == () and {"F001", "F004"} <= schedule.backlog.blocked
     with pytest.raises(ValueError, match="F001 is not in the merge queue"):
@@ -193,11 +203,10 @@ def test_a_conflict_sends_work_back_without_counting_a_rejection() -> None:
     for review in (9, 10, 11):  # more returns than --max-rejections: never blocked by conflicts
         schedule, events = sent_back(schedule, feature("F001"), review, CFG, rejection=False)
         assert events == () and schedule.backlog.rejection_count("F001") == 0
-        assert schedule.backlog.returned == ((feature("F001"), review),)
-        schedule = replace(
-            schedule,
-            backlog=replace(schedule.backlog, returned=(), landing=(feature("F001"),)),
-        )
+        assert schedule.lanes[0] == Lane(T.FIX, feature("F001"), fix_rounds=1, open_review=review)
+        schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)  # FIX -> REVIEW
+        schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
+        assert schedule.backlog.landing == (feature("F001"),)
 
 
 def test_a_return_announces_only_what_it_newly_blocks_and_nothing_queued_is_settled() -> None:
@@ -224,7 +233,9 @@ def test_an_architecture_review_s_fixes_land_through_the_queue_too() -> None:
     schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
     assert events[0] == Approved(arch) and schedule.backlog.landing == (arch,)
     schedule, events = sent_back(schedule, arch, 5, CFG)
-    assert schedule.backlog.rejections == () and schedule.backlog.returned == ((arch, 5),)
+    assert schedule.backlog.rejections == () and schedule.lanes[0] == Lane(
+        T.FIX, arch, fix_rounds=1, open_review=5
+    )
     schedule, events = landed(
         replace(schedule, backlog=replace(schedule.backlog, returned=(), landing=(arch,))), arch, CFG
     )
@@ -367,7 +378,13 @@ def test_no_feature_is_ever_held_twice_and_every_run_settles(
 
     def check(schedule: Schedule) -> None:
         backlog = schedule.backlog
-        claims = [lane.work.feature_id for lane in schedule.lanes if lane.work and lane.work.feature_id]
+        claims = [
+            lane.work.feature_id
+            for lane in schedule.lanes
+            if lane.work and lane.work.feature_id and lane.role not in IDLE
+        ]
+        for n, lane in enumerate(schedule.lanes):  # a lane that holds work idle waits for it to land
+            assert lane.role not in IDLE or lane.work is None or landing_of(schedule, n) is not None
         queued = [w.feature_id for w in (*backlog.landing, *(w for w, _ in backlog.returned)) if w.feature_id]
         assert len(claims + queued) == len(set(claims + queued))
         assert not set(claims + queued) & (backlog.passing | backlog.blocked)

@@ -145,6 +145,8 @@ def transition_lane(
     state, events = step.state, step.events
     if schedule.queued:
         events = tuple(Approved(e.work) if isinstance(e, Merged) else e for e in events)
+        if _approves(view.lane.role, outcome) and work is not None:  # its next work starts on it
+            state = replace(state, lane=Lane(T.WAIT, work))
     after = _apply(schedule, lane, state)
     if state.lane.role is T.HALTED:
         return replace(after, lanes=tuple(Lane(T.HALTED) for _ in after.lanes)), events
@@ -206,12 +208,21 @@ def wake(schedule: Schedule, config: AgentConfig) -> tuple[Schedule, tuple[Event
     if not schedule.backlog.features:  # the INITIALIZER has not listed them yet
         return schedule, events
     for n, lane in enumerate(schedule.lanes):
-        if lane.role is not T.WAIT:
+        if lane.role is not T.WAIT or landing_of(schedule, n):
             continue
         step = choose_work(schedule.view(n), config)
         schedule = _apply(schedule, n, step.state)
         events += step.events
     return _review_before_done(schedule, config, events)
+
+
+def landing_of(schedule: Schedule, lane: int) -> WorkItem | None:
+    """The approved work lane `lane` waits to see land (or sent back) before it takes other work:
+    its next session starts on a `main` that holds it, as a lane whose REVIEW merged always did
+    (the queue lands the REVIEW's own merge at once when `main` has not moved)."""
+    work = schedule.lanes[lane].work
+    waits = schedule.lanes[lane].role is T.WAIT and work is not None
+    return work if waits and work in schedule.backlog.landing else None
 
 
 def _review_before_done(
