@@ -190,15 +190,16 @@ def test_the_state_restore_point_named_in_the_error_really_restores(spec_file: P
     assert "2/2 features passing" in result.output
 
 
-def test_a_one_lane_run_refuses_a_state_whose_lane_waits_for_other_lanes(spec_file: Path) -> None:
+def test_a_saved_lane_that_waits_with_nothing_to_wait_for_takes_its_work_again(spec_file: Path) -> None:
     invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "2")
     path = resolve_project("app") / ".agent_state.json"
     state = json.loads(path.read_text())
-    state["lane"] = {"role": "WAIT", "work": None}
+    assert state["lanes"][0]["role"] == "REVIEW"
+    state["lanes"][0] = {"role": "WAIT", "work": None}
     path.write_text(json.dumps(state))
-    result = invoke("--project-dir", "app")
-    assert result.exit_code == 1
-    assert "says the lane waits for other lanes, but this run has one lane" in result.output
+    result = invoke("--project-dir", "app", "--max-iterations", "1")
+    assert result.exit_code == 3, result.output  # one session ran: the lane chose its work again
+    assert json.loads(path.read_text())["lanes"][0]["role"] in ("REVIEW", "IMPLEMENT")
 
 
 def test_a_missing_state_file_in_a_started_project_is_refused(spec_file: Path) -> None:

@@ -59,8 +59,10 @@ SANDBOX_DENIED_WRITES: tuple[str, ...] = (*SCHEDULER_FILES, *GIT_CODE_PATHS)
 
 
 def ignore_pattern(name: str) -> str:
-    """The .gitignore line for one of the scheduler's names (folders end in `/`)."""
-    return f"{name}/" if name in FOLDERS else name
+    """The .gitignore line for one of the scheduler's names: the bare name, folders included (a
+    sandbox denies writes to them where they are missing by mounting a placeholder there, a
+    character device that `git add -A` refuses and that a folder's `name/` would not ignore)."""
+    return name
 
 
 def is_scheduler_path(path: str) -> bool:

@@ -142,8 +142,9 @@ class TemporalRunner:
 
     async def run(self, request: SessionRequest) -> SessionResult:
         if request.browser is not None and self.here is not None:  # its app and browser run here
-            lane = "" if request.lane is None else f"[lane {request.lane}] "
-            self.echo(f"{lane}  session {request.plan.number} runs here: its browser is this machine's")
+            self.echo(
+                f"{request.prefix}  session {request.plan.number} runs here: its browser is this machine's"
+            )
             return await self.here.run(request)
         began = time.monotonic()
         number, attempt = request.plan.number, request.attempt
@@ -158,10 +159,9 @@ class TemporalRunner:
             "tries": TRIES,
         }
         earlier = workflow_id(self.project, number, attempt - 1) if attempt > 1 else None
-        lane = "" if request.lane is None else f"[lane {request.lane}] "
 
         def say(line: str) -> None:
-            self.echo(lane + line)
+            self.echo(request.prefix + line)
 
         answer = await asyncio.wrap_future(self.engine.submit(self._session(wid, job, earlier, say)))
         result = wire.result_from_json(answer["result"])
@@ -187,7 +187,7 @@ class TemporalRunner:
             said = f"ran on {where['host']}{tries} (awaited by this run from its middle)"
         else:
             said = f"ran on {where['host']}{tries} (engine {where['engine_s']:.2f} s)"
-        self.echo(f"{lane}  session {number} {said}")
+        self.echo(f"{request.prefix}  session {number} {said}")
         return result
 
     async def _session(self, wid: str, job: dict[str, Any], earlier: str | None, say: Echo) -> dict[str, Any]:

@@ -51,6 +51,7 @@ def request_to_json(request: SessionRequest) -> dict[str, Any]:
         "log_dir": str(request.log_dir),
         "records": str(request.records.root),
         "lane": request.lane,
+        "lanes": request.lanes,
         "attempt": request.attempt,
         "browser": (
             None
@@ -76,6 +77,7 @@ def request_from_json(data: dict[str, Any]) -> SessionRequest:
         Path(data["log_dir"]),
         Records(Path(data["records"])),
         data.get("lane"),
+        int(data.get("lanes", 1)),
         browser=None
         if not data.get("browser")
         else BrowserAccess(

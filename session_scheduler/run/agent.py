@@ -73,12 +73,19 @@ class SessionRequest:
     log_dir: Path
     records: Records
     lane: int | None = None
-    """The lane it runs in, with several lanes (its console lines say so); None with one."""
+    """The lane it runs in (its clone); None: a session not run by the lanes (a probe's, a test's)."""
+    lanes: int = 1
+    """How many lanes the run has: with several, each console line names the session's lane."""
     browser: BrowserAccess | None = None
     """A REVIEW of a web feature: the browser started for it (run/browsing.py); None otherwise."""
     attempt: int = 1
     """Which run of session `plan.number` this is (one more each time it runs again after it was
     cut short): with the session's number, what names it on an engine (core/engine.workflow_id)."""
+
+    @property
+    def prefix(self) -> str:
+        """What its console lines start with: its lane, when the run has several."""
+        return f"[lane {self.lane}] " if self.lane is not None and self.lanes > 1 else ""
 
 
 @dataclass(frozen=True)
@@ -379,7 +386,7 @@ class ClaudeSessionRunner:
 
     def _say(self, request: SessionRequest, line: str) -> None:
         """One console line of the session (prefixed with its lane when it runs in one of several)."""
-        self._echo(line if request.lane is None else f"[lane {request.lane}] {line.lstrip()}")
+        self._echo(f"{request.prefix}{line.lstrip()}" if request.prefix else line)
 
     async def run(self, request: SessionRequest) -> SessionResult:
         request.log_dir.mkdir(parents=True, exist_ok=True)

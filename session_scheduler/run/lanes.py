@@ -81,7 +81,14 @@ from session_scheduler.run.agent import (
 )
 from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged
 from session_scheduler.run.gating import Gatekeeper, gated
-from session_scheduler.run.opening import open_project, planner_of, run_started, set_aside_foreign_branches
+from session_scheduler.run.opening import (
+    name_the_person_s_branch,
+    note_stash,
+    open_project,
+    planner_of,
+    run_started,
+    set_aside_foreign_branches,
+)
 from session_scheduler.run.plan import Planner, SessionPlan, brief_for, outage_so_far, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
@@ -173,18 +180,24 @@ class Lanes:
         self.max_iterations = max_iterations
         tmp_dirs = [private_tmp(workdirs.path_of(self.project, n)) for n in range(self.count)]
         # a killed run's sessions on an engine's workers may still run: only those not awaited are stopped (`_resume`)
-        repo, _ = open_project(
+        repo, stashes = open_project(
             self.project, self.records, self.echo, [] if reattachable(self.runner) else tmp_dirs
         )
+        stashed = note_stash(self.project, self.records, stashes, self.echo)
         self._planner = planner_of(self.project, self.config, self.host)
         self.totals = Totals.of(events.read(self.events.path))
         self.events.subscribe(self.totals.apply)
         self.events.subscribe(self.run_totals.apply)
         run_started(self.events, self.project, self.cost_basis, lanes=self.count)
+        if stashed:
+            ref, message, commit = stashed
+            self.events.emit("set_aside", ref=ref, message=message, commit=commit)
         status, message = "error", "an unexpected error (see the traceback)"
         try:
             report = self._run(repo)
             status, message = report.run.status, report.run.message
+            if self.sessions:
+                name_the_person_s_branch(repo, self._planner.adopted.branch, self.echo)
             return report
         except KeyboardInterrupt:
             status, message = "interrupted", "interrupted; run the same command again to resume"
@@ -339,7 +352,7 @@ class Lanes:
             self.paused_until = flight.wait_until
         self.events.emit("resumed", session=flight.number, role=role.value, cause=why, lane=lane)
         cause = "interrupted" if why == Standing.INTERRUPTED.value else f"cut short ({why.replace('_', ' ')})"
-        self._say(lane, f"session {flight.number} ({role.value}) runs again: it was {cause}")
+        self._say(lane, f"Resuming: session {flight.number} ({role.value}) again: it was {cause}")
 
     def _still_held(self, repo: git.Repo, lane: int, flight: InFlight) -> bool:
         """Whether a killed run's session is one to await rather than run again: it was running
@@ -392,7 +405,12 @@ class Lanes:
         crashpoints.reached("state_saved")
 
     def _say(self, lane: int | None, line: str) -> None:
-        self.echo(f"[{'queue' if lane is None else f'lane {lane}'}] {line}")
+        """One line of a lane's (None: the queue's), named after it when there are several; with
+        one, the session's own lines as they are and the loop's notes indented under them."""
+        if self.count == 1:
+            self.echo(line if line.startswith(("--- ", "  ", "[")) else f"  {line}")
+        else:
+            self.echo(f"[{'queue' if lane is None else f'lane {lane}'}] {line.removeprefix('--- ')}")
 
     # -- a lane -------------------------------------------------------------------------------
     def _lane(self, lane: int | None) -> None:
@@ -578,7 +596,9 @@ class Lanes:
                 heads_of(record, copies),
             )
             settings = workdir / SETTINGS_FILE  # as the killed run wrote it for the session
-        request = SessionRequest(plan, workdir, settings, folder.path, outbox, lane, attempt=attempt)
+        request = SessionRequest(
+            plan, workdir, settings, folder.path, outbox, lane, self.count, attempt=attempt
+        )
         while held is None:  # no session starts while every lane is paused, however late the pause came
             self._paused()
             with self.lock:
@@ -610,9 +630,7 @@ class Lanes:
             )
         ending.write_result(folder.path, result)
         crashpoints.reached("result_written")
-        ending.audit(
-            self.events, lambda line: self._say(lane, line.strip()), plan, workdir, folder.path, result
-        )
+        ending.audit(self.events, lambda line: self._say(lane, line), plan, workdir, folder.path, result)
         if self._stopping(lane, number, role, folder):
             return
         cut = cut_short(result, plan.model, capped_by_session=plan.capped_by_session, role=role.value)
@@ -672,7 +690,7 @@ class Lanes:
             if classified.standing.counted:
                 ending.keep_restore_point(self.records, folder.path, number)
                 crashpoints.reached("restore_point_copied")
-            self._say(lane, line.removeprefix("--- "))
+            self._say(lane, line)
             if classified.standing.consequence.then is Then.RERUN_FRESH:  # verified, but not its doing
                 self.reruns[lane] = (number, state)
                 self._fresh(lane, number, role, classified)
@@ -780,9 +798,7 @@ class Lanes:
         with self.lock:
             self._say(
                 lane,
-                ending.session_ended(
-                    self.events, self.totals, self.clock.now(), plan, result, cut, None
-                ).removeprefix("--- "),
+                ending.session_ended(self.events, self.totals, self.clock.now(), plan, result, cut, None),
             )
             flight = self.flights.get(lane)
             if flight is not None:
@@ -912,7 +928,7 @@ class Lanes:
                 gitops.delete_branch(repo, event.work.branch)
         elif isinstance(event, Blocked):
             rejections = self.schedule.backlog.rejection_count(event.feature_id)
-            ending.blocked(self.events, lambda line: self._say(lane, line.strip()), event, rejections)
+            ending.blocked(self.events, lambda line: self._say(lane, line), event, rejections)
         elif isinstance(event, Merged):
             self.landed.append(event.work.feature_id or event.work.branch)
         elif isinstance(event, Retry):

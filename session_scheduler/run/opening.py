@@ -19,7 +19,7 @@ from session_scheduler.core.layout import HANDOFF_FILES, STATE_FILE
 from session_scheduler.core.machine import WORK_BRANCHES
 from session_scheduler.guard import processes
 from session_scheduler.guard.sandbox import Host
-from session_scheduler.repo import adoption, git_backup, gitops
+from session_scheduler.repo import adoption, git_backup, gitops, refs
 from session_scheduler.run.plan import Planner
 from session_scheduler.store import crashpoints, progress
 from session_scheduler.store.events import EventLog
@@ -94,3 +94,28 @@ def set_aside_foreign_branches(repo: git.Repo, log: EventLog, echo: Callable[[st
         message = f"your branch {branch} ({sha[:10]}) is named as this project's work branches are"
         echo(f"  set aside: {message}; kept as {ref} (`git branch <name> {ref}` brings it back)")
         log.emit("set_aside", ref=ref, message=message)
+
+
+def note_stash(project: Path, records: Records, before: int, echo: Callable[[str], None]) -> tuple[str, ...]:
+    """Say in one line where the person's uncommitted work went when opening the project set it
+    aside (to check out `main`, where work lands); the set-aside to record as an event (ref,
+    message, commit), or nothing."""
+    entries = gitops.stashes(project, records.stashes)
+    if len(entries) <= before:
+        return ()
+    ref, _, message = entries[0].partition(": ")
+    echo(
+        f"  set aside: uncommitted work is kept as {ref} ({message}); "
+        f"`git stash show -p --include-untracked {ref}` shows it, `git stash pop {ref}` brings it back"
+    )
+    return ref, message, refs.sha(project / ".git", "refs/stash") or ""
+
+
+def name_the_person_s_branch(repo: git.Repo, adopted_branch: str | None, echo: Callable[[str], None]) -> None:
+    """After a run that ran sessions, name the branch the person had checked out before the
+    first run when that was another than `main` (where the work lands): it is as they left it."""
+    mine = adopted_branch
+    if mine and mine != gitops.MAIN and not mine.startswith(WORK_BRANCHES) and gitops.head(repo, mine):
+        echo(
+            f"  work tree: on main, with the sessions' work; your branch {mine} is as you left it (`git checkout {mine}`)"
+        )

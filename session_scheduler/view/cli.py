@@ -57,7 +57,7 @@ from session_scheduler.core.schedule import lanes_refusal, resized
 from session_scheduler.core.version import VERSION
 from session_scheduler.guard import browser_box, safe_git
 from session_scheduler.guard.sandbox import Host, Preflight, preflight
-from session_scheduler.repo import adoption
+from session_scheduler.repo import adoption, workdirs
 from session_scheduler.run import showing
 from session_scheduler.run.plan import Planner, brief_for
 from session_scheduler.run.prompts import EXAMPLE_SPEC, template_path
@@ -326,7 +326,7 @@ def dry_run(console: Console, project: Path, config: AgentConfig, show: SessionT
     planner = Planner(config, Host.of(os.environ), adoption.preview(project))  # as a run would plan it
     plan = planner.plan(
         state,
-        project,
+        workdirs.path_of(project, 0),  # where a run's session works: a lane's clone
         brief=brief_for(state, config, project, browser_box.APP_ORIGIN if web else None)
         if project.exists()
         else "",
