@@ -321,6 +321,8 @@ def implement(ctx: Ctx) -> Script:
     ):  # out of the policy's sight: the sandbox stops it
         script = "git checkout -q main && echo '# stray' >> README.md && git add README.md && git commit -q -m 'stray commit on main'"
         yield [write("stray.sh", script + "\n"), bash("bash stray.sh; rm -f stray.sh")]
+    if ctx.scenario.has_fault(ctx.session, "hidden_branch"):  # not its branch: verification undoes it
+        yield [write("stray.sh", "git branch stray-work\n"), bash("bash stray.sh; rm -f stray.sh")]
     yield from faults(ctx, files)
     yield from end_session(ctx, "READY_FOR_REVIEW", [feature_id], start, end)
     return f"{feature_id} is ready for review on {branch}."

@@ -17,6 +17,7 @@ ROBOT_FAULTS: tuple[str, ...] = (
     "forbidden_write",
     "commit_on_main",
     "hidden_commit_on_main",
+    "hidden_branch",
     "ignore_tests",
     "stage_all",
     "leave_origin",

@@ -48,7 +48,7 @@ from session_scheduler.core.config import SessionType
 from session_scheduler.core.policy import POLICIES
 from session_scheduler.core.schemas import HANDOFF_SCHEMAS
 from session_scheduler.guard import toolset
-from session_scheduler.repo import gitops
+from session_scheduler.repo import gitops, workdirs
 from session_scheduler.run.invariants import check_invariants
 from session_scheduler.store import events, progress, statefile
 from session_scheduler.store.authority import FileAuthority
@@ -95,9 +95,9 @@ FAULT_SCENARIO: dict[str, Any] = {
         {"session": 2, "kind": "forbidden_command", "command": "git push origin main"},
         {"session": 2, "kind": "forbidden_write", "file": ".claude_settings.json"},
         {"session": 3, "kind": "invalid_json", "file": "reviews.json"},
-        {"session": 4, "kind": "forbidden_write", "file": "todo/__main__.py"},
-        {"session": 5, "kind": "commit_on_main"},
-        {"session": 5, "kind": "hidden_commit_on_main"},
+        {"session": 3, "kind": "forbidden_write", "file": "todo/__main__.py"},
+        {"session": 4, "kind": "commit_on_main"},
+        {"session": 4, "kind": "hidden_commit_on_main"},
     ],
 }
 
@@ -461,12 +461,13 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
     denied = {
         (d["tool_name"], d["tool_input"].get("command") or d["tool_input"].get("file_path")) for d in denials
     }
-    assert denied == {("Bash", "git push origin main"), ("Write", str(project / ".claude_settings.json"))}
+    clone = workdirs.path_of(project, 0)  # where the session worked
+    assert denied == {("Bash", "git push origin main"), ("Write", str(clone / ".claude_settings.json"))}
 
     # REVIEW is offered no Write tool at all: its call to write a product file is refused by the
     # CLI as a tool the session does not have (no permission prompt, no denial to count).
-    assert result_of(project, 4)["permission_denials"] == []
-    review = (session_dir(project, 4) / "transcript.jsonl").read_text(encoding="utf-8")
+    assert result_of(project, 3)["permission_denials"] == []
+    review = (session_dir(project, 3) / "transcript.jsonl").read_text(encoding="utf-8")
     assert '"name": "Write"' in review and "No such tool available: Write" in review
     assert "overwritten by the agent" not in git(project, "show", "main:todo/__main__.py")
 
@@ -496,9 +497,9 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
     assert "DENIED Bash: git push origin main (scheduler policy: `git push`" in fault_run.proc.stdout
     assert totals_of(project).denials_by_role == {"IMPLEMENT": 3}
 
-    # The Bash policy hook refused the commit on main in session 5, and said why.
+    # The Bash policy hook refused the commit on main in session 4, and said why.
     audit = [
-        json.loads(line) for line in (session_dir(project, 5) / "denials.jsonl").read_text().splitlines()
+        json.loads(line) for line in (session_dir(project, 4) / "denials.jsonl").read_text().splitlines()
     ]
     assert [(a["tool"], a["input"]["command"]) for a in audit] == [
         ("Bash", "git add README.md && git commit -q -m 'stray commit on main'")
@@ -506,7 +507,7 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
     assert "IMPLEMENT may not change the branch main" in audit[0]["rule"]
 
     # Sessions without a forbidden call had no denial at all, and the faulty run finished.
-    quiet = [n for n in range(1, len(sequence(project)) + 1) if n not in (2, 4, 5)]
+    quiet = [n for n in range(1, len(sequence(project)) + 1) if n not in (2, 4)]
     assert all(result_of(project, n)["permission_denials"] == [] for n in quiet)
     assert all(result_of(baseline.project, n)["permission_denials"] == [] for n in range(1, 15))
     assert state_of(project)["lane"]["role"] == "DONE"
@@ -548,13 +549,13 @@ def main_subject(project: Path) -> str:
 KILL_POINTS = {
     # IMPLEMENT F002, right after it created its branch and before it committed
     "implement": (4, IMPL, lambda folder, project: transcript_has(folder, "git checkout -q -b feature/F002")),
-    # REVIEW F002 (PASS), after its merge reached main but before it set `passes`
+    # REVIEW F002 (PASS), after its merge reached its clone's main but before it set `passes`
     "review-after-merge": (
         7,
         REVIEW,
         lambda folder, project: (
             transcript_has(folder, "git merge -q --no-ff feature/F002")
-            and main_subject(project) == "Merge feature/F002"
+            and main_subject(workdirs.path_of(project, 0)) == "Merge feature/F002"
         ),
     ),
 }
@@ -643,25 +644,21 @@ def test_http_429_is_retried_by_the_cli(fault_run: Run) -> None:
     assert all(not result_of(project, n)["is_error"] for n in range(1, len(sequence(project)) + 1))
 
 
-def test_invalid_json_fails_verification_restores_and_retries(fault_run: Run) -> None:
+def test_invalid_json_an_agent_writes_in_its_clone_changes_no_record(fault_run: Run) -> None:
+    """The records are the project's, written only through the hand-off tools, which validate:
+    a REVIEW that writes a broken reviews.json in its clone changes nothing the scheduler reads."""
     project = fault_run.project
-    assert sequence(project)[:4] == [INIT, IMPL, REVIEW, REVIEW]
+    assert sequence(project) == [INIT, IMPL, REVIEW, IMPL, REVIEW]
     lines = session_lines(fault_run.proc.stdout)
-    assert "Session 3 REVIEW: FAILED:" in lines[3] and "reviews.json is not valid JSON" in lines[3], lines[3]
-    assert "Session 4 REVIEW PASS: verified" in lines[4], lines[4]
-
-    failed = session_dir(project, 3)
-    # the agent's broken file was replaced by the pre-session copies (post == pre)
-    for name in progress.KEPT_PER_SESSION:
-        assert (failed / "post" / name).read_bytes() == (failed / "pre" / name).read_bytes(), name
-    assert load_json(failed / "changes.json")["passes"] == {}  # its PASS was undone with the merge
-    # and the merge the failed REVIEW had made was undone: F001 is merged exactly once
-    assert "undo: main reset to" in fault_run.proc.stdout
+    assert "Session 3 REVIEW PASS: verified" in lines[3], lines[3]
+    transcript = (session_dir(project, 3) / "transcript.jsonl").read_text(encoding="utf-8")
+    assert "this is not json" in transcript  # it did write it, in its clone
+    for name in progress.KEPT_PER_SESSION:  # the records after it validate
+        progress.validate(load_json(session_dir(project, 3) / "post" / name), HANDOFF_SCHEMAS[name], name)
     merges = [subject for _, parents, subject in first_parent_history(project) if len(parents) == 2]
     assert merges == ["Merge feature/F001", "Merge feature/F002"]
     reviews = load_json(project / "reviews.json")["reviews"]
     assert [(r["feature_id"], r["verdict"]) for r in reviews] == [("F001", "PASS"), ("F002", "PASS")]
-    assert next(e["session_id"] for e in progress_entries(project) if e["agent_type"] == REVIEW) == 4
     assert state_of(project)["lane"]["role"] == "DONE"
 
 
@@ -670,23 +667,23 @@ def test_commits_on_main_are_stopped_before_they_land(fault_run: Run) -> None:
     IMPLEMENT's git runs inside it, where `main`'s ref file and packed-refs are unwritable."""
     project = fault_run.project
     lines = session_lines(fault_run.proc.stdout)
-    assert "Session 5 IMPLEMENT: verified" in lines[5], lines[5]
+    assert "Session 4 IMPLEMENT: verified" in lines[4], lines[4]
     assert re.search(
         r"DENIED Bash: git add README.md && git commit .*IMPLEMENT may not change the branch main",
         fault_run.proc.stdout,
     )
     assert (
         "couldn't set 'refs/heads/main'"
-        in (project / ".agent_logs" / "session_0005_IMPLEMENT" / "transcript.jsonl").read_text()
+        in (project / ".agent_logs" / "session_0004_IMPLEMENT" / "transcript.jsonl").read_text()
     )
     history = first_parent_history(project)
     assert all(subject != "stray commit on main" for _, _, subject in history)
     assert [len(parents) for _, parents, _ in history[2:]] == [2, 2]
     assert "# stray" not in git(project, "show", "main:README.md")
-    assert sequence(project) == [INIT, IMPL, REVIEW, REVIEW, IMPL, REVIEW]
+    assert sequence(project) == [INIT, IMPL, REVIEW, IMPL, REVIEW]
     assert state_of(project)["lane"]["role"] == "DONE"
     assert state_of(project)["backlog"]["passing"] == ["F001", "F002"]
-    assert totals_of(project).failed == 1
+    assert totals_of(project).failed == 0
 
 
 # --- 7. any Anthropic-compatible endpoint -----------------------------------------------
@@ -765,8 +762,8 @@ def test_one_invocation_waits_out_a_usage_limit_and_backs_off_a_529_burst(
     args = ["--project-dir", str(project), "--offline-demo", "--scenario", str(scenario)]
     result = CliRunner().invoke(main, args, obj={"preflight": active_sandbox, "clock": clock})
     assert result.exit_code == 0, result.output
-    assert 600 <= clock.sleeps[0] <= 600 + 60 + 5  # until the reset, plus the margin
-    assert len(clock.sleeps) == 3 and 30 <= clock.sleeps[1] <= 36 and 60 <= clock.sleeps[2] <= 72
+    waited = sum(clock.sleeps)  # in short steps (a Ctrl-C reaches a waiting lane within a second)
+    assert 650 <= waited <= 600 + 60 + 5 + 36 + 72  # the reset and its margin, two back-offs (less real time)
     assert "usage limit reached: waiting until" in result.output
     assert result.output.count("kept failing (529)") >= 2
     state = state_of(project)
@@ -813,7 +810,7 @@ def test_a_budget_cut_session_is_rerun_once_the_budget_is_raised(tmp_path: Path)
     env = product_env(tmp_path)
     project = tmp_path / "budget"
     scenario = write_scenario(tmp_path / "one.json", {"features": 1})
-    first = run(offline_command(project, scenario, "--max-budget-usd", "0.5"), env)
+    first = run(offline_command(project, scenario, "--max-budget-usd", "0.65"), env)
     assert first.returncode == 3, explain(first)
     assert "budget" in first.stdout
     cut = [

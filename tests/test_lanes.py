@@ -267,6 +267,4 @@ def test_an_outage_backs_every_lane_off_and_a_long_one_stops_the_run(tmp_path: P
     robot = InProcessRobotRunner(scenario, clock=clock)
     again = Lanes(other, CFG, robot, 2, echo=lines.append, clock=clock).run()
     assert again.run.status == "done"
-    assert next(line for line in lines if "Resuming" in line).endswith(
-        "again: it was cut short (outage)"
-    )
+    assert next(line for line in lines if "Resuming" in line).endswith("again: it was cut short (outage)")

@@ -229,8 +229,10 @@ def _review_before_done(
     schedule: Schedule, config: AgentConfig, events: tuple[Event, ...]
 ) -> tuple[Schedule, tuple[Event, ...]]:
     """With several lanes, an architecture review that fell due while other lanes held work (it
-    waits for a quiet `main`) runs once they are all done, in lane 0, before the project is."""
-    if not schedule.queued or any(lane.role is not T.DONE for lane in schedule.lanes):
+    waits for a quiet `main`) runs once they are all done, in lane 0, before the project is. One
+    lane never held work while another did: a project whose last feature completes the interval
+    is done without it, as it always was."""
+    if len(schedule.lanes) == 1 or any(lane.role is not T.DONE for lane in schedule.lanes):
         return schedule, events
     if not architecture_due(schedule.view(0), config):
         return schedule, events

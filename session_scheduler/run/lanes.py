@@ -99,7 +99,7 @@ from session_scheduler.store.records import Records
 
 T = SessionType
 APPLYING = "applying"
-"""A session's folder's copies of the records taken just before its results are applied."""
+"""A lane's copies of the records taken just before its session's results are applied (a restore point)."""
 
 
 @dataclass(frozen=True)
@@ -573,9 +573,10 @@ class Lanes:
         with self.lock:  # the outage so far is the authority's
             outage_s = outage_so_far(self.outage_since, self.clock.now())
         plan = self._planner.plan(state, workdir, brief=brief, spent_usd=spent, outage_s=outage_s)
-        copies = folder.path / SessionFolder.PRE
+        copies = progress.restore_point(self.records, SessionFolder.PRE, lane)  # full copies, the lane's
         if held is None:
             pre = capture(outbox, clone, state, copies)
+            progress.snapshot(outbox, folder.path / SessionFolder.PRE, progress.KEPT_PER_SESSION)
             settings = write_plan(plan, workdir)
             crashpoints.reached("plan_written")
             with self.lock:  # its start's branches on record: what a rerun that awaits it verifies against
@@ -619,6 +620,11 @@ class Lanes:
                     lane=lane,
                 )
                 break
+        if not plan.sandboxed:
+            self._say(
+                lane,
+                "WARNING: no OS sandbox (--no-sandbox): this session's commands can write outside its clone",
+            )
         started = time.time() if held is None else 0.0  # the OS's clock: processes' start times
         result = run_session(self.runner, request, browser, lambda line: self._say(lane, line))
         crashpoints.reached("cli_ended")
@@ -648,8 +654,9 @@ class Lanes:
         with self.lock:
             flight = self.flights.get(lane)
             if flight is not None:  # what a kill before this block's save is undone to (`_resume`)
-                progress.snapshot(self.records, folder.path / APPLYING)
-                self.flights[lane] = replace(flight, copies=str(folder.path / APPLYING))
+                applying = progress.restore_point(self.records, APPLYING, lane)
+                progress.snapshot(self.records, applying)
+                self.flights[lane] = replace(flight, copies=str(applying))
                 self._save()
             applied = apply(outbox, self.records, number)
             if classified.standing.counted:  # the records' newest good copies (restore/post, its folder)
@@ -753,7 +760,7 @@ class Lanes:
             return
         if role is T.INITIALIZER:
             self.events.emit("features_listed", session=number, features=list(outcome.feature_ids))
-        where = "the lane's merge" if role is T.REVIEW else "branch"
+        where = "main" if role is T.REVIEW else "branch"  # the REVIEW's merge onto main, in its clone
         gated(
             self.events,
             outcome.gates,
@@ -846,9 +853,12 @@ class Lanes:
             if waits:
                 self.paused_until = until
                 self.events.emit("limit_wait", session=number, why=cut.standing.value, until=until)
+                when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
+                who = "every lane waits" if self.count > 1 else "waiting"
                 self._say(
                     lane,
-                    f"{cut.reason}: every lane waits {duration(until - now)}, then session {number} runs again",
+                    f"{cut.reason}: {who} until {when} ({duration(until - now)}), then session {number} "
+                    "runs again (stopping now is safe: the same command waits again)",
                 )
             self._save()
             if waits:

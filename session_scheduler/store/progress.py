@@ -330,10 +330,11 @@ session's changes to it in its `changes.json`."""
 
 
 def restore_point(where: Records | Path, which: str, lane: int = LANE) -> Path:
-    """A folder of full copies of the hand-off files: `pre`, lane `lane`'s (before its session in
-    flight: each lane has its own), or `post` (the records' after the last verified session)."""
+    """A folder of full copies of the hand-off files: `post` (the records' after the last
+    verified session), or lane `lane`'s (`pre`: before its session in flight; `applying`: just
+    before that session's results are applied): each lane has its own."""
     root = records_of(where).root / LOG_DIR / "restore"
-    return root / f"lane-{lane}" / which if which == SessionFolder.PRE else root / which
+    return root / which if which == SessionFolder.POST else root / f"lane-{lane}" / which
 
 
 def newest_copy(where: Records | Path, name: str) -> Path | None:

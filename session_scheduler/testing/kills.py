@@ -1,10 +1,12 @@
-"""The kill suite: the scheduler SIGKILLed at each crash point, then the same command again.
+"""The kill suite: the scheduler SIGKILLed at each crash point, then the same command again,
+with one lane and with three (the one loop runs both).
 
 Each case runs the offline demo (the real CLI against the scripted model) with
-`AGENT_CRASH_AT` set, once per kill in the case, then without it until the run ends. The
-project must end exactly as a run that was never killed: the same features merged on `main`
-in the same order, the same `passes`, valid hand-off and state files, one progress entry per
-session, and nothing left half-written.
+`AGENT_CRASH_AT` set, once per kill in the case, then without it until the run ends. With one
+lane the project must end exactly as a run that was never killed: the same features merged on
+`main` in the same order, the same `passes`; with three, every feature merged once and passing;
+and always valid hand-off and state files, one progress entry per session, every session that
+started ended, nothing left half-written or running.
 """
 
 from __future__ import annotations
@@ -30,26 +32,31 @@ from session_scheduler.testing.hosts import run_command
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = {
-    "description": "kills: a fix round, a rejection, an undone merge, leftovers set aside",
+    "description": "kills: a fix round, a rejection, an undone session, leftovers set aside",
     "features": 2,
     "reviews": {"F001": ["REQUEST_CHANGES", "PASS"], "F002": ["REJECT", "PASS"]},
     "faults": [
-        {"session": 2, "kind": "commit_on_main"},
-        {"session": 3, "kind": "invalid_json", "file": "reviews.json"},
+        {"session": 2, "kind": "hidden_branch"},
+        {"session": 3, "kind": "commit_on_main"},
     ],
 }
+"""Session 2 makes a branch that is not its own (verification undoes it), session 3 leaves an
+edit of main uncommitted (set aside before the next session); F001 is sent back once, F002
+rejected once."""
+AFTER_A_KILL = ("recover_set_aside", "recover_restored")
+"""Points only a run resuming a killed one reaches: each case kills the run first."""
+UNREACHED = ("waiting", "stashed", *crashpoints.LANES_ONLY)
+"""Points the kill scenarios do not reach: a usage limit's wait (bench/reliability.py's night),
+a stash of the person's uncommitted work (an existing repository's, when a run opens it), the
+queue's landing of a merge it tested (several lanes: one lane's landings are its REVIEW's merge)."""
 CASES: dict[str, tuple[str, ...]] = {
-    **{
-        point: (point,)
-        for point in crashpoints.POINTS
-        if point not in ("recover_set_aside", "recover_restored", "waiting")
-    },
+    **{point: (point,) for point in crashpoints.POINTS if point not in (*AFTER_A_KILL, *UNREACHED)},
     "cli_message#25": ("cli_message#25",),
     "atomic_write_tmp#9": ("atomic_write_tmp#9",),
     "state_saved#4": ("state_saved#4",),
     "event_half_written#9": ("event_half_written#9",),
     "recover_set_aside": ("cli_message#12", "recover_set_aside"),
-    "recover_restored": ("cli_message#12", "recover_restored"),
+    "recover_restored": ("transitioned", "recover_restored"),
     "twice in one session": ("cli_message#8", "cli_message#3"),
 }
 """Each case: the kills, in order, one per run (`point#n`: the n-th time the point is reached)."""
@@ -145,7 +152,7 @@ def check_project(project: Path, expected: Final) -> list[str]:
     missing = [name for name in (*HANDOFF_FILES, STATE_FILE) if not (project / name).is_file()]
     if missing:
         problems.append(f"missing: {missing}")
-    orphans = processes.with_tmpdir(private_tmp(project))
+    orphans = _orphans(project, 0)
     if orphans:
         problems.append(f"processes of the killed run's sessions are still running (pids {orphans})")
     return problems + check_event_log(project, saved.state.session_count if saved else 0)
@@ -207,6 +214,23 @@ LANE_CASES: dict[str, tuple[str, ...]] = {
     "lanes twice": ("cli_message#110", "queue_landed#1"),
 }
 """Each lanes case: the kills in order, one per run (`point#n`: the n-th time in that run)."""
+LANES_EVERY_SCENARIO = {
+    **LANES_SCENARIO,
+    "description": "lane kills at every point: LANES_SCENARIO with an undone session and a rejection",
+    "reviews": {"F002": ["REJECT", "PASS"]},
+    "faults": [{"session": 2, "kind": "hidden_branch"}],
+}
+EVERY_POINT: dict[str, tuple[str, ...]] = {
+    **{
+        f"lanes {point}": (point,)
+        for point in crashpoints.POINTS
+        if point not in (*AFTER_A_KILL, *UNREACHED[:-1])
+    },
+    "lanes recover_set_aside": ("cli_message#60", "recover_set_aside"),
+    "lanes recover_restored": ("transitioned#3", "recover_restored"),
+}
+"""Every crash point with three lanes too, on LANES_EVERY_SCENARIO (bench/reliability.py runs them)."""
+LANE_CASES.update(EVERY_POINT)
 LANES_REDUCED = ("lanes cli_message#110", "lanes queue_landed#1", "lanes event_half_written#14")
 """The lanes cases CI runs. `event_half_written#14` is the first `session_ended` after the three
 IMPLEMENTs started together (the events before it do not depend on timing): a kill there, after
@@ -218,11 +242,13 @@ SEVERAL_IN_FLIGHT = ("lanes cli_message#110", "lanes cli_message#170", "lanes tw
 """Cases whose first kill must find two or more sessions in flight (checked in the saved state)."""
 
 
-def _run_lanes(root: Path, project: Path, crash_at: str | None) -> subprocess.CompletedProcess[str]:
+def _run_lanes(
+    root: Path, project: Path, crash_at: str | None, data: dict[str, Any] = LANES_SCENARIO
+) -> subprocess.CompletedProcess[str]:
     env = hermetic_env("http://127.0.0.1:9", root / "product-home", max_retries=0)
     env["AGENT_GENERATIONS_DIR"] = str(root / "generations")
-    scenario = root / "lanes-scenario.json"
-    scenario.write_text(json.dumps(LANES_SCENARIO))
+    scenario = root / f"{project.name}-scenario.json"
+    scenario.write_text(json.dumps(data))
     launcher = [str(REPO / "autonomous_agent_demo.py")]
     if crash_at:
         env[crashpoints.ENV] = crash_at
@@ -243,16 +269,17 @@ def _run_lanes(root: Path, project: Path, crash_at: str | None) -> subprocess.Co
 def run_lanes_case(root: Path, name: str) -> list[str]:
     """Kill the lanes' scheduler as the case says, resume until done; what went wrong."""
     project = root / name.replace("#", "-").replace(" ", "-")
+    data = LANES_EVERY_SCENARIO if name in EVERY_POINT else LANES_SCENARIO
     problems = []
     for i, kill in enumerate(LANE_CASES[name]):
-        proc = _run_lanes(root, project, kill)
+        proc = _run_lanes(root, project, kill, data)
         if proc.returncode != -9:
             problems.append(
                 f"{kill}: the run was not killed there (exit {proc.returncode}): {proc.stderr.strip()[-500:]}"
             )
             continue
         problems += _check_killed(project, kill, several=i == 0 and name in SEVERAL_IN_FLIGHT)
-    proc = _run_lanes(root, project, None)
+    proc = _run_lanes(root, project, None, data)
     if proc.returncode != 0:
         return [
             *problems,
@@ -263,7 +290,7 @@ def run_lanes_case(root: Path, name: str) -> list[str]:
 
 
 def lane_tmp_dirs(project: Path) -> list[Path]:
-    """The private temp folders of the project's sessions: its own and each lane clone's."""
+    """The private temp folders of the project's sessions: each lane clone's (and the project's own)."""
     return [private_tmp(project), *(private_tmp(workdirs.path_of(project, n)) for n in range(LANES))]
 
 
