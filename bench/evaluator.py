@@ -55,9 +55,9 @@ from session_scheduler.run import browsing, gating
 from session_scheduler.run.agent import SessionRequest, run_session
 from session_scheduler.run.classify import cut_short
 from session_scheduler.run.gating import Gatekeeper
+from session_scheduler.run.lanes import Lanes
 from session_scheduler.run.opening import planner_of
 from session_scheduler.run.plan import brief_for, write_plan
-from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.run.verify import capture, verify_session
 from session_scheduler.store.records import Records
 from session_scheduler.testing.inprocess import InProcessRobotRunner
@@ -175,7 +175,7 @@ def build_base(root: Path, scenario: Scenario, config: AgentConfig) -> Path:
     project.mkdir()
     (project / "app_spec.txt").write_text(SPEC.read_text())
     lines: list[str] = []
-    report = Scheduler(project, config, InProcessRobotRunner(scenario), echo=lines.append).run()
+    report = Lanes(project, config, InProcessRobotRunner(scenario), echo=lines.append).run().run
     if report.status != "done":
         raise SystemExit(f"the base project did not finish: {report.message}\n" + "\n".join(lines[-20:]))
     return project

@@ -8,8 +8,7 @@ turn after `--latency` seconds, so the model's time dominates a session as it do
 model; the default (2 s per turn, about 17 s per session) is a scaled-down real latency (real
 sessions take minutes) so that the whole benchmark runs in about 22 minutes on two cores.
 
-Runs the same spec with today's one-lane scheduler (run/scheduler.py) and with the lanes loop
-(run/lanes.py) at 2, 4 and 8 lanes, all through the in-process robot (session_scheduler/testing/
+Runs the same spec with the one loop (run/lanes.py) at 1, 2, 4 and 8 lanes, all through the in-process robot (session_scheduler/testing/
 inprocess.py: the robot's tool calls run for real, the model's time is a sleep), with
 `test_command="bash init.sh"` run on every landing, and `sandbox=False` (the OS sandbox's `srt`
 start per landing and per agent command is slow here, and is not what lanes change). Prints, per
@@ -64,7 +63,6 @@ from session_scheduler.run import lanes as lanes_module
 from session_scheduler.run.agent import SessionRequest, SessionResult
 from session_scheduler.run.lanes import Lanes
 from session_scheduler.run.plan import Planner
-from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.store import events
 from session_scheduler.testing.hosts import run_command
 from session_scheduler.testing.inprocess import InProcessRobotRunner
@@ -300,13 +298,10 @@ def one(lanes: int, latency: float, count: int = FEATURES, conflicts: list[list[
         runner = TimedRunner(scenario)
         phases = Phases()
         started = time.monotonic()
-        if lanes == 1:  # today's scheduler: one lane, its REVIEW merges into the project's main
-            Scheduler(project, config(count), runner, echo=lambda _: None).run()
-        else:
-            loop = Lanes(project, config(count), runner, lanes, echo=lambda _: None)
-            loop.lock = TimedCondition(phases)  # type: ignore[assignment]
-            with timed_phases(phases):
-                loop.run()
+        loop = Lanes(project, config(count), runner, lanes, echo=lambda _: None)
+        loop.lock = TimedCondition(phases)  # type: ignore[assignment]
+        with timed_phases(phases):
+            loop.run()
         wall = time.monotonic() - started
         log = events.read(events.log_path(project))
         merges = subprocess.run(

@@ -67,11 +67,15 @@ TARGETS: dict[str, Target] = {
     ),
     "confinement": Target(("session_scheduler/core/confinement.py",), ("tests/test_confinement.py",), 0.85),
     "safe_git": Target(
-        ("session_scheduler/guard/safe_git.py", "session_scheduler/repo/git_guard.py"),
+        ("session_scheduler/guard/safe_git.py",),
         ("tests/test_safe_git.py",),
         0.85,
     ),
-    "git_backup": Target(("session_scheduler/repo/git_backup.py",), ("tests/test_git_backup.py",), 0.85),
+    "one_loop": Target(
+        ("session_scheduler/core/schedule.py", "session_scheduler/run/ending.py"),
+        ("tests/test_schedule.py", "tests/test_every_lane_count.py"),
+        0.85,
+    ),
     "gates": Target(
         ("session_scheduler/core/gates.py", "session_scheduler/core/languages.py"),
         ("tests/test_gates.py", "tests/test_languages.py"),

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from scripted_model.scenario import DEMO
 from session_scheduler.core.config import AgentConfig
-from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.run.lanes import Lanes
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +48,7 @@ def run_inprocess(project: Path) -> float:
     )
     started = time.perf_counter()
     config = AgentConfig(feature_count=6, test_command="bash init.sh")
-    report = Scheduler(project, config, InProcessRobotRunner(DEMO), echo=lambda _: None).run()
+    report = Lanes(project, config, InProcessRobotRunner(DEMO), echo=lambda _: None).run().run
     assert report.status == "done"
     return time.perf_counter() - started
 

@@ -37,7 +37,7 @@ def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
 
 @pytest.fixture(autouse=True)
 def _no_private_tmp_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A session's private temp folder is removed by the run that made it (Scheduler.run); a test
+    """A session's private temp folder is removed by the run that made it (Lanes.run); a test
     that plans a session itself (write_plan makes the folder) or stops a run midway leaves it in
     the system's temp folder. Note each one a test asks for (the path is unchanged) and remove
     those it made."""

@@ -14,7 +14,7 @@ from scripted_model.scenario import Scenario
 from session_scheduler.core.acceptance import problems
 from session_scheduler.core.config import AgentConfig
 from session_scheduler.core.schemas import REVIEWS, schema_error
-from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.run.lanes import Lanes
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 
 STEPS = ["Run `todo add milk` -> prints `1`", "Run `todo list` -> prints `1 milk`"]
@@ -114,7 +114,7 @@ def test_the_robots_review_fails_the_step_a_seeded_bug_breaks(tmp_path: Path) ->
     (project / "app_spec.txt").write_text(spec.read_text())
     runner = InProcessRobotRunner(Scenario.from_json({"features": 3, "buggy": ["F003"]}))
     config = AgentConfig(feature_count=3, test_command="bash init.sh")
-    report = Scheduler(project, config, runner, echo=lambda _: None).run()
+    report = Lanes(project, config, runner, echo=lambda _: None).run().run
     assert report.status == "done", report.message
     reviews = {r["review_id"]: r for r in json.loads((project / "reviews.json").read_text())["reviews"]}
     first, second = [r for r in reviews.values() if r["feature_id"] == "F003"]

@@ -23,8 +23,8 @@ from scripted_model.scenario import Scenario
 from session_scheduler.core import pricing
 from session_scheduler.core.config import AgentConfig
 from session_scheduler.run.agent import SessionRequest, SessionResult
+from session_scheduler.run.lanes import Lanes
 from session_scheduler.run.report import print_summary
-from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.store import events
 from session_scheduler.store.authority import FileAuthority
 from session_scheduler.testing.inprocess import InProcessRobotRunner
@@ -104,9 +104,9 @@ class TimedOutOnce(InProcessRobotRunner):
 def test_a_session_stopped_by_a_timeout_records_its_tokens_and_an_estimated_cost(tmp_path: Path) -> None:
     project = new_project(tmp_path)
     lines: list[str] = []
-    report = Scheduler(
-        project, CFG, TimedOutOnce(Scenario.from_json({"features": 1})), echo=lines.append
-    ).run()
+    report = (
+        Lanes(project, CFG, TimedOutOnce(Scenario.from_json({"features": 1})), echo=lines.append).run().run
+    )
     assert report.status == "done", report.message
     ended = next(
         e for e in events.read(events.log_path(project)) if e["kind"] == "session_ended" and e["session"] == 2
@@ -154,7 +154,7 @@ def kill_in_session_two(project: Path) -> tuple[str, float]:
     """Run the project until the kill; the log as a kill -9 leaves it. The killed run's id, and
     when its session last did something."""
     with pytest.raises(Killed):
-        Scheduler(
+        Lanes(
             project,
             CFG,
             KilledInSession(Scenario.from_json({"features": 1})),
@@ -199,14 +199,14 @@ def test_a_session_cut_by_a_kill_is_told_counted_and_drawn_honestly(tmp_path: Pa
     assert "killed: session 2 IMPLEMENT F001 was cut" in gather(project).detail
 
     lines: list[str] = []
-    scheduler = Scheduler(
+    scheduler = Lanes(
         project,
         CFG,
         InProcessRobotRunner(Scenario.from_json({"features": 1})),
         echo=lines.append,
         events=events.EventLog(project, "run-2"),
     )
-    report = scheduler.run()
+    report = scheduler.run().run
     assert report.status == "done", report.message
     ended = next(
         e for e in events.read(events.log_path(project)) if e["kind"] == "session_ended" and e["session"] == 2

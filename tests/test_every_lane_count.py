@@ -21,15 +21,14 @@ from session_scheduler.core.errors import GitError
 from session_scheduler.run.agent import SessionRequest, SessionResult, SessionRunner
 from session_scheduler.run.lanes import Lanes
 from session_scheduler.run.report import RunReport
-from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.store import events
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 
 SPEC = Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
 CFG = AgentConfig(architecture_interval=100, max_attempts=2, sandbox=False)
-LOOPS: dict[str, int | None] = {"one lane": None, "one lane in a clone": 1, "two lanes": 2}
-"""Each way a project runs: the one-lane loop in the project folder, the lanes loop with one lane
-and with two (each in a clone of its own, landing through the merge queue)."""
+LOOPS: dict[str, int] = {"one lane": 1, "two lanes": 2}
+"""The one loop with one lane and with two (each in a clone of its own, landing through the
+merge queue)."""
 LANE_COUNTS = pytest.mark.parametrize("lanes", list(LOOPS))
 
 
@@ -49,10 +48,7 @@ def run(
     max_iterations: int | None = None,
 ) -> RunReport:
     """The project run to its end (or `max_iterations` sessions) the way `lanes` names (LOOPS)."""
-    count = LOOPS[lanes]
-    if count is None:
-        return Scheduler(project, config, runner, echo=lines.append).run(max_iterations)
-    return Lanes(project, config, runner, count, echo=lines.append).run(max_iterations).run
+    return Lanes(project, config, runner, LOOPS[lanes], echo=lines.append).run(max_iterations).run
 
 
 def log_of(project: Path) -> list[dict[str, Any]]:

@@ -75,7 +75,6 @@ def test_a_fix_whose_gates_are_red_goes_back_to_fix(tmp_path: Path) -> None:
 def _robot_run(tmp_path: Path, lanes: int) -> tuple[Path, list[dict[str, object]]]:
     from scripted_model.scenario import Scenario
     from session_scheduler.run.lanes import Lanes
-    from session_scheduler.run.scheduler import Scheduler
     from session_scheduler.store import events
     from session_scheduler.testing.inprocess import InProcessRobotRunner
 
@@ -90,7 +89,7 @@ def _robot_run(tmp_path: Path, lanes: int) -> tuple[Path, list[dict[str, object]
         )
     )
     if lanes == 1:
-        assert Scheduler(project, config, runner, echo=lambda _: None).run().status == "done"
+        assert Lanes(project, config, runner, echo=lambda _: None).run().run.status == "done"
     else:
         assert Lanes(project, config, runner, lanes, echo=lambda _: None).run().run.status == "done"
     return project, events.read(events.log_path(project))
@@ -317,7 +316,6 @@ def test_the_demo_s_web_front_is_started_on_every_branch_and_a_feature_that_brea
 ) -> None:
     from scripted_model.scenario import Scenario
     from session_scheduler.run.lanes import Lanes
-    from session_scheduler.run.scheduler import Scheduler
     from session_scheduler.store import events
     from session_scheduler.testing.inprocess import InProcessRobotRunner
 
@@ -332,7 +330,7 @@ def test_the_demo_s_web_front_is_started_on_every_branch_and_a_feature_that_brea
             architecture_interval=100, feature_count=2, test_command="bash init.sh", sandbox=False
         )
         if lanes == 1:
-            assert Scheduler(project, config, runner, echo=lambda _: None).run().status == "done"
+            assert Lanes(project, config, runner, echo=lambda _: None).run().run.status == "done"
         else:
             assert Lanes(project, config, runner, lanes, echo=lambda _: None).run().run.status == "done"
         log = events.read(events.log_path(project))

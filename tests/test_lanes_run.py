@@ -459,12 +459,12 @@ def test_a_killed_run_s_session_runs_again_unless_the_engine_holds_it_as_it_star
 
 
 def _one_lane_killed_with_a_session_on_the_engine(tmp_path: Path, **engine: Any) -> tuple[Path, Engine]:
-    from session_scheduler.run.scheduler import Scheduler
+    from session_scheduler.run.lanes import Lanes
 
     project = new_project(tmp_path)
     runner = Engine(Scenario.from_json(FOUR), 3, **engine)
     with pytest.raises(SystemExit):
-        Scheduler(project, CFG, runner, echo=lambda _: None).run()
+        Lanes(project, CFG, runner, echo=lambda _: None).run()
     saved = statefile.load(project)
     assert saved is not None and [f.number for f in saved.in_flight.values()] == [3]
     return project, runner
@@ -473,11 +473,11 @@ def _one_lane_killed_with_a_session_on_the_engine(tmp_path: Path, **engine: Any)
 def test_with_one_lane_a_killed_run_s_session_the_engine_holds_is_awaited_not_run_again(
     tmp_path: Path,
 ) -> None:
-    from session_scheduler.run.scheduler import Scheduler
+    from session_scheduler.run.lanes import Lanes
 
     project, runner = _one_lane_killed_with_a_session_on_the_engine(tmp_path)
     lines: list[str] = []
-    report = Scheduler(project, CFG, runner, echo=lines.append).run()
+    report = Lanes(project, CFG, runner, echo=lines.append).run().run
     assert report.status == "done", report
     assert runner.awaited == [(3, 1)] and (3, 1) in runner.asked
     log = events.read(events.log_path(project))
@@ -493,14 +493,14 @@ def test_with_one_lane_a_killed_run_s_session_the_engine_holds_is_awaited_not_ru
 def test_with_one_lane_a_killed_run_s_session_runs_again_unless_the_engine_holds_it(
     tmp_path: Path, why: str
 ) -> None:
-    from session_scheduler.run.scheduler import Scheduler
+    from session_scheduler.run.lanes import Lanes
 
     project, runner = _one_lane_killed_with_a_session_on_the_engine(
         tmp_path, holding=why != "the engine does not hold it"
     )
     if why == "it was cut short":
         _flight_changed(project, next(iter(statefile.load(project).in_flight)), why="outage")  # type: ignore[union-attr]
-    report = Scheduler(project, CFG, runner, echo=lambda _: None).run()
+    report = Lanes(project, CFG, runner, echo=lambda _: None).run().run
     assert report.status == "done", report
     assert runner.awaited == []
     log = events.read(events.log_path(project))

@@ -86,7 +86,7 @@ def test_outside_the_checkout_only_the_package_and_the_faces_import(tmp_path: Pa
         "for name in ('events', 'errors', 'layout', 'policy', 'machine'):\n"
         "    try:\n        importlib.import_module(name)\n    except ImportError:\n        continue\n"
         "    sys.exit('importable: ' + name)\n"
-        "import session_scheduler.run.scheduler, config, agent, progress, prompts, security\n"
+        "import session_scheduler.run.lanes, config, agent, progress, prompts, security\n"
         "assert config.AgentConfig is session_scheduler.core.config.AgentConfig\n"
     )
     done = subprocess.run(

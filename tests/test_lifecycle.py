@@ -13,7 +13,7 @@ from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.repo import gitops
 from session_scheduler.run.agent import SessionRequest, SessionResult
-from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.run.lanes import Lanes
 from session_scheduler.store.progress import HANDOFF_FILES, load_handoff
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 
@@ -55,7 +55,7 @@ def git(project: Path, *args: str) -> str:
 def run(project: Path, scenario: dict[str, object], cfg: AgentConfig = CFG, **kw: object):  # type: ignore[no-untyped-def]
     lines: list[str] = []
     runner = InProcessRobotRunner(Scenario.from_json(scenario))
-    report = Scheduler(project, cfg, runner, echo=lines.append).run(**kw)  # type: ignore[arg-type]
+    report = Lanes(project, cfg, runner, echo=lines.append).run(**kw).run  # type: ignore[arg-type]
     return report, runner, lines
 
 
@@ -148,7 +148,7 @@ def test_interrupted_run_is_resumed_by_a_second_invocation(tmp_path: Path) -> No
 
     project = new_project(tmp_path)
     with pytest.raises(KeyboardInterrupt):
-        Scheduler(project, CFG, Crash(Scenario.from_json(LIFECYCLE)), echo=lambda _: None).run()
+        Lanes(project, CFG, Crash(Scenario.from_json(LIFECYCLE)), echo=lambda _: None).run()
     state = json.loads((project / ".agent_state.json").read_text())
     assert state["in_flight"]["0"]["number"] == 5
     report, _, lines = run(project, LIFECYCLE)
@@ -269,7 +269,7 @@ def test_initializer_that_keeps_failing_halts_and_is_retried_on_the_next_run(tmp
             return SessionResult(subtype="success", is_error=False)
 
     lines: list[str] = []
-    report = Scheduler(project, AgentConfig(max_attempts=2), Idle(), echo=lines.append).run()
+    report = Lanes(project, AgentConfig(max_attempts=2), Idle(), echo=lines.append).run().run
     assert report.status == "halted" and "no feature_list.json was written" in report.message
     assert sessions(project) == ["INITIALIZER", "INITIALIZER"]  # it kept failing: both attempts used
     assert report.state.lane.role is SessionType.HALTED
@@ -287,11 +287,11 @@ def test_the_budget_stops_the_run_and_each_session_gets_what_is_left(tmp_path: P
     project = new_project(tmp_path)
     runner = Priced(Scenario.from_json(LIFECYCLE))
     config = dataclasses.replace(CFG, max_budget_usd=2.5)
-    report = Scheduler(project, config, runner, echo=lambda _: None).run()
+    report = Lanes(project, config, runner, echo=lambda _: None).run().run
     assert report.status == "limit" and "budget of $2.50 is spent" in report.message
     assert [r.plan.max_budget_usd for r in runner.requests] == [2.5, 1.5, 0.5]
     raised = dataclasses.replace(CFG, max_budget_usd=100.0)
-    assert Scheduler(project, raised, runner, echo=lambda _: None).run().status == "done"
+    assert Lanes(project, raised, runner, echo=lambda _: None).run().run.status == "done"
 
 
 def test_a_second_kill_while_resuming_still_resumes(tmp_path: Path) -> None:
@@ -305,7 +305,7 @@ def test_a_second_kill_while_resuming_still_resumes(tmp_path: Path) -> None:
 
     project = new_project(tmp_path)
     with pytest.raises(KeyboardInterrupt):
-        Scheduler(project, CFG, Crash(Scenario.from_json(LIFECYCLE)), echo=lambda _: None).run()
+        Lanes(project, CFG, Crash(Scenario.from_json(LIFECYCLE)), echo=lambda _: None).run()
     log = project / ".agent_logs" / "session_0003_REVIEW"
     log.rename(log.with_name(log.name + ".interrupted-1"))  # what the first resume does before it is killed
     report, _, lines = run(project, LIFECYCLE)
@@ -325,7 +325,7 @@ def test_a_sandbox_that_fails_to_start_costs_no_attempt_and_stops_resumably(tmp_
     project = new_project(tmp_path)
     runner = SandboxDown()
     lines: list[str] = []
-    report = Scheduler(project, CFG, runner, echo=lines.append).run()
+    report = Lanes(project, CFG, runner, echo=lines.append).run().run
     assert report.status == "limit" and "OS sandbox kept failing to start" in report.message
     assert runner.numbers == [1, 1, 1]  # the same session, rerun twice, never counted as an attempt
     assert report.state.lane.attempts == 0 and report.state.session_count == 0
@@ -347,7 +347,7 @@ def test_features_are_built_after_the_features_they_depend_on_and_the_model_take
     runner = InProcessRobotRunner(scenario, clock=clock)
     start = clock.now()
     cfg = dataclasses.replace(CFG, architecture_interval=10)
-    report = Scheduler(project, cfg, runner, echo=lambda _: None, clock=clock).run()
+    report = Lanes(project, cfg, runner, echo=lambda _: None, clock=clock).run().run
     assert report.status == "done"
     built = [
         r.plan.work.feature_id

@@ -19,8 +19,8 @@ from session_scheduler.core.humane import duration
 from session_scheduler.repo.adoption import NONE
 from session_scheduler.run.agent import SessionRequest, SessionResult
 from session_scheduler.run.classify import BACKOFF_BASE_S, LIMIT_MARGIN_S
+from session_scheduler.run.lanes import Lanes
 from session_scheduler.run.plan import SessionPlan, plan_session
-from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.store import events
 from session_scheduler.store.events import Totals
 from session_scheduler.store.statefile import load
@@ -57,7 +57,7 @@ def overloaded(now: float) -> SessionResult:
 
 def run(project: Path, runner: Cutting, cfg: AgentConfig = CFG) -> tuple[object, list[str]]:
     lines: list[str] = []
-    report = Scheduler(project, cfg, runner, echo=lines.append, clock=runner.clock).run()
+    report = Lanes(project, cfg, runner, echo=lines.append, clock=runner.clock).run().run
     return report, lines
 
 

@@ -1,5 +1,5 @@
-"""One plan on every path (issue 29): the same sessions built by one lane (`Scheduler`), in a lane
-(`Lanes`, a clone beside the project) and on a worker (the lane's session received through the
+"""One plan on every path (issue 29): the same sessions built by one lane and by several (`Lanes`,
+each in a clone beside the project) and on a worker (the lane's session received through the
 exchange, `exchange.receive`: its plan re-rooted by `exchange.rerooted` with the worker's `Host`)
 get the same settings but for their paths: the sandbox's denials, the variables it unsets, the
 system prompt with the project's adopted conventions, the tools, the CLI's options. A path that
@@ -24,7 +24,6 @@ from session_scheduler.guard.sandbox import Host, private_tmp, sandbox_settings
 from session_scheduler.repo import adoption
 from session_scheduler.run.agent import SessionRequest, build_options
 from session_scheduler.run.lanes import Lanes
-from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 
 SPEC = Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
@@ -57,7 +56,7 @@ def _run(where: Path, lanes: int) -> list[SessionRequest]:
     project = _project(where)
     runner = InProcessRobotRunner(Scenario.from_json({"features": 2}))
     if lanes == 1:
-        Scheduler(project, CFG, runner, echo=lambda _: None, host=HOST).run(max_iterations=2)
+        Lanes(project, CFG, runner, echo=lambda _: None, host=HOST).run(max_iterations=2)
     else:
         Lanes(project, CFG, runner, lanes, echo=lambda _: None, host=HOST).run(max_iterations=2)
     assert [r.plan.number for r in runner.requests] == [1, 2]

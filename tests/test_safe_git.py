@@ -1,5 +1,5 @@
-"""The scheduler's own git runs no code the repository names (safe_git.py), and the repository's
-settings are put back after each session (git_guard.py).
+"""The scheduler's own git runs no code the repository names (safe_git.py): not in the project,
+not in a lane's clone, whatever a session planted there.
 
 Each attack plants a payload that appends its name to a marker file outside the project; a test
 runs the scheduler's git operations and asserts that no payload ran. A control test runs plain
@@ -9,9 +9,7 @@ git on the same project and asserts that every payload does run there (the attac
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +20,9 @@ import pytest
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig
 from session_scheduler.guard import safe_git
-from session_scheduler.repo import git_guard, gitops
+from session_scheduler.repo import gitops
 from session_scheduler.run.agent import SessionRequest, SessionResult
-from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.run.lanes import Lanes
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 from session_scheduler.view.cli import main, merge_config
 
@@ -514,166 +512,10 @@ def test_a_repository_opened_elsewhere_is_not_hardened_and_refresh_leaves_it(tmp
     assert safe_git.open(project).git.environment()["GIT_CONFIG_COUNT"] == str(len(safe_git.HARDENING))
 
 
-# -- git_guard ---------------------------------------------------------------------------------
-
-
-def guarded(tmp_path: Path) -> tuple[Path, git_guard.GitGuard]:
-    project = tmp_path / "app"
-    project.mkdir()
-    (project / "app_spec.txt").write_text("An app.\n")
-    gitops.open_repo(project)
-    (project / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\nexit 0\n")
-    (project / ".git" / "hooks" / "pre-push").chmod(0o755)
-    return project, git_guard.baseline(project)
-
-
-def test_an_unchanged_git_folder_is_left_as_it_is(tmp_path: Path) -> None:
-    project, guard = guarded(tmp_path)
-    sh(project, "git update-server-info")  # info/refs: not guarded, so a restored info/ would lose it
-    assert git_guard.check_and_restore(project, guard) == []
-    assert (project / ".git" / "info" / "refs").exists()
-    assert guard.digest["hooks/pre-push"].startswith("executable file ")
-    assert guard.digest["info/exclude"].startswith("file ") and guard.digest["hooks"] == "folder"
-
-
-def test_added_changed_and_removed_settings_are_named_and_put_back(tmp_path: Path) -> None:
-    project, guard = guarded(tmp_path)
-    dot = project / ".git"
-    config, exclude = (dot / "config").read_text(), (dot / "info" / "exclude").read_text()
-    (dot / "hooks" / "post-checkout").write_text("#!/bin/sh\nexit 1\n")
-    (dot / "config").write_text(config + "[core]\n\tfsmonitor = evil\n")
-    (dot / "info" / "exclude").unlink()
-    (dot / "hooks" / "pre-push").chmod(0o644)
-    (dot / "config.worktree").write_text("[core]\n\thooksPath = x\n")
-    assert git_guard.check_and_restore(project, guard) == [
-        ".git/config changed",
-        ".git/config.worktree added",
-        ".git/hooks/post-checkout added",
-        ".git/hooks/pre-push changed",
-        ".git/info/exclude removed",
-    ]
-    assert (dot / "config").read_text() == config and (dot / "info" / "exclude").read_text() == exclude
-    assert not (dot / "hooks" / "post-checkout").exists() and not (dot / "config.worktree").exists()
-    assert os.access(dot / "hooks" / "pre-push", os.X_OK)
-    assert git_guard.check_and_restore(project, guard) == []
-
-
-def test_a_folder_replaced_by_a_link_is_put_back_and_the_link_s_target_is_left_alone(tmp_path: Path) -> None:
-    project, guard = guarded(tmp_path)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (elsewhere / "post-checkout").write_text("#!/bin/sh\nexit 1\n")
-    hooks = project / ".git" / "hooks"
-    os.rename(hooks, tmp_path / "old-hooks")
-    hooks.symlink_to(elsewhere)
-    changed = git_guard.check_and_restore(project, guard)
-    assert ".git/hooks changed" in changed and ".git/hooks/pre-push removed" in changed
-    assert (
-        not hooks.is_symlink() and (hooks / "pre-push").is_file() and not (hooks / "post-checkout").exists()
-    )
-    assert (elsewhere / "post-checkout").exists()
-
-
-def test_links_in_the_git_folder_are_kept_as_links(tmp_path: Path) -> None:
-    project = tmp_path / "app"
-    project.mkdir()
-    (project / "app_spec.txt").write_text("An app.\n")
-    gitops.open_repo(project)
-    (project / ".git" / "hooks" / "pre-push").symlink_to("/bin/true")
-    guard = git_guard.baseline(project)
-    assert guard.digest["hooks/pre-push"] == "link /bin/true"
-    (project / ".git" / "hooks" / "pre-push").unlink()
-    (project / ".git" / "hooks" / "pre-push").symlink_to("/bin/false")
-    assert git_guard.check_and_restore(project, guard) == [".git/hooks/pre-push changed"]
-    assert os.readlink(project / ".git" / "hooks" / "pre-push") == "/bin/true"
-    (project / "worktree.cfg").write_text("[core]\n")
-    (project / ".git" / "config.worktree").symlink_to(project / "worktree.cfg")
-    guard = git_guard.baseline(project)
-    (project / ".git" / "config.worktree").unlink()
-    (project / ".git" / "config.worktree").write_text("[core]\n")
-    assert git_guard.check_and_restore(project, guard) == [".git/config.worktree changed"]
-    assert (project / ".git" / "config.worktree").is_symlink()
-
-
-def test_special_files_are_named_removed_and_never_copied(tmp_path: Path) -> None:
-    project, guard = guarded(tmp_path)
-    fifo = project / ".git" / "hooks" / "fifo"
-    os.mkfifo(fifo)
-    assert git_guard.check_and_restore(project, guard) == [".git/hooks/fifo added"]
-    assert not fifo.exists()
-    os.mkfifo(fifo)
-    again = git_guard.baseline(project)  # a person's fifo: fingerprinted, not copied
-    assert again.digest["hooks/fifo"] == f"special {stat.S_IFIFO:o}"
-    assert not (again.copy / "hooks" / "fifo").exists() and (again.copy / "hooks" / "pre-push").exists()
-    os.mkfifo(project / ".git" / "config.worktree")
-    assert git_guard.baseline(project).digest["config.worktree"] == f"special {stat.S_IFIFO:o}"
-
-
-def test_info_refs_is_not_guarded(tmp_path: Path) -> None:
-    project, guard = guarded(tmp_path)
-    sh(project, "git update-server-info")
-    assert (project / ".git" / "info" / "refs").exists()
-    assert git_guard.check_and_restore(project, guard) == []
-    again = git_guard.baseline(project)
-    assert "info/refs" not in again.digest and not (again.copy / "info" / "refs").exists()
-    (project / ".git" / "info" / "attributes").write_text("* filter=x\n")
-    assert git_guard.check_and_restore(project, again) == [".git/info/attributes added"]
-    assert not (project / ".git" / "info" / "refs").exists(), "a restored info/ leaves it out"
-
-
-def test_the_sandboxs_empty_placeholders_are_not_changes_but_content_is(tmp_path: Path) -> None:
-    """Claude Code's sandbox leaves empty `.git/config.worktree` and `.git/info/.claude-sandbox-noreplace`
-    behind in every session: not a change (each clean session was reported as two undos)."""
-    project, guard = guarded(tmp_path)
-    for name in ("config.worktree", "info/.claude-sandbox-noreplace"):
-        (project / ".git" / name).write_text("")
-    assert git_guard.check_and_restore(project, guard) == []
-    (project / ".git" / "info" / ".claude-sandbox-noreplace").unlink()
-    (project / ".git" / "info" / ".claude-sandbox-noreplace").mkdir()  # as the bundled CLI leaves it
-    assert git_guard.check_and_restore(project, guard) == []
-    assert git_guard.baseline(project).since_last_run == (), "nor a change since the last run"
-    (project / ".git" / "info" / ".claude-sandbox-noreplace" / "x").write_text("")
-    assert git_guard.check_and_restore(project, guard) == [
-        ".git/info/.claude-sandbox-noreplace added",
-        ".git/info/.claude-sandbox-noreplace/x added",
-    ]
-    (project / ".git" / "config.worktree").write_text("[core]\n\tfsmonitor = touch /tmp/x\n")
-    assert git_guard.check_and_restore(project, guard) == [".git/config.worktree added"]
-    (project / ".git" / "info" / "other").write_text("")
-    assert git_guard.check_and_restore(project, guard) == [".git/info/other added"], (
-        "only the placeholders' names"
-    )
-
-
-def test_what_changed_since_the_last_run_is_named_and_kept(tmp_path: Path) -> None:
-    project, first = guarded(tmp_path)
-    assert first.since_last_run == ()
-    (project / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
-    second = git_guard.baseline(project)
-    assert second.since_last_run == (".git/hooks/pre-commit added",)
-    assert (second.copy / "hooks" / "pre-commit").exists()
-    assert git_guard.check_and_restore(project, second) == []
-    (project / ".agent_logs" / "git_guard" / "digest.json").write_text("[1")
-    assert git_guard.baseline(project).since_last_run == ()
-    (project / ".agent_logs" / "git_guard" / "digest.json").write_text("[1]")
-    assert git_guard.baseline(project).since_last_run == ()
-
-
-def test_a_git_folder_outside_the_project_is_named_by_its_path(tmp_path: Path) -> None:
-    project = tmp_path / "app"
-    project.mkdir()
-    elsewhere = tmp_path / "repo.git"
-    sh(tmp_path, f"git init -q --separate-git-dir {elsewhere} app")
-    guard = git_guard.baseline(project, elsewhere)
-    (elsewhere / "hooks" / "post-checkout").write_text("#!/bin/sh\n")
-    assert git_guard.check_and_restore(project, guard) == [f"{elsewhere}/hooks/post-checkout added"]
-    assert not (elsewhere / "hooks" / "post-checkout").exists()
-
-
 # -- the scheduler ------------------------------------------------------------------------------
 
 
-def test_a_session_that_plants_a_hook_and_an_fsmonitor_is_undone_and_the_run_goes_on(
+def test_a_session_that_plants_a_hook_and_an_fsmonitor_in_its_clone_runs_no_payload_and_the_run_goes_on(
     tmp_path: Path, payloads: Payloads
 ) -> None:
     project = tmp_path / "app"
@@ -689,8 +531,15 @@ def test_a_session_that_plants_a_hook_and_an_fsmonitor_is_undone_and_the_run_goe
         payloads.make("nested", "cat"),
     )
 
+    before: dict[int, set[str]] = {}
+
     class Planting(InProcessRobotRunner):
+        """Plants in session 2; notes what had run when each later session began (the robot's
+        own git runs outside any sandbox here: a real session's cannot write `.git/hooks` or
+        `.git/config`, and what its git runs, runs in its sandbox)."""
+
         async def run(self, request: SessionRequest) -> SessionResult:
+            before[request.plan.number] = payloads.ran()
             result = await super().run(request)
             if request.plan.number == 2:  # a nested repository with a filter, staged, and a change to stash
                 sh(
@@ -712,27 +561,12 @@ def test_a_session_that_plants_a_hook_and_an_fsmonitor_is_undone_and_the_run_goe
 
     lines: list[str] = []
     cfg = AgentConfig(feature_count=1)
-    report = Scheduler(project, cfg, Planting(Scenario.from_json({"features": 1})), echo=lines.append).run()
-    assert report.status == "done"
-    assert payloads.ran() == set()
-    assert "  undo: .git/config changed; restored as the run found it" in lines
-    assert "  undo: .git/hooks/post-checkout added; restored as the run found it" in lines
-    assert not (project / ".git" / "hooks" / "post-checkout").exists()
-    undone = [
-        json.loads(line) for line in (project / ".agent_logs" / "events.jsonl").read_text().splitlines()
-    ]
-    assert [(e["session"], e["reason"]) for e in undone if e["kind"] == "undo"] == [
-        (2, ".git/config changed; restored as the run found it"),
-        (2, ".git/hooks/post-checkout added; restored as the run found it"),
-    ]
-    (project / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")  # a person's, between runs
-    lines.clear()
-    Scheduler(project, cfg, InProcessRobotRunner(), echo=lines.append).run()
-    assert (
-        "  WARNING: .git/hooks/pre-commit added since the last run (kept: the repository's settings are guarded during a run only)"
-        in lines
-    )
-    assert (project / ".git" / "hooks" / "pre-commit").exists()
+    report = Lanes(project, cfg, Planting(Scenario.from_json({"features": 1})), echo=lines.append).run().run
+    assert report.status == "done", lines
+    assert before[3] == set()  # between the sessions, the scheduler's git in the clone ran none of them
+    assert not (project / ".git" / "hooks" / "post-checkout").exists()  # the project's repository:
+    assert "fsmonitor" not in (project / ".git" / "config").read_text()  # the agent never had it
+    assert (project / "app_spec.txt").read_text() != "changed\n"
 
 
 def test_allow_repo_code_is_an_option_that_is_saved() -> None:

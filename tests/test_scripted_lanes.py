@@ -14,7 +14,6 @@ from scripted_model import demo_app
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig
 from session_scheduler.run.lanes import Lanes, LanesReport
-from session_scheduler.run.scheduler import Scheduler
 from session_scheduler.store import events
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 
@@ -162,7 +161,7 @@ def test_sixteen_features_pass_with_one_lane(tmp_path: Path) -> None:
     """The INITIALIZER lists all 16 of the catalogue; the one-lane scheduler builds them all."""
     project = new_project(tmp_path)
     ids = [f"F{n:03d}" for n in range(1, 17)]
-    Scheduler(
+    Lanes(
         project, config(16), InProcessRobotRunner(Scenario.from_json({"features": 16})), echo=lambda _: None
     ).run()
     assert_built(project, ids)

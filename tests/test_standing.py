@@ -7,7 +7,7 @@ import inspect
 from session_scheduler.core import standing as table
 from session_scheduler.core.standing import CONSEQUENCES, COUNTED, Standing, Then, Wait
 from session_scheduler.run import classify
-from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.run.lanes import Lanes
 from session_scheduler.store import events
 
 
@@ -44,9 +44,10 @@ def test_counted_and_stopping_are_read_from_the_table() -> None:
 
 
 def test_the_loop_applies_every_kind_of_consequence_and_decides_no_standing_itself() -> None:
-    loop = inspect.getsource(Scheduler._loop)
-    assert all(f"Then.{then.name}" in loop for then in Then)
-    assert all(f"Wait.{wait.name}" in loop for wait in (Wait.RESET, Wait.BACKOFF))
-    decided = [s.name for s in Standing if f"Standing.{s.name}" in loop and s is not Standing.BUDGET]
+    cut = inspect.getsource(Lanes._cut)  # a session not counted: every consequence but a transition
+    assert all(f"Then.{then.name}" in cut for then in Then if then is not Then.TRANSITION)
+    assert "standing.counted" in inspect.getsource(Lanes._session)  # a counted one is transitioned
+    assert all(f"Wait.{wait.name}" in cut for wait in (Wait.RESET, Wait.BACKOFF))
+    decided = [s.name for s in Standing if f"Standing.{s.name}" in cut and s is not Standing.BUDGET]
     assert decided == []  # BUDGET only names the event its stop records
     assert CONSEQUENCES[Standing.SANDBOX].stop == table.SANDBOX_STOP

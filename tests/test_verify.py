@@ -13,7 +13,7 @@ from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig
 from session_scheduler.repo import gitops
 from session_scheduler.run.agent import SessionRequest, SessionResult
-from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.run.lanes import Lanes
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 
 SPEC = Path(__file__).resolve().parent.parent / "session_scheduler" / "prompts" / "app_spec.txt"
@@ -46,7 +46,7 @@ def run(tmp_path: Path, runner: InProcessRobotRunner) -> tuple[Path, list[str]]:
     project.mkdir()
     (project / "app_spec.txt").write_text(SPEC.read_text())
     lines: list[str] = []
-    report = Scheduler(project, CFG, runner, echo=lines.append).run()
+    report = Lanes(project, CFG, runner, echo=lines.append).run().run
     assert report.status == "done", report.message
     return project, lines
 

@@ -21,7 +21,7 @@ from session_scheduler.core.humane import duration, money, number, outcome, plur
 from session_scheduler.core.version import VERSION
 from session_scheduler.repo.merge_queue import Landing, Queue
 from session_scheduler.run.agent import SessionRequest, SessionResult
-from session_scheduler.run.scheduler import Scheduler
+from session_scheduler.run.lanes import Lanes
 from session_scheduler.store import events
 from session_scheduler.store.events import EventLog, Totals, make_event
 from session_scheduler.store.records import Records
@@ -235,7 +235,7 @@ def test_status_while_a_session_runs_and_after_the_run(tmp_path: Path) -> None:
     project = new_project(tmp_path)
     gate = threading.Event()
     runner = Priced(gate=gate, hold=3)
-    scheduler = Scheduler(project, CFG, runner, echo=lambda _: None)
+    scheduler = Lanes(project, CFG, runner, echo=lambda _: None)
     thread = threading.Thread(target=scheduler.run)
     thread.start()
     try:
@@ -272,7 +272,7 @@ def test_status_while_a_session_runs_and_after_the_run(tmp_path: Path) -> None:
 
 def test_status_json_through_the_cli_and_a_project_that_does_not_exist(tmp_path: Path) -> None:
     project = new_project(tmp_path)
-    Scheduler(project, CFG, Priced(), echo=lambda _: None).run(max_iterations=2)
+    Lanes(project, CFG, Priced(), echo=lambda _: None).run(max_iterations=2)
     result = CliRunner().invoke(main, ["status", "--project-dir", str(project), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -310,7 +310,7 @@ def test_dry_run_during_a_run_says_so_instead_of_calling_its_session_cut_short(t
     project = new_project(tmp_path)
     gate = threading.Event()
     runner = Priced(gate=gate, hold=2)
-    thread = threading.Thread(target=Scheduler(project, CFG, runner, echo=lambda _: None).run)
+    thread = threading.Thread(target=Lanes(project, CFG, runner, echo=lambda _: None).run)
     thread.start()
     try:
         assert runner.entered.wait(60)
@@ -331,7 +331,7 @@ def test_dry_run_during_a_run_says_so_instead_of_calling_its_session_cut_short(t
 
 def test_each_session_leaves_a_receipt_and_totals_per_role_and_feature(tmp_path: Path) -> None:
     project = new_project(tmp_path)
-    Scheduler(project, CFG, Priced(cost=0.25), echo=lambda _: None).run()
+    Lanes(project, CFG, Priced(cost=0.25), echo=lambda _: None).run()
     log = events.read(events.log_path(project))
     receipts = [e for e in log if e["kind"] == "session_ended"]
     assert len(receipts) == 5
@@ -357,7 +357,7 @@ def test_the_session_cap_is_handed_to_the_cli_and_the_project_budget_starts_no_s
     project = new_project(tmp_path)
     runner = Priced(cost=0.4)
     cfg = AgentConfig(**{**CFG.to_json(), "max_budget_usd": 1.5, "max_session_budget_usd": 0.6})
-    report = Scheduler(project, cfg, runner, echo=lambda _: None).run()
+    report = Lanes(project, cfg, runner, echo=lambda _: None).run().run
     # 1.5 covers two sessions at the cap (0.6 each, 0.4 spent each); then 0.7 is left, then 0.3 < 0.6
     assert runner.budgets == [0.6, 0.6, 0.6]
     assert report.status == "limit" and "less than one session may spend" in report.message
@@ -369,7 +369,7 @@ def test_the_project_budget_alone_hands_each_session_what_is_left(tmp_path: Path
     project = new_project(tmp_path)
     runner = Priced(cost=0.4)
     cfg = AgentConfig(**{**CFG.to_json(), "max_budget_usd": 1.0})
-    report = Scheduler(project, cfg, runner, echo=lambda _: None).run()
+    report = Lanes(project, cfg, runner, echo=lambda _: None).run().run
     assert runner.budgets == [pytest.approx(1.0), pytest.approx(0.6), pytest.approx(0.2)]
     assert report.status == "limit" and "is spent" in report.message
 
@@ -395,9 +395,13 @@ def test_a_notify_command_gets_each_event_as_json_on_its_input(tmp_path: Path) -
     log = EventLog(project, "r")
     log.subscribe(notifier)
     scenario = {"features": 1, "reviews": {"F001": ["REJECT", "REJECT"]}}
-    report = Scheduler(
-        project, cfg, InProcessRobotRunner(Scenario.from_json(scenario)), echo=lambda _: None, events=log
-    ).run()
+    report = (
+        Lanes(
+            project, cfg, InProcessRobotRunner(Scenario.from_json(scenario)), echo=lambda _: None, events=log
+        )
+        .run()
+        .run
+    )
     assert report.status == "done"
     for child in notifier.started:
         child.wait(10)
@@ -469,11 +473,11 @@ def test_a_closed_output_pipe_does_not_stop_the_run(tmp_path: Path) -> None:
     project = new_project(tmp_path)
     script = (
         "import sys; from pathlib import Path; from rich.console import Console\n"
-        "from session_scheduler.view.live import LiveConsole; from session_scheduler.store.events import EventLog; from session_scheduler.run.scheduler import Scheduler\n"
+        "from session_scheduler.view.live import LiveConsole; from session_scheduler.store.events import EventLog; from session_scheduler.run.lanes import Lanes\n"
         "from test_lifecycle import CFG; from test_watch import Priced\n"
         "view = LiveConsole(Console(soft_wrap=True)); log = EventLog(Path(sys.argv[1]), 'r')\n"
         "log.subscribe(view.on_event)\n"
-        "report = Scheduler(Path(sys.argv[1]), CFG, Priced(), echo=view.echo, events=log).run()\n"
+        "report = Lanes(Path(sys.argv[1]), CFG, Priced(), echo=view.echo, events=log).run().run\n"
         "view.close(); sys.stderr.write('status=' + report.status + '\\n')\n"
     )
     tests = str(Path(__file__).resolve().parent)

@@ -1,6 +1,6 @@
 """How a session ended (its `Standing`) and what that leads to (`CONSEQUENCES`): one table (pure).
 
-run/classify decides a result's standing; the loop (run/scheduler) only applies the standing's
+run/classify decides a result's standing; the loop (run/lanes) only applies the standing's
 consequence; the event fold (store/events) counts the standings the table counts. A standing's
 value is what the event log and the state file record.
 """

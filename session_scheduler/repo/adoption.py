@@ -6,7 +6,7 @@ it first adopts the project (before any session ran, before anything is checked 
 aside), keeps it in its own log folder (`.agent_logs/adoption.json`, which no session can write)
 and appends it to every session's system prompt. A `CLAUDE.md` an agent creates or edits later
 is never handed on: only the first run's snapshot is. The same record keeps the branch the
-person had checked out, which a run names when it ends on `main` (run/scheduler.py).
+person had checked out, which a run names when it ends on `main` (run/opening.name_the_person_s_branch).
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""Lanes over one schedule, each in a clone (`--lanes N`; it runs one lane too, which the CLI still
-gives to run/scheduler.py in the project folder).
+"""The one loop: lanes over one schedule, each in a clone (`--lanes N`, one lane included).
 
 One thread per lane runs its sessions, one thread lands approved work; the authority is this
 object: the `Schedule`, the project's records, its `main` and the event log, changed only under
@@ -120,7 +119,7 @@ class Lanes:
         project: Path,
         config: AgentConfig,
         runner: SessionRunner,
-        lanes: int,
+        lanes: int = 1,
         *,
         echo: Callable[[str], None] = print,
         events: EventLog | None = None,
@@ -885,6 +884,7 @@ class Lanes:
             self._say(lane, f"its clone was made again: {refused}")
             workdirs.sync_main(clone, self.project, main)
         clone.git.checkout("-q", "-f", gitops.MAIN)  # what a session left uncommitted was kept above
+        gitops.keep_loose(clone, gitops.MAIN)  # a file of its own, which a session's sandbox keeps unwritable
         if work is not None:  # the branch as the project has it (or none, as the project has none)
             if gitops.head(repo, work.branch) is not None:
                 workdirs.hand_over(repo, clone, self.project, work.branch)

@@ -1,6 +1,6 @@
-"""What every run does to a project before its first session, whatever runs it (the one-lane
-`Scheduler` or the `Lanes`): the checks that refuse a project, and the repairs of what a killed
-run left behind."""
+"""What every run does to the person's project around its sessions: before the first, the checks
+that refuse a project and the repairs of what a killed run left behind; after the last, the
+line that names the person's own branch."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from session_scheduler.core.layout import HANDOFF_FILES, STATE_FILE
 from session_scheduler.core.machine import WORK_BRANCHES
 from session_scheduler.guard import processes
 from session_scheduler.guard.sandbox import Host
-from session_scheduler.repo import adoption, git_backup, gitops, refs
+from session_scheduler.repo import adoption, gitops, refs
 from session_scheduler.run.plan import Planner
 from session_scheduler.store import crashpoints, progress
 from session_scheduler.store.events import EventLog
@@ -38,10 +38,6 @@ def open_project(
         echo(
             f"  stopped {plural(len(left), 'process', 'processes')} the sessions of a killed run left running (pids {', '.join(map(str, left))})"
         )
-    backup = git_backup.load(project)
-    damage = git_backup.repair(backup, at_open=True) if backup else None
-    if damage:  # a run killed during a session that damaged it
-        echo(f"  WARNING: {damage}")
     adoption.refuse_unfinished(project)
     adopting = adoption.pending(project)  # first: before anything is checked out or set aside
     stashed = len(gitops.stashes(project, records.stashes))

@@ -40,9 +40,6 @@ POINTS: tuple[str, ...] = (
     "event_half_written",
     "queue_landed",
 )
-LANES_ONLY: tuple[str, ...] = ("queue_landed",)
-"""Points only the merge queue reaches (after it moved `main`, before the schedule, the queue's
-file and the state say so): the one-lane suite cannot reach them."""
 _seen: Counter[str] = Counter()
 
 

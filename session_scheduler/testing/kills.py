@@ -45,10 +45,9 @@ edit of main uncommitted (set aside before the next session); F001 is sent back 
 rejected once."""
 AFTER_A_KILL = ("recover_set_aside", "recover_restored")
 """Points only a run resuming a killed one reaches: each case kills the run first."""
-UNREACHED = ("waiting", "stashed", *crashpoints.LANES_ONLY)
+UNREACHED = ("waiting", "stashed")
 """Points the kill scenarios do not reach: a usage limit's wait (bench/reliability.py's night),
-a stash of the person's uncommitted work (an existing repository's, when a run opens it), the
-queue's landing of a merge it tested (several lanes: one lane's landings are its REVIEW's merge)."""
+a stash of the person's uncommitted work (an existing repository's, when a run opens it)."""
 CASES: dict[str, tuple[str, ...]] = {
     **{point: (point,) for point in crashpoints.POINTS if point not in (*AFTER_A_KILL, *UNREACHED)},
     "cli_message#25": ("cli_message#25",),
@@ -222,9 +221,7 @@ LANES_EVERY_SCENARIO = {
 }
 EVERY_POINT: dict[str, tuple[str, ...]] = {
     **{
-        f"lanes {point}": (point,)
-        for point in crashpoints.POINTS
-        if point not in (*AFTER_A_KILL, *UNREACHED[:-1])
+        f"lanes {point}": (point,) for point in crashpoints.POINTS if point not in (*AFTER_A_KILL, *UNREACHED)
     },
     "lanes recover_set_aside": ("cli_message#60", "recover_set_aside"),
     "lanes recover_restored": ("transitioned#3", "recover_restored"),

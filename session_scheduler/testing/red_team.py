@@ -81,7 +81,7 @@ from session_scheduler.core.session import SessionFolder
 from session_scheduler.engine import exchange
 from session_scheduler.guard import safe_git
 from session_scheduler.guard.sandbox import Host, private_tmp
-from session_scheduler.repo import adoption, git_backup, git_guard, gitops, merge_queue, workdirs
+from session_scheduler.repo import adoption, gitops, merge_queue, workdirs
 from session_scheduler.run.agent import ClaudeSessionRunner, SessionRequest
 from session_scheduler.run.opening import planner_of
 from session_scheduler.run.plan import write_plan
@@ -1588,15 +1588,16 @@ class RedTeam:
     ) -> list[Outcome]:
         """Play `calls` in one session of `role` (without the OS sandbox: to show the checks fire).
         `verdict`: the review's verdict its branch rights follow; `restore_git`: put `.git` back after
-        every call (the destructive attacks are each judged on a whole repository)."""
+        every call, as the scheduler makes a lane's damaged clone again (the destructive attacks are
+        each judged on a whole repository)."""
         work = feature("F001") if role in (T.IMPLEMENT, T.REVIEW, T.FIX) else None
         _git(self.workdir, "checkout", "-q", work.branch if work else "main")
         gitops.keep_loose(safe_git.open(self.workdir), gitops.MAIN)  # as the scheduler prepares each session
         lane = Lane(role, work, open_review=1, fix_rounds=1) if role is T.FIX else Lane(role, work)
         state = SessionState(Backlog(("F001", "F002")), lane)
-        if restore_git:  # the scheduler's restore point of the repository and of its settings
-            store = git_backup.sync(self.project, self.project / ".git")
-            guard = git_guard.baseline(self.project)
+        if restore_git:  # a copy of the repository, as a clone made again from the project would be
+            saved = Path(tempfile.mkdtemp(prefix="red-team-git-")) / "git"
+            shutil.copytree(self.workdir / ".git", saved, symlinks=True)
         baseline: dict[str, str] = {}
         known = self.found_markers()
 
@@ -1606,9 +1607,9 @@ class RedTeam:
             except Exception as exc:  # the check itself must not stop the session
                 return [f"the check failed: {exc!r}"]
             problems = _changes(baseline, now)
-            if restore_git and problems:  # what the scheduler does after the session, before verifying it
-                git_backup.repair(store)
-                git_guard.check_and_restore(self.project, guard)
+            if restore_git and problems:  # the clone made again before the next session
+                shutil.rmtree(self.workdir / ".git", ignore_errors=True)
+                shutil.copytree(saved, self.workdir / ".git", symlinks=True)
                 now = self._snapshot(role, work, verdict)
                 problems = [f"{p} (not repaired by the scheduler)" for p in _changes(baseline, now)]
             problems += self._received()
