@@ -7,7 +7,7 @@ For each size N it builds a project directly (no sessions run): N features, 10N 
 session entries in progress.json with their reviews and fixes, `main` holding only the
 scheduler's setup commit, a packed branch per merged feature, and a `.agent_state.json` whose lane is IMPLEMENT on the first
 open feature. Built projects are cached per size under the temp folder; each measurement
-runs on a fresh copy. It then runs `Scheduler(...).run(max_iterations=K)` with a trivial
+runs on a fresh copy. It then runs the one loop with one lane, `Lanes(...).run(max_iterations=K)`, with a trivial
 runner that does, instantly, the least a real agent does for its role, and prints:
 
 1. the scheduler's overhead per session: the wall time between the end of one agent
@@ -47,9 +47,10 @@ from typing import Any
 from session_scheduler.core import machine
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.layout import LOG_DIR
+from session_scheduler.guard.sandbox import lane_project
 from session_scheduler.repo import gitops
-from session_scheduler.run import scheduler
 from session_scheduler.run.agent import SessionRequest, SessionResult, tools_of
+from session_scheduler.run.lanes import Lanes
 from session_scheduler.store import statefile
 from session_scheduler.store.handoff_tools import HandoffTools
 
@@ -337,7 +338,9 @@ class TrivialRunner:
                 self.profiler.enable()
 
     def _run(self, request: SessionRequest) -> SessionResult:
-        logs = folder_bytes(Path(request.cwd) / LOG_DIR)
+        project = lane_project(Path(request.cwd))  # the session works in a clone beside it
+        assert project is not None, f"{request.cwd} is not a lane's clone"
+        logs = folder_bytes(project / LOG_DIR)
         started = time.perf_counter()
         plan, cwd = request.plan, Path(request.cwd)
         prompt = len(plan.system_prompt.encode("utf-8")) + len(plan.kickoff.encode("utf-8"))
@@ -507,9 +510,9 @@ def check(project: Path, passing: int, count: int | None, sessions: int, lines: 
 def run_sessions(
     project: Path, sessions: int, runner: TrivialRunner, lines: list[str]
 ) -> tuple[float, float]:
-    sched = scheduler.Scheduler(project, config(), runner, echo=lines.append)
+    loop = Lanes(project, config(), runner, echo=lines.append)
     started = time.perf_counter()
-    sched.run(max_iterations=sessions)
+    loop.run(max_iterations=sessions)
     return started, time.perf_counter()
 
 

@@ -764,7 +764,7 @@ def test_one_invocation_waits_out_a_usage_limit_and_backs_off_a_529_burst(
     assert result.exit_code == 0, result.output
     waited = sum(clock.sleeps)  # in short steps (a Ctrl-C reaches a waiting lane within a second)
     assert 650 <= waited <= 600 + 60 + 5 + 36 + 72  # the reset and its margin, two back-offs (less real time)
-    assert "usage limit reached: waiting until" in result.output
+    assert "usage limit was reached: waiting until" in result.output
     assert result.output.count("kept failing (529)") >= 2
     state = state_of(project)
     assert state["backlog"]["passing"] == ["F001"] and state["in_flight"] == {}
@@ -1134,9 +1134,10 @@ def test_an_api_outage_beyond_the_allowance_stops_resumably_without_using_an_att
     ],
 )
 def test_killing_only_the_scheduler_takes_its_cli_along(tmp_path: Path, signum: int) -> None:
-    """`kill` of the scheduler alone (not its group) must not leave a CLI working on the project."""
+    """`kill` of the scheduler alone (not its group) must not leave a CLI working in its clone."""
     env = product_env(tmp_path)
     project = tmp_path / "alone"
+    clone = workdirs.path_of(project, 0)
     scenario = write_scenario(tmp_path / "two.json", {"features": 2})
     proc = subprocess.Popen(
         offline_command(project, scenario),
@@ -1148,7 +1149,7 @@ def test_killing_only_the_scheduler_takes_its_cli_along(tmp_path: Path, signum: 
     )
     try:
         wait_for(
-            lambda: (log_root(project) / "session_0003_REVIEW").exists() and processes_in(project),
+            lambda: (log_root(project) / "session_0003_REVIEW").exists() and processes_in(clone),
             proc,
             "session 3's CLI at work",
             120,
@@ -1158,9 +1159,7 @@ def test_killing_only_the_scheduler_takes_its_cli_along(tmp_path: Path, signum: 
     finally:
         if proc.poll() is None:
             proc.kill()
-    wait_until(
-        lambda: not processes_in(project), "no CLI left in the project (one outlived its scheduler)", 2
-    )
+    wait_until(lambda: not processes_in(clone), "no CLI left in the clone (one outlived its scheduler)", 2)
     resumed = run(offline_command(project, scenario), env)
     assert resumed.returncode == 0, explain(resumed)
     assert state_of(project)["backlog"]["passing"] == ["F001", "F002"]

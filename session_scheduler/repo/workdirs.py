@@ -94,9 +94,10 @@ def ensure(project_repo: git.Repo, project: Path, lane: int) -> tuple[git.Repo, 
     runner = safe_git.HardenedGit(path.parent)
     runner.names_read = True  # no repository there yet: no config to read
     try:
-        runner.clone(
-            "--no-local", "--no-checkout", "--quiet", str(project), str(path), env=transport(project_repo)
-        )
+        runner.clone(  # `main` alone: a lane is handed the branches it works on (`hand_over`)
+            "--no-local", "--no-checkout", "--quiet", "--single-branch", "--branch", gitops.MAIN,
+            str(project), str(path), env=transport(project_repo),
+        )  # fmt: skip
     except git.GitCommandError as exc:
         raise GitError(
             f"cannot make lane {lane}'s clone in {path}: {str(exc.stderr).strip()[-300:]}"
@@ -153,24 +154,25 @@ def bring_back(project_repo: git.Repo, clone_path: Path, branch: str) -> str | N
         gitops.delete_branch(project_repo, branch)
         return None
     ref = f"refs/heads/{branch}"
-    project_repo.git.fetch(
-        "--quiet",
-        "--no-tags",
-        "--no-write-fetch-head",
-        str(clone_path),
-        f"+{ref}:{ref}",
-        env=transport(project_repo),
-    )
+    _fetch_into(project_repo, clone_path, f"+{ref}:{ref}", (gitops.MAIN, branch))
     return gitops.head(project_repo, branch)
+
+
+def _fetch_into(project_repo: git.Repo, clone_path: Path, refspec: str, tips: tuple[str, ...]) -> None:
+    """One fetch from a lane's clone into the project's repository. The project offers only the
+    `tips` (its branches of those names) as what it has: the lane's work grows from them, and a
+    project with thousands of branches would otherwise send every tip to be negotiated."""
+    offered = [f"--negotiation-tip=refs/heads/{name}" for name in tips if gitops.head(project_repo, name)]
+    project_repo.git.fetch(
+        "--quiet", "--no-tags", "--no-write-fetch-head", *offered, str(clone_path), refspec,
+        env=transport(project_repo),
+    )  # fmt: skip
 
 
 def take_main(project_repo: git.Repo, clone_path: Path, ref: str = "refs/scheduler/lanes/initial") -> str:
     """The lane's `main` fetched into the project's repository as `ref` (under refs/scheduler/):
     the INITIALIZER's skeleton, made while no other lane runs, or a REVIEW's merge; its commit."""
-    project_repo.git.fetch(
-        "--quiet", "--no-tags", "--no-write-fetch-head", str(clone_path), f"+refs/heads/{gitops.MAIN}:{ref}",
-        env=transport(project_repo),
-    )  # fmt: skip
+    _fetch_into(project_repo, clone_path, f"+refs/heads/{gitops.MAIN}:{ref}", (gitops.MAIN,))
     sha = gitops.ref_sha(project_repo, ref)
     if sha is None:
         raise GitError(f"lane clone {clone_path} has no {gitops.MAIN} to take")

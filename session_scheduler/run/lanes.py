@@ -329,6 +329,10 @@ class Lanes:
         if flight.copies is not None and Path(flight.copies).is_dir():
             progress.restore(self.records, Path(flight.copies), self.schedule.backlog.passing)
             crashpoints.reached("recover_restored")
+            main = gitops.head(repo, gitops.MAIN)
+            if role is T.INITIALIZER and main is not None and main != flight.main:  # its skeleton, taken
+                gitops.keep_ref(repo, f"undone/session-{flight.number}/{gitops.MAIN}", main)
+                gitops.set_branch(repo, gitops.MAIN, flight.main)
             work = self.schedule.lanes[lane].work
             tip = gitops.head(repo, work.branch) if work else None
             if work is not None and tip != flight.branch_tip:
@@ -696,6 +700,7 @@ class Lanes:
             if classified.standing.counted:
                 ending.keep_restore_point(self.records, folder.path, number)
                 crashpoints.reached("restore_point_copied")
+            shutil.rmtree(folder.path / OUTBOX, ignore_errors=True)  # applied: the records and post/ hold it
             self._say(lane, line)
             if classified.standing.consequence.then is Then.RERUN_FRESH:  # verified, but not its doing
                 self.reruns[lane] = (number, state)
