@@ -294,3 +294,41 @@ def test_the_hand_off_files_are_checked_trimmed_restored_and_carry_each_lane_s_s
         kept["sessions"]
     )
     assert kept["current_phase"] == "DONE" and {lane["phase"] for lane in kept["lanes"].values()} == {"DONE"}
+
+
+@LANE_COUNTS
+def test_every_session_works_in_a_clone_whose_sandbox_denies_the_whole_project_folder(
+    tmp_path: Path, lanes: str
+) -> None:
+    """Whatever the lane count, no session works in the person's folder, and its sandbox denies
+    that folder whole, the records and `.agent_logs/` included, for reading and for writing (the
+    red team's lane attacks play it through the real CLI's sandbox)."""
+    project = new_project(tmp_path)
+    settings: list[tuple[Path, dict[str, Any]]] = []
+
+    class Recording(InProcessRobotRunner):
+        async def run(self, request: SessionRequest) -> SessionResult:
+            settings.append((request.cwd, json.loads(request.settings_path.read_text())))
+            return await super().run(request)
+
+    sandboxed = dataclasses.replace(CFG, sandbox=True, feature_count=1)
+    lines: list[str] = []
+    report = run(project, sandboxed, Recording(Scenario.from_json({"features": 1})), lanes, lines)
+    assert report.status == "done", report.message
+    assert [cwd.name for cwd, _ in settings] == ["lane-0"] * 3 or lanes != "one lane"
+    records = (
+        project / ".agent_logs" / "events.jsonl",
+        project / ".agent_state.json",
+        project / "app_spec.txt",
+    )
+    for cwd, session in settings:
+        assert cwd.parent == project.parent / f"{project.name}.lanes" and cwd != project
+        box = session["sandbox"]["filesystem"]
+        for path in (project, *records):
+            assert any(path.is_relative_to(denied) for denied in box["denyRead"] if denied != "~"), path
+            assert not any(path.is_relative_to(opened) for opened in box["allowRead"]), (
+                path,
+                box["allowRead"],
+            )
+            assert not any(path.is_relative_to(written) for written in box["allowWrite"]), path
+        assert str(cwd) in box["allowRead"]

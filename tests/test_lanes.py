@@ -258,7 +258,10 @@ def test_an_outage_backs_every_lane_off_and_a_long_one_stops_the_run(tmp_path: P
     other = new_project(tmp_path / "second")
     runner = CutOnce(InProcessRobotRunner(scenario, clock=clock), 4, outage)
     stopped = Lanes(other, impatient, runner, 2, echo=lambda _: None, clock=clock).run()  # type: ignore[arg-type]
-    assert stopped.run.status == "limit" and "longer than --max-outage-minutes 0.1" in stopped.run.message
+    assert (
+        stopped.run.status == "limit"
+        and "back-off included (--max-outage-minutes 0.1)" in stopped.run.message
+    )
     saved = statefile.load(other)
     assert saved is not None and [f.why for f in saved.in_flight.values()] == [
         "outage"

@@ -435,7 +435,7 @@ class Lanes:
                 ):
                     self.lock.notify_all()
                     return
-                attempt = 1
+                attempt, before = 1, None
                 held = self.held.pop(lane, None)
                 if lane in self.reruns:  # the same session, from the same start
                     number, view = self.reruns.pop(lane)
@@ -453,15 +453,17 @@ class Lanes:
                 assert main is not None
                 folder = SessionFolder.of(self.project, number, view.lane.role)
                 work = view.lane.work
+                waits = self.paused_until > self.clock.now()
                 self.flights[lane] = held or InFlight(
                     number,
                     str(folder.path),
                     main,
                     gitops.head(repo, work.branch) if work else None,
-                    wait_until=self.paused_until if self.paused_until > self.clock.now() else None,
+                    why=before.why if waits and before is not None and before.number == number else None,
+                    wait_until=self.paused_until if waits else None,
                     lane=lane,
                     attempt=attempt,
-                )  # a pause it waits out at its start (`_session`) holds after a stop, too
+                )  # a pause it waits out at its start (`_session`) holds after a stop, and says why
                 self.started += 1
                 self._save()
                 crashpoints.reached("in_progress_saved")
@@ -611,6 +613,10 @@ class Lanes:
                     return
                 if self.paused_until > self.clock.now():
                     continue
+                flight = self.flights.get(lane)
+                if flight is not None and (flight.why or flight.wait_until):  # the wait is over: it runs
+                    self.flights[lane] = replace(flight, why=None, wait_until=None)
+                    self._save()
                 self.events.emit(
                     "session_started",
                     session=number,
@@ -831,6 +837,9 @@ class Lanes:
             if consequence.then not in (Then.RERUN, Then.RERUN_FRESH):
                 self._save()
                 raise SchedulerError(f"{cut.reason}; {consequence.stop or 'run the same command again'}")
+            cut_folder = SessionFolder.of(self.project, number, state.lane.role).path
+            if consequence.then is Then.RERUN and cut_folder.is_dir():  # its transcript kept beside the rerun
+                cut_folder.rename(_aside(cut_folder, cut.standing.value, self.clock))
             now = self.clock.now()
             if consequence.wait is Wait.RESET:
                 until = (cut.resets_at or now) + LIMIT_MARGIN_S
@@ -846,8 +855,9 @@ class Lanes:
                 until = now + backoff_s(self.outages, self.clock)
                 if until - self.outage_since > self.config.max_outage_minutes * 60:
                     self.stopped = self.stopped or (
-                        f"{cut.reason}; gave up after the API failed for longer than --max-outage-minutes "
-                        f"{self.config.max_outage_minutes:g}; run the same command again later"
+                        f"{cut.reason}; gave up after {duration(now - self.outage_since)} of failing requests, "
+                        f"retries and back-off included (--max-outage-minutes {self.config.max_outage_minutes:g}); "
+                        "run the same command again later"
                     )
             else:
                 until = now
