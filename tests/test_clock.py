@@ -47,11 +47,12 @@ def test_two_runs_on_alike_clocks_get_the_same_run_id_timestamps_and_back_offs(t
         report, _ = run(project, Cutting({3: [overloaded, overloaded]}, clock))
         assert report.status == "done"  # type: ignore[attr-defined]
         log = events.read(events.log_path(project))
-        seen.append((clock.sleeps, sorted({e["run"] for e in log}), [e["ts"] for e in log]))
+        waits = [e["until"] for e in log if e["kind"] == "limit_wait"]
+        seen.append((clock.sleeps, sorted({e["run"] for e in log}), [e["ts"] for e in log], waits))
     assert seen[0] == seen[1]
-    sleeps, runs, stamps = seen[0]
+    sleeps, runs, stamps, waits = seen[0]
     assert runs == [f"20300317T174640-{os.getpid()}"]  # the run began at the clock's START
-    assert len(sleeps) == 2 and stamps[0] == START and stamps == sorted(stamps)
+    assert len(waits) == 2 and stamps[0] == START and stamps == sorted(stamps)  # two back-offs
     other = VirtualClock(seed=8)
     run(new_project(tmp_path, "c"), Cutting({3: [overloaded, overloaded]}, other))
     assert other.sleeps != sleeps  # another seed, other jitter

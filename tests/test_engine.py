@@ -396,7 +396,7 @@ def test_a_web_review_runs_in_this_process_where_its_browser_is(tmp_path: Path) 
     here = _Counting()
     lines: list[str] = []
     runner = TemporalRunner(None, None, "p", str(tmp_path / "x.git"), lines.append, here)  # type: ignore[arg-type]
-    result = anyio.run(runner.run, replace(request, browser=browser, lane=2))
+    result = anyio.run(runner.run, replace(request, browser=browser, lane=2, lanes=3))
     assert here.ran == [(request.plan.number, 1)] and result.num_turns == 1
     assert lines == [f"[lane 2]   session {request.plan.number} runs here: its browser is this machine's"]
     with pytest.raises(GitError) as refused:  # without a browser: to the engine, through the exchange

@@ -341,7 +341,7 @@ def test_the_scheduler_syncs_the_log_before_each_save_of_its_state(
 ) -> None:
     from test_lifecycle import LIFECYCLE, new_project, run
 
-    from session_scheduler.run import scheduler
+    from session_scheduler.run import lanes as scheduler
 
     order: list[str] = []
     appended, sync, save = events.append, EventLog.sync, scheduler.statefile.save

@@ -211,7 +211,7 @@ def test_a_schedule_of_several_lanes_is_saved_and_read_back_whole(tmp_path: Path
         Lane(SessionType.WAIT),
         Lane(SessionType.FIX, feature("F003"), 1, 1, 6),
     )
-    schedule = Schedule(backlog, lanes, architecture_checked_at=1, session_count=8, issued=11)
+    schedule = Schedule(backlog, lanes, architecture_checked_at=1, session_count=8, issued=11, cloned=True)
     statefile.save(tmp_path, schedule, {})
     saved = statefile.load(tmp_path)
     assert saved is not None and saved.schedule == schedule

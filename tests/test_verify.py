@@ -11,7 +11,7 @@ import pytest
 
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig
-from session_scheduler.repo import gitops
+from session_scheduler.repo import gitops, workdirs
 from session_scheduler.run.agent import SessionRequest, SessionResult
 from session_scheduler.run.lanes import Lanes
 from session_scheduler.testing.inprocess import InProcessRobotRunner
@@ -27,17 +27,17 @@ def sh(cwd: Path, command: str) -> str:
 class Overstepping(InProcessRobotRunner):
     """The robot, plus something forbidden done in one session (before or after its work)."""
 
-    def __init__(self, session: int, act: Callable[[Path], None], *, before: bool = False) -> None:
+    def __init__(self, session: int, act: Callable[[Path, Path], None], *, before: bool = False) -> None:
         super().__init__(Scenario.from_json({"features": 2}))
         self.session, self.act, self.before = session, act, before
 
     async def run(self, request: SessionRequest) -> SessionResult:
         if request.plan.number == self.session and self.before:
-            self.act(request.cwd)
+            self.act(request.cwd, request.records.root)
             return SessionResult(subtype="success", is_error=False)
         result = await super().run(request)
         if request.plan.number == self.session:
-            self.act(request.cwd)
+            self.act(request.cwd, request.records.root)
         return result
 
 
@@ -56,9 +56,9 @@ def failed(lines: list[str], session: int) -> str:
 
 
 def test_a_review_that_moves_the_branch_instead_of_merging_is_refused(tmp_path: Path) -> None:
-    def fake_pass(cwd: Path) -> None:
+    def fake_pass(cwd: Path, records: Path) -> None:  # its hand-off files: the session's outbox
         sh(cwd, "git checkout -q main && git branch -f feature/F001 main")
-        reviews = json.loads((cwd / "reviews.json").read_text())
+        reviews = json.loads((records / "reviews.json").read_text())
         reviews["reviews"].append(
             {
                 "review_id": 1,
@@ -69,10 +69,10 @@ def test_a_review_that_moves_the_branch_instead_of_merging_is_refused(tmp_path: 
                 "acceptance": [{"step": n, "passed": True, "evidence": "seen"} for n in (1, 2)],
             }
         )
-        (cwd / "reviews.json").write_text(json.dumps(reviews))
-        features = json.loads((cwd / "feature_list.json").read_text())
+        (records / "reviews.json").write_text(json.dumps(reviews))
+        features = json.loads((records / "feature_list.json").read_text())
         features["features"][0]["passes"] = True
-        (cwd / "feature_list.json").write_text(json.dumps(features))
+        (records / "feature_list.json").write_text(json.dumps(features))
 
     project, lines = run(tmp_path, Overstepping(3, fake_pass, before=True))
     assert "changed branches it does not own: feature/F001" in failed(lines, 3)
@@ -81,17 +81,18 @@ def test_a_review_that_moves_the_branch_instead_of_merging_is_refused(tmp_path: 
 
 
 def test_a_pass_whose_main_holds_more_than_the_merge_is_refused(tmp_path: Path) -> None:
-    def extra_commit(cwd: Path) -> None:
+    def extra_commit(cwd: Path, _: Path) -> None:
         sh(cwd, "echo '# unreviewed' >> README.md && git commit -qam 'sneaked in'")
 
     project, lines = run(tmp_path, Overstepping(3, extra_commit))
     assert "is not feature/F001 merged into the old `main`" in failed(lines, 3)
     assert "sneaked in" not in sh(project, "git log --format=%s main")
-    assert "sneaked in" in sh(project, "git log --format=%s refs/scheduler/undone/session-3/main")
+    clone = workdirs.path_of(project, 0)  # undone where the session worked
+    assert "sneaked in" in sh(clone, "git log --format=%s refs/scheduler/undone/session-3/main")
 
 
 def test_committing_scheduler_files_is_refused_and_state_survives(tmp_path: Path) -> None:
-    def tamper(cwd: Path) -> None:
+    def tamper(cwd: Path, _: Path) -> None:
         sh(
             cwd,
             "printf '*.pyc\\n' > .gitignore && git add .gitignore && git add -f feature_list.json "

@@ -370,8 +370,11 @@ def test_the_project_budget_alone_hands_each_session_what_is_left(tmp_path: Path
     runner = Priced(cost=0.4)
     cfg = AgentConfig(**{**CFG.to_json(), "max_budget_usd": 1.0})
     report = Lanes(project, cfg, runner, echo=lambda _: None).run().run
-    assert runner.budgets == [pytest.approx(1.0), pytest.approx(0.6), pytest.approx(0.2)]
-    assert report.status == "limit" and "is spent" in report.message
+    assert runner.budgets == [
+        pytest.approx(1.0),
+        pytest.approx(0.6),
+    ]  # then $0.20 is left, less than a session
+    assert report.status == "limit" and "less than one session may spend ($0.4000)" in report.message
 
 
 # -- notifications ----------------------------------------------------------------------------------

@@ -321,7 +321,7 @@ class Lanes:
             self.events.emit("resumed", session=flight.number, role=role.value, cause=REATTACHED, lane=lane)
             self._say(
                 lane,
-                f"session {flight.number} ({role.value}) is still on the engine: awaiting it, not running it again",
+                f"Session {flight.number} ({role.value}) is still on the engine: awaiting it, not running it again",
             )
             return
         if reattachable(self.runner):  # what it left running here (open_project stopped none)
@@ -951,6 +951,10 @@ class Lanes:
                 gitops.keep_ref(repo, f"rejected/session-{number}/{event.work.branch}", tip)
                 crashpoints.reached("rejected_kept")
                 gitops.delete_branch(repo, event.work.branch)
+                self._say(
+                    lane,
+                    f"branch {event.work.branch} deleted (rejected; its tip {tip[:10]} is kept under refs/scheduler/rejected/)",
+                )
         elif isinstance(event, Blocked):
             rejections = self.schedule.backlog.rejection_count(event.feature_id)
             ending.blocked(self.events, lambda line: self._say(lane, line), event, rejections)

@@ -56,6 +56,9 @@ def open_project(
                 f"  the project's CLAUDE.md ({adopting.source}) goes to every session as its conventions; "
                 "later edits to it are not handed on"
             )
+    current = gitops.current_branch(repo)
+    if current and current.startswith(WORK_BRANCHES):  # work lands on main; a lane's branch is fetched here
+        gitops.checkout(repo, gitops.MAIN)
     crashpoints.reached("repo_opened")
     return repo, stashed
 

@@ -204,6 +204,7 @@ def schedule_from_json(data: dict[str, Any]) -> Schedule:
         session_count=count,
         issued=data.get("issued", count),
         halt_reason=data.get("halt_reason", ""),
+        cloned="lanes" in data,  # saved by the lanes loop: read back as it saves, `issued` kept
     )
 
 

@@ -196,7 +196,7 @@ LANES_SCENARIO = {
 }
 """F001 first (the others use its store), then F002..F004 in three lanes at once; F003 and F004
 edit the same README line, so the second to land is sent back and fixed."""
-LANE_CASES: dict[str, tuple[str, ...]] = {
+NAMED_LANE_CASES: dict[str, tuple[str, ...]] = {
     "lanes cli_message#110": ("cli_message#110",),
     "lanes cli_message#170": ("cli_message#170",),
     "lanes state_saved#6": ("state_saved#6",),
@@ -227,7 +227,7 @@ EVERY_POINT: dict[str, tuple[str, ...]] = {
     "lanes recover_restored": ("transitioned#3", "recover_restored"),
 }
 """Every crash point with three lanes too, on LANES_EVERY_SCENARIO (bench/reliability.py runs them)."""
-LANE_CASES.update(EVERY_POINT)
+LANE_CASES: dict[str, tuple[str, ...]] = {**NAMED_LANE_CASES, **EVERY_POINT}
 LANES_REDUCED = ("lanes cli_message#110", "lanes queue_landed#1", "lanes event_half_written#14")
 """The lanes cases CI runs. `event_half_written#14` is the first `session_ended` after the three
 IMPLEMENTs started together (the events before it do not depend on timing): a kill there, after
