@@ -71,11 +71,6 @@ TARGETS: dict[str, Target] = {
         ("tests/test_safe_git.py",),
         0.85,
     ),
-    "one_loop": Target(
-        ("session_scheduler/core/schedule.py", "session_scheduler/run/ending.py"),
-        ("tests/test_schedule.py", "tests/test_every_lane_count.py"),
-        0.85,
-    ),
     "gates": Target(
         ("session_scheduler/core/gates.py", "session_scheduler/core/languages.py"),
         ("tests/test_gates.py", "tests/test_languages.py"),

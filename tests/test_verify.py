@@ -129,7 +129,7 @@ def test_a_deleted_work_branch_is_restored_by_the_undo(tmp_path: Path) -> None:
     ],
 )
 def test_implement_may_touch_only_its_own_branch(tmp_path: Path, command: str) -> None:
-    project, lines = run(tmp_path, Overstepping(2, lambda cwd: sh(cwd, command)))
+    project, lines = run(tmp_path, Overstepping(2, lambda cwd, _: sh(cwd, command)))
     reason = failed(lines, 2)
     assert "changed branches it does not own" in reason or "changed `main`" in reason
     assert "stray" not in sh(project, "git branch --list stray")
