@@ -412,12 +412,15 @@ class TrivialRunner:
 
 
 def folder_bytes(folder: Path) -> int:
-    """Bytes under the log folder, but for its restore point (one copy of the hand-off files,
-    replaced each session: it does not grow with the number of sessions)."""
+    """Bytes under the log folder, but for its restore points (copies of the hand-off files,
+    replaced each session) and the outbox of the session in flight (removed once applied): they
+    do not grow with the number of sessions."""
     total = 0
     for dirpath, dirs, names in os.walk(folder):
         if Path(dirpath) == folder and "restore" in dirs:
             dirs.remove("restore")
+        if "outbox" in dirs:  # a session's while it runs, removed once applied
+            dirs.remove("outbox")
         for name in names:
             try:
                 total += os.lstat(os.path.join(dirpath, name)).st_size
