@@ -494,3 +494,13 @@ def test_an_architecture_review_due_when_the_lanes_finish_runs_before_the_projec
     assert landed(one, feature("F002"), config)[0].lanes == (Lane(T.DONE),)
     busy = replace(schedule, lanes=(Lane(T.WAIT), Lane(T.HALTED)))
     assert landed(busy, feature("F002"), config)[0].lanes[0] is not Lane(T.ARCHITECTURE)
+
+
+def test_only_a_waiting_lane_waits_for_its_work_to_land() -> None:
+    landing = Backlog(FEATURES, landing=(feature("F001"),))
+    waiting = Schedule(landing, (Lane(T.WAIT, feature("F001")), Lane(T.WAIT)), cloned=True)
+    assert landing_of(waiting, 0) == feature("F001") and landing_of(waiting, 1) is None
+    working = replace(waiting, lanes=(Lane(T.REVIEW, feature("F001")), Lane(T.WAIT)))
+    assert landing_of(working, 0) is None  # a lane at work holds its work, it does not wait for it
+    landed_already = replace(waiting, backlog=Backlog(FEATURES, passing=frozenset({"F001"})))
+    assert landing_of(landed_already, 0) is None
