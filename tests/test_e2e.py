@@ -1152,7 +1152,7 @@ def test_killing_only_the_scheduler_takes_its_cli_along(tmp_path: Path, signum: 
             lambda: (log_root(project) / "session_0003_REVIEW").exists() and processes_in(clone),
             proc,
             "session 3's CLI at work",
-            120,
+            300,  # two sessions first, on two busy cores
         )
         os.kill(proc.pid, signum)
         proc.wait(timeout=30)
