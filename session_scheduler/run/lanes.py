@@ -844,9 +844,8 @@ class Lanes:
             if consequence.wait is Wait.RESET:
                 until = (cut.resets_at or now) + LIMIT_MARGIN_S
                 if not self.config.wait_for_limits:
-                    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
                     self.stopped = self.stopped or (
-                        f"usage limit reached; it resets at {when}. Run the same command again then to resume"
+                        f"usage limit reached; it resets at {_utc(until)}. Run the same command again then to resume"
                     )
             elif consequence.wait is Wait.BACKOFF:
                 self.outages += 1
@@ -867,11 +866,10 @@ class Lanes:
             if waits:
                 self.paused_until = until
                 self.events.emit("limit_wait", session=number, why=cut.standing.value, until=until)
-                when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
                 who = "every lane waits" if self.count > 1 else "waiting"
                 self._say(
                     lane,
-                    f"{cut.reason}: {who} until {when} ({duration(until - now)}), then session {number} "
+                    f"{cut.reason}: {who} until {_utc(until)} ({duration(until - now)}), then session {number} "
                     "runs again (stopping now is safe: the same command waits again)",
                 )
             self._save()
@@ -1087,6 +1085,11 @@ def _work_of(branch: str) -> WorkItem:
     if branch.startswith(FEATURE_BRANCH):
         return WorkItem(feature_id=branch.removeprefix(FEATURE_BRANCH))
     return WorkItem(architecture_review=int(branch.removeprefix(ARCHITECTURE_BRANCH)))
+
+
+def _utc(at: float) -> str:
+    """A clock time as a person reads it in a message (a usage limit's reset, a wait's end)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
 def _aside(folder: Path, why: str, clock: Clock) -> Path:
