@@ -518,8 +518,12 @@ def test_forbidden_calls_are_denied_by_the_cli(fault_run: Run, baseline: Run) ->
 
 
 def wait_for(predicate: Any, proc: subprocess.Popen[str], what: str, timeout: float = 120) -> None:
-    wait_until(lambda: predicate() or proc.poll() is not None, what, timeout)
-    if not predicate():
+    """Wait until `predicate()` holds once (it is not asked again: a process seen at work may end a
+    moment later), failing if the scheduler exits first."""
+    seen = wait_until(
+        lambda: "seen" if predicate() else "exited" if proc.poll() is not None else "", what, timeout
+    )
+    if seen == "exited":
         pytest.fail(f"the scheduler exited ({proc.returncode}) before {what}")
 
 
