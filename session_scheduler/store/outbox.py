@@ -22,7 +22,7 @@ from typing import Any
 from session_scheduler.core.layout import HANDOFF_FILES, HISTORY_FILES
 from session_scheduler.core.schemas import HANDOFF_SCHEMAS
 from session_scheduler.store.handoff_history import largest_archived_id
-from session_scheduler.store.progress import atomic_write_json, load_handoff, validate
+from session_scheduler.store.progress import atomic_write_json, carry, load_handoff, validate
 from session_scheduler.store.records import Records
 
 OUTBOX = "outbox"
@@ -33,11 +33,12 @@ def open_outbox(records: Records, folder: Path) -> Records:
     """A session's outbox in `folder`: copies of the records' hand-off files, made now, and their
     history files linked (read only: the tools take the largest archived ids from them)."""
     folder.mkdir(parents=True, exist_ok=True)
+    outbox = Records(folder)
     for name in HANDOFF_FILES:
         source, target = records.path(name), folder / name
         target.unlink(missing_ok=True)
         if source.is_file():
-            shutil.copyfile(source, target)
+            carry(records, source, outbox, target)  # known valid as the records' version is
     for name in HISTORY_FILES:
         source, target = records.path(name), folder / name
         target.unlink(missing_ok=True)
@@ -46,7 +47,7 @@ def open_outbox(records: Records, folder: Path) -> Records:
                 os.link(source, target)
             except OSError:  # another file system: a copy reads the same
                 shutil.copyfile(source, target)
-    return Records(folder)
+    return outbox
 
 
 @dataclass(frozen=True)

@@ -233,6 +233,22 @@ def remember(records: Records, path: Path, data: Any, *, passing: frozenset[str]
         _know_passing(records.passing, data, passing)
 
 
+def carry(records: Records, source: Path, copy: Records, target: Path) -> None:
+    """Copy the hand-off file `source` of `records` to `target` of `copy` (another records: a
+    session's outbox); when `source` is, as copied, the version `records` last validated, `copy`
+    knows that version as its own (the copy is not parsed and checked again, and a later change
+    to it is checked against that version, entry by entry)."""
+    known = records.loaded.get(str(source))
+    before = source.stat()
+    shutil.copyfile(source, target)
+    if known is None or known.key != filestat.of(before) or filestat.of(source.stat()) != known.key:
+        return
+    copy.loaded[str(target)] = _Loaded(filestat.of(target.stat()), known.data)
+    for version, passing in reversed(records.passing):
+        if version is known.data:
+            _know_passing(copy.passing, version, passing)
+
+
 def last_validated(records: Records, path: Path) -> Any:
     """The last validated content of a hand-off file (None: not read yet); not to be changed."""
     known = records.loaded.get(str(path))
