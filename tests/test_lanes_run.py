@@ -20,6 +20,7 @@ from helpers import cli_seams
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.schedule import MEMORY_PER_LANE
+from session_scheduler.guard import safe_git
 from session_scheduler.run.agent import SessionRequest, SessionResult
 from session_scheduler.run.lanes import Lanes
 from session_scheduler.store import events, statefile
@@ -321,12 +322,33 @@ def test_a_clone_that_will_not_take_main_is_made_again_and_the_lane_goes_on(tmp_
     project = new_project(tmp_path)
     scenario = Scenario.from_json(FOUR)
     Lanes(project, CFG, InProcessRobotRunner(scenario), 2, echo=lambda _: None).run(max_iterations=1)
-    stale = workdirs.path_of(project, 0) / ".git" / "refs" / "heads" / "main.lock"
-    stale.write_text("")  # a git killed mid-update: the clone's main cannot move
+    repo = safe_git.open(project)  # main moves (another lane's landing): the clone must take it
+    (project / "NOTES.md").write_text("notes\n")
+    repo.git.add("NOTES.md")
+    repo.git.commit("-q", "-m", "notes")
+    jammed = workdirs.path_of(project, 0) / ".git" / "refs" / "heads" / "main.lock"
+    jammed.mkdir()  # no lock file git can make: the clone's main cannot move
     lines: list[str] = []
     report = Lanes(project, CFG, InProcessRobotRunner(scenario), 2, echo=lines.append).run()
-    assert report.run.status == "done" and not stale.exists()
+    assert report.run.status == "done" and not jammed.exists()
     assert any(line.startswith("[lane 0] its clone was made again: lane clone") for line in lines)
+
+
+def test_lock_files_a_killed_git_left_in_a_clone_are_removed_before_its_next_session(tmp_path: Path) -> None:
+    from session_scheduler.repo import workdirs
+
+    project = new_project(tmp_path)
+    scenario = Scenario.from_json(FOUR)
+    Lanes(project, CFG, InProcessRobotRunner(scenario), 2, echo=lambda _: None).run(max_iterations=1)
+    dot_git = workdirs.path_of(project, 0) / ".git"
+    stale = [dot_git / "refs" / "heads" / "main.lock", dot_git / "index.lock", dot_git / "HEAD.lock"]
+    for lock in stale:
+        lock.write_text("")  # a git killed mid-update: main, the index and HEAD could not move
+    lines: list[str] = []
+    report = Lanes(project, CFG, InProcessRobotRunner(scenario), 2, echo=lines.append).run()
+    assert report.run.status == "done", report.run.message
+    assert not any(lock.exists() for lock in stale)
+    assert not any("made again" in line for line in lines)
 
 
 def test_an_architecture_review_runs_on_a_quiet_main_and_its_fixes_land_through_the_queue(

@@ -338,16 +338,20 @@ def stashes(project: Path, memo: dict[str, Any] | None = None) -> list[str]:
     return entries
 
 
-def clear_stale_lock(repo: git.Repo) -> bool:
-    """Remove an index.lock left by a git process that was killed with its session.
-
-    Only called between sessions, under the project lock, when no agent can be running git.
-    """
-    lock = Path(repo.git_dir) / "index.lock"
-    if lock.exists():
-        lock.unlink()
-        return True
-    return False
+def clear_stale_locks(repo: git.Repo) -> list[str]:
+    """Remove the lock files a git process killed with its session left (the index's, HEAD's,
+    packed-refs' and any ref's), which would make the next git command that writes them fail;
+    their paths under .git. Only called between sessions, under the project lock, when no agent
+    can be running git in `repo` (a lane's clone)."""
+    git_dir = Path(repo.git_dir)
+    found = [git_dir / name for name in ("index.lock", "HEAD.lock", "packed-refs.lock")]
+    found += (Path(folder, name) for folder, _, names in os.walk(git_dir / "refs") for name in names)
+    removed = []
+    for lock in found:
+        if lock.name.endswith(".lock") and (lock.is_symlink() or lock.is_file()):
+            lock.unlink()
+            removed.append(str(lock.relative_to(git_dir)))
+    return removed
 
 
 def branches(repo: git.Repo) -> dict[str, str]:

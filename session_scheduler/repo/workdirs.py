@@ -15,7 +15,9 @@ into the project's repository, from the project's side (its own config applies, 
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import git
@@ -48,26 +50,39 @@ def transport(repo: git.Repo) -> dict[str, str]:
 
 def problem_of(path: Path) -> str | None:
     """Why the folder at `path` is not a lane's clone the scheduler can use (None: it is)."""
+    return inspect(path)[1]
+
+
+def inspect(path: Path) -> tuple[git.Repo | None, str | None]:
+    """The lane's clone at `path` opened (None when it is not one the scheduler can use) and why
+    it is not (None: it is)."""
     if path.is_symlink() or not path.is_dir():
-        return "it is not a folder" if path.exists() or path.is_symlink() else "it is missing"
+        return None, "it is not a folder" if path.exists() or path.is_symlink() else "it is missing"
     dot_git = path / ".git"
     if dot_git.is_symlink() or not dot_git.is_dir():
-        return "its .git is not a folder of its own"
-    alternates = dot_git / "objects" / "info" / "alternates"
-    if alternates.is_symlink() or (alternates.exists() and not _blank(alternates)):
-        return "it borrows objects from another repository"  # (an empty one: the sandbox's mount point)
+        return None, "its .git is not a folder of its own"
+    if _borrows(dot_git):
+        return None, "it borrows objects from another repository"
     try:
         clone = safe_git.open(path)
-        found = Path(str(clone.git.rev_parse("--absolute-git-dir"))).resolve()
-        common = Path(str(clone.git.rev_parse("--path-format=absolute", "--git-common-dir"))).resolve()
+        found, common = str(
+            clone.git.rev_parse("--absolute-git-dir", "--path-format=absolute", "--git-common-dir")
+        ).splitlines()
         rewrites = clone.git.config("--get-regexp", r"^url\.", with_exceptions=False)
-    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return "git cannot read it"
-    if found != dot_git.resolve() or common != found:
-        return "git finds another repository there"
+    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+        return None, "git cannot read it"
+    if Path(found).resolve() != dot_git.resolve() or Path(common).resolve() != Path(found).resolve():
+        return None, "git finds another repository there"
     if str(rewrites).strip():  # no fetch of the project's main may be sent elsewhere
-        return "its config rewrites where git fetches from"
-    return None
+        return None, "its config rewrites where git fetches from"
+    return clone, None
+
+
+def _borrows(dot_git: Path) -> bool:
+    """Whether the repository in `dot_git` names alternates: object stores of other repositories
+    (an empty file is the sandbox's mount point: git reads no alternate from it)."""
+    alternates = dot_git / "objects" / "info" / "alternates"
+    return alternates.is_symlink() or (alternates.exists() and not _blank(alternates))
 
 
 def _blank(path: Path) -> bool:
@@ -83,9 +98,9 @@ def ensure(project_repo: git.Repo, project: Path, lane: int) -> tuple[git.Repo, 
     use; (the clone, why it was made again: None when it was fine or new). Its `main` is the
     project's, checked out."""
     path = path_of(project, lane)
-    problem = problem_of(path)
-    if problem is None:
-        return safe_git.open(path), None
+    found, problem = inspect(path)
+    if found is not None:
+        return found, None
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.exists():
@@ -115,7 +130,7 @@ def keep_leftovers(project_repo: git.Repo, clone: git.Repo, name: str, message: 
     commit it was interrupted in is aborted first), stashed there and kept in the project's
     repository as refs/scheduler/<name>, before the clone is synced for the next session (which
     would otherwise find it, or lose it); the ref's full name, or None when nothing was left."""
-    gitops.clear_stale_lock(clone)
+    gitops.clear_stale_locks(clone)
     if not gitops.stash_leftovers(clone, message):
         return None
     ref = f"refs/scheduler/{name}"
@@ -128,10 +143,15 @@ def keep_leftovers(project_repo: git.Repo, clone: git.Repo, name: str, message: 
 
 
 def sync_main(clone: git.Repo, project: Path, main: str) -> None:
-    """The lane's `main` becomes the project's `main` (`main`: its commit, read from the project),
-    checked out; what the lane had on its own `main` goes (approved work lands through the merge
-    queue, never from a lane's `main`). A clone that answers with another commit is an error for
-    the caller to make it again."""
+    """The lane's `main` becomes the project's `main` (`main`: its commit, read from the project);
+    what the lane had on its own `main` goes (approved work lands through the merge queue, never
+    from a lane's `main`). Fetched only when the clone's `main` is another commit (after the lane's
+    own REVIEW merge landed as it is, or a session that did not touch `main`, it is that commit
+    already). The caller checks `main` or the work's branch out (`-f`); a clone that cannot
+    (an object missing) or that answers with another commit is an error for the caller to make
+    it again."""
+    if gitops.head(clone, gitops.MAIN) == main:
+        return
     refused = GitError(f"lane clone {clone.working_dir} did not take the project's main {main[:10]}")
     try:
         clone.git.fetch("--quiet", "--no-tags", str(project), gitops.MAIN, env=transport(clone))
@@ -147,15 +167,74 @@ def sync_main(clone: git.Repo, project: Path, main: str) -> None:
         raise refused
 
 
-def bring_back(project_repo: git.Repo, clone_path: Path, branch: str) -> str | None:
-    """The lane's `branch` fetched into the project's repository as the same branch (the lane owns
-    it while it holds the work); its tip, or None when the lane has no such branch."""
-    if gitops.head(safe_git.open(clone_path), branch) is None:
+def bring_back(project_repo: git.Repo, lane: git.Repo | Path, branch: str) -> str | None:
+    """The lane's `branch` brought into the project's repository as the same branch (the lane owns
+    it while it holds the work); its tip, or None when the lane has no such branch. `lane`: its
+    clone, opened or its folder."""
+    clone = _opened(lane)
+    tip = gitops.head(clone, branch)
+    if tip is None:
         gitops.delete_branch(project_repo, branch)
         return None
     ref = f"refs/heads/{branch}"
-    _fetch_into(project_repo, clone_path, f"+{ref}:{ref}", (gitops.MAIN, branch))
+    _carry(project_repo, clone, ref, tip, ref, (gitops.MAIN, branch))
     return gitops.head(project_repo, branch)
+
+
+def _opened(lane: git.Repo | Path) -> git.Repo:
+    return lane if isinstance(lane, git.Repo) else safe_git.open(lane)
+
+
+def _carry(
+    project_repo: git.Repo, clone: git.Repo, source: str, tip: str, ref: str, tips: tuple[str, ...]
+) -> None:
+    """The lane's commit `tip` (its ref `source`) made the project's `ref`, with every object of it the project
+    lacks. The objects go as a pack made in the clone of what `tip` has and the project's `tips`
+    (its branches of those names) do not, unpacked or indexed in the project (git checks every
+    object it takes in) and walked from `tip` to those tips (every object there) before `ref`
+    moves: one small pack, where a fetch would first mark every ref the project has (a project
+    with thousands of branches pays for each). A clone that cannot make that pack (it lacks one
+    of those tips, or borrows objects) is fetched from instead."""
+    have = [sha for sha in (gitops.head(project_repo, name) for name in tips) if sha]
+    if _borrows(Path(clone.git_dir)) or not _pack_into(project_repo, clone, tip, have):
+        _fetch_into(project_repo, Path(str(clone.working_dir)), f"+{source}:{ref}", tips)
+        return
+    project_repo.git.update_ref(ref, tip)
+
+
+def _pack_into(project_repo: git.Repo, clone: git.Repo, tip: str, have: list[str]) -> bool:
+    """The objects of `tip` that `have` lacks, packed in `clone` and taken in by the project's
+    repository, connected (whether it went: False when the clone could not make the pack)."""
+    revisions = "".join(f"{line}\n" for line in (tip, *(f"^{sha}" for sha in have))).encode()
+    with tempfile.TemporaryFile() as wanted, tempfile.TemporaryFile() as pack:
+        wanted.write(revisions)
+        wanted.seek(0)
+        try:
+            clone.git.pack_objects(
+                "--revs",
+                "--thin",
+                "--stdout",
+                "--delta-base-offset",
+                "-q",
+                istream=wanted,
+                output_stream=pack,
+            )
+        except git.GitCommandError:
+            return False
+        pack.flush()
+        header = os.pread(pack.fileno(), 12, 0)  # `PACK`, its version, how many objects
+        os.lseek(pack.fileno(), 0, os.SEEK_SET)  # git reads the file from its start
+        count = int.from_bytes(header[8:12], "big") if len(header) == 12 else 0
+        if count > 0:
+            taker = "unpack-objects" if count < UNPACK_LIMIT else "index-pack"
+            arguments = ("-q",) if taker == "unpack-objects" else ("--stdin", "--fix-thin")
+            project_repo.git.execute(["git", taker, *arguments], istream=pack)
+    project_repo.git.rev_list("--objects", "--quiet", tip, "--not", *have, "--")
+    return True
+
+
+UNPACK_LIMIT = 100
+"""Fewer objects than this are unpacked loose, more kept as a pack (git's `fetch.unpackLimit`)."""
 
 
 def _fetch_into(project_repo: git.Repo, clone_path: Path, refspec: str, tips: tuple[str, ...]) -> None:
@@ -169,13 +248,20 @@ def _fetch_into(project_repo: git.Repo, clone_path: Path, refspec: str, tips: tu
     )  # fmt: skip
 
 
-def take_main(project_repo: git.Repo, clone_path: Path, ref: str = "refs/scheduler/lanes/initial") -> str:
-    """The lane's `main` fetched into the project's repository as `ref` (under refs/scheduler/):
-    the INITIALIZER's skeleton, made while no other lane runs, or a REVIEW's merge; its commit."""
-    _fetch_into(project_repo, clone_path, f"+refs/heads/{gitops.MAIN}:{ref}", (gitops.MAIN,))
+def take_main(
+    project_repo: git.Repo, lane: git.Repo | Path, ref: str = "refs/scheduler/lanes/initial"
+) -> str:
+    """The lane's `main` brought into the project's repository as `ref` (under refs/scheduler/):
+    the INITIALIZER's skeleton, made while no other lane runs, or a REVIEW's merge; its commit.
+    `lane`: its clone, opened or its folder."""
+    clone = _opened(lane)
+    tip = gitops.head(clone, gitops.MAIN)
+    if tip is None:
+        raise GitError(f"lane clone {clone.working_dir} has no {gitops.MAIN} to take")
+    _carry(project_repo, clone, f"refs/heads/{gitops.MAIN}", tip, ref, (gitops.MAIN,))
     sha = gitops.ref_sha(project_repo, ref)
     if sha is None:
-        raise GitError(f"lane clone {clone_path} has no {gitops.MAIN} to take")
+        raise GitError(f"lane clone {clone.working_dir} has no {gitops.MAIN} to take")
     return sha
 
 
@@ -183,8 +269,11 @@ def hand_over(project_repo: git.Repo, clone: git.Repo, project: Path, branch: st
     """The project's `branch` fetched into the lane's clone (work another lane began, or the
     queue sent back), replacing the clone's branch of that name."""
     ref = f"refs/heads/{branch}"
-    if gitops.head(project_repo, branch) is None:
+    tip = gitops.head(project_repo, branch)
+    if tip is None:
         raise GitError(f"the project has no branch {branch} to hand to a lane")
+    if gitops.head(clone, branch) == tip:  # the lane's own, as it was brought back
+        return
     clone.git.fetch(
         "--quiet", "--no-tags", "--update-head-ok", str(project), f"+{ref}:{ref}", env=transport(clone)
     )

@@ -682,16 +682,16 @@ class Lanes:
                     outcome, gates_review=applied.review_ids.get(outcome.gates_review, outcome.gates_review)
                 )
             if work is not None:
-                workdirs.bring_back(repo, workdir, work.branch)
+                workdirs.bring_back(repo, clone, work.branch)
             if role is T.INITIALIZER and outcome.ok:  # its skeleton: main is quiet while it runs alone
-                gitops.set_branch(repo, gitops.MAIN, workdirs.take_main(repo, workdir))
+                gitops.set_branch(repo, gitops.MAIN, workdirs.take_main(repo, clone))
             self._verified_events(number, role, work, outcome)
             events: tuple[Event, ...] = ()
             if classified.standing.counted:
                 self.schedule, events = transition_lane(self.schedule, lane, outcome, self.config)
                 self.outages, self.outage_since = 0, None
             for event in events:
-                self._act(repo, lane, event, number, outcome.review_id or 0)
+                self._act(repo, lane, event, number, outcome.review_id or 0, clone)
             crashpoints.reached("transitioned")
             progress.correct_passes(self.records, self.schedule.backlog.passing)
             if classified.standing.counted:  # what the lane does next (DONE at the end)
@@ -888,20 +888,33 @@ class Lanes:
             self._say(lane, f"its clone was made again: {remade}")
         else:
             self._keep_leftovers(repo, clone, lane, number)
-        workdir = Path(clone.working_dir)
         try:
-            workdirs.sync_main(clone, self.project, main)
-        except GitError as refused:  # a clone that will not take main is made again, once
-            shutil.rmtree(workdir)
+            self._check_out(repo, clone, role, work, main)
+        except (
+            GitError,
+            git.GitCommandError,
+        ) as refused:  # a clone that will not take main: made again, once
+            shutil.rmtree(str(clone.working_dir))
             clone, _ = workdirs.ensure(repo, self.project, lane)
-            self._say(lane, f"its clone was made again: {refused}")
-            workdirs.sync_main(clone, self.project, main)
-        clone.git.checkout("-q", "-f", gitops.MAIN)  # what a session left uncommitted was kept above
-        gitops.keep_loose(clone, gitops.MAIN)  # a file of its own, which a session's sandbox keeps unwritable
-        if work is not None:  # the branch as the project has it (or none, as the project has none)
+            why = refused if isinstance(refused, GitError) else "git could not check the session's branch out"
+            self._say(lane, f"its clone was made again: {why}")
+            self._check_out(repo, clone, role, work, main)
+        return clone, Path(clone.working_dir)
+
+    def _check_out(
+        self, repo: git.Repo, clone: git.Repo, role: SessionType, work: WorkItem | None, main: str
+    ) -> None:
+        """The clone on the project's `main`, with the work's branch as the project has it (none
+        where the project has none), the one its role starts on checked out (`-f`: what a session
+        left uncommitted was kept before)."""
+        workdirs.sync_main(clone, self.project, main)
+        start = gitops.MAIN
+        if work is not None:
             if gitops.head(repo, work.branch) is not None:
                 workdirs.hand_over(repo, clone, self.project, work.branch)
             elif gitops.head(clone, work.branch) is not None:
+                if gitops.current_branch(clone) == work.branch:
+                    clone.git.checkout("-q", "-f", gitops.MAIN)
                 clone.git.branch("-D", work.branch)
             if (
                 role is T.FIX
@@ -910,8 +923,9 @@ class Lanes:
             ):
                 clone.git.branch(work.branch, main)
             if policy(role).starts_on == "work":
-                clone.git.checkout("-q", work.branch)
-        return clone, workdir
+                start = work.branch
+        clone.git.checkout("-q", "-f", start)
+        gitops.keep_loose(clone, gitops.MAIN)  # a file of its own, which a session's sandbox keeps unwritable
 
     def _keep_leftovers(self, repo: git.Repo, clone: git.Repo, lane: int, number: int) -> None:
         """What the lane's last session left uncommitted, kept in the project and told (as one
@@ -927,16 +941,26 @@ class Lanes:
         )
         self.events.emit("set_aside", ref=ref, message=message, commit=gitops.ref_sha(repo, ref) or "")
 
-    def _act(self, repo: git.Repo, lane: int | None, event: Event, number: int, review_id: int = 0) -> None:
+    def _act(
+        self,
+        repo: git.Repo,
+        lane: int | None,
+        event: Event,
+        number: int,
+        review_id: int = 0,
+        clone: git.Repo | None = None,
+    ) -> None:
         """What the authority does about one event (under the lock); `review_id`: the review that
-        approved work (an `Approved` event's)."""
+        approved work (an `Approved` event's); `clone`: the lane's, opened (else opened here)."""
         if isinstance(event, Approved):
             tip = gitops.head(repo, event.work.branch)
             assert tip is not None, f"the approved {event.work.branch} is missing"
             name = event.work.feature_id or event.work.branch
             merge = (  # the REVIEW's verified merge in its clone: it lands as it is if main stays
                 workdirs.take_main(
-                    repo, workdirs.path_of(self.project, lane), f"refs/scheduler/reviewed/{event.work.branch}"
+                    repo,
+                    clone or workdirs.path_of(self.project, lane),
+                    f"refs/scheduler/reviewed/{event.work.branch}",
                 )
                 if lane is not None
                 else None

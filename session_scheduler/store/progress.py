@@ -369,21 +369,46 @@ def newest_copy(where: Records | Path, name: str) -> Path | None:
 
 
 def correct_passes(where: Records | Path, passing: frozenset[str]) -> list[str]:
-    """Set `passes` back to what the scheduler verified; the feature ids it corrected."""
+    """Set `passes` back to what the scheduler verified; the feature ids it corrected. The list
+    written is a new version (the validated one is shared, never changed) that shares every
+    feature it did not correct, and each of those is written as it was last encoded."""
     records = records_of(where)
     path = records.path("feature_list.json")
-    if load_handoff(records).passing() == passing:  # the common case, from the validated copy
+    listed = load_handoff(records)
+    if listed.passing() == passing:  # the common case, from the validated copy
         return []
-    data = read_json(path)
+    data = listed.feature_list
     features = data.get("features") if isinstance(data, dict) else None
-    if not isinstance(features, list):
+    if data is None or not isinstance(features, list):
         return []
-    wrong = [f for f in features if isinstance(f, dict) and bool(f.get("passes")) != (f.get("id") in passing)]
-    for entry in wrong:
-        entry["passes"] = entry.get("id") in passing
-    if wrong:
-        atomic_write_json(path, data)
-    return [str(entry.get("id")) for entry in wrong]
+    wrong = [
+        n
+        for n, f in enumerate(features)
+        if isinstance(f, dict) and bool(f.get("passes")) != (f.get("id") in passing)
+    ]
+    if not wrong:
+        return []
+    corrected = list(features)
+    for n in wrong:
+        corrected[n] = {**features[n], "passes": features[n].get("id") in passing}
+    version = {**data, "features": corrected}
+    atomic_write_text(path, _features_text(records, version))
+    remember(records, path, version, passing=_passing(corrected))
+    return [str(corrected[n].get("id")) for n in wrong]
+
+
+def _features_text(records: Records, version: dict[str, Any]) -> str:
+    """`to_text` of a feature list, each feature that the last list written had (the same,
+    unchanged object) taken as it was encoded then (`Records.lines`)."""
+    lines, known, written = {}, records.lines, []
+    for feature in version["features"]:
+        hit = known.get(id(feature))
+        line = hit[1] if hit is not None and hit[0] is feature else json.dumps(feature, ensure_ascii=False)
+        lines[id(feature)] = (feature, line)
+        written.append(f"    {line}")
+    records.lines = lines
+    encoded = Encoded("[\n" + ",\n".join(written) + "\n  ]" if written else "[]")
+    return to_text({key: encoded if key == "features" else value for key, value in version.items()})
 
 
 def snapshot(where: Records | Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) -> None:
