@@ -61,8 +61,9 @@ passes unchanged); an empty diff or merge command makes a patch diff or a merge 
 rather than run anything (the scheduler makes neither). A protocol the config allows by name
 (`protocol.file.allow=always` wins over `protocol.allow`) is refused by name too."""
 
-NAMED_SETTINGS = r"^(filter|diff|merge|protocol)\."
-"""What `git config --get-regexp` is asked for: the sections of `NEUTRALISED`."""
+NAMED_SETTINGS = r"^(filter|diff|merge|protocol|url)\."
+"""What `git config --get-regexp` is asked for: the sections of `NEUTRALISED`, and `url`
+(`HardenedGit.rewrites`)."""
 
 ENVIRONMENT: dict[str, str] = {
     "GIT_CONFIG_NOSYSTEM": "1",
@@ -166,6 +167,9 @@ class HardenedGit(git.Git):
         super().__init__(working_dir)
         self.update_environment(**environment())
         self.names_read = False
+        self.rewrites: tuple[str, ...] = ()
+        """The `url.*` settings of this repository's config (its own, not a nested one's), as
+        read with the names: where git would fetch from instead of the address it is given."""
 
     def execute(self, *args: Any, **kwargs: Any) -> Any:
         forget_location()
@@ -190,6 +194,8 @@ class HardenedGit(git.Git):
                 raise
             listing = ""
         found = drivers_in(str(listing))
+        keys = (record.split("\n", 1)[0] for record in str(listing).split("\0"))
+        self.rewrites = tuple(key for key in keys if key.startswith("url."))
         for path in gitlinks_in(str(self._call_process("ls-files", "-s", "-z"))):
             nested = Path(str(self._working_dir), path)
             if (nested / ".git").exists() and nested.resolve() not in seen and len(seen) <= MAX_NESTED:
@@ -213,6 +219,14 @@ class GitMemo:
     """Whether its refs are loose files and packed-refs (git's default); None: not asked yet."""
     packed: dict[tuple[int, int, int], tuple[dict[str, str], dict[str, str]]] = field(default_factory=dict)
     """`refs.Packed`: what its last versions of packed-refs were read as."""
+    diffs: dict[tuple[str, str], tuple[Any, ...]] = field(default_factory=dict)
+    """gitops.changes: what differs between two commits (by their names), the last few pairs."""
+    trees: dict[str, Any] = field(default_factory=dict)
+    """gates.tree_at: the files of a commit (by its name), the last few commits."""
+
+
+MEMO_KEPT = 8
+"""Entries each of `GitMemo`'s dictionaries of commits keeps, the oldest dropped first."""
 
 
 class HardenedRepo(git.Repo):

@@ -16,7 +16,7 @@ import git
 from session_scheduler.core.app import AppSpec
 from session_scheduler.core.gates import Gate, GateResult, GateSet
 from session_scheduler.core.languages import Tree
-from session_scheduler.guard import app_box
+from session_scheduler.guard import app_box, safe_git
 from session_scheduler.repo import gitops
 
 READ_LIMIT = 1_000_000
@@ -29,7 +29,21 @@ APP = "app"
 
 def tree_at(repo: git.Repo, sha: str) -> Tree:
     """The files of commit `sha`; `read` gives a regular file's text (None for a file over
-    READ_LIMIT, a binary one, a link, a submodule or a name not in the commit)."""
+    READ_LIMIT, a binary one, a link, a submodule or a name not in the commit). Listed once per
+    commit of a full name (`GitMemo.trees`): a commit never changes."""
+    trees = gitops.memo(repo).trees
+    known: Tree | None = trees.get(sha)
+    if known is not None:
+        return known
+    tree = _tree_at(repo, sha)
+    if gitops.is_object_name(sha):
+        trees[sha] = tree
+        while len(trees) > safe_git.MEMO_KEPT:
+            del trees[next(iter(trees))]
+    return tree
+
+
+def _tree_at(repo: git.Repo, sha: str) -> Tree:
     listing = str(repo.git.ls_tree("-r", "-l", "-z", sha, strip_newline_in_stdout=False))
     blobs: dict[str, str] = {}
     names = set()

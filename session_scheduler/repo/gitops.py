@@ -405,8 +405,8 @@ def branch_view(project: Path) -> tuple[str | None, frozenset[str]]:
 
 
 def changed_paths(repo: git.Repo, base: str, tip: str) -> list[str]:
-    """Files that differ between two commits."""
-    return [p for p in repo.git.diff("--name-only", *TREE_DIFF, base, tip).splitlines() if p]
+    """Files that differ between two commits (a rename: both names)."""
+    return [change.path for change in changes(repo, base, tip)]
 
 
 TREE_DIFF = ("--ignore-submodules=none",)
@@ -431,7 +431,26 @@ class Change:
 
 
 def changes(repo: git.Repo, base: str, tip: str) -> list[Change]:
-    """Every path that differs between two commits (a rename as a removal and an addition)."""
+    """Every path that differs between two commits (a rename as a removal and an addition).
+    Asked once per pair of commits (`GitMemo.diffs`): two commits never change."""
+    diffs = memo(repo).diffs
+    key = (base, tip)
+    if key not in diffs or not is_object_name(base) or not is_object_name(tip):
+        found = _changes(repo, base, tip)
+        if not (is_object_name(base) and is_object_name(tip)):
+            return found
+        diffs[key] = tuple(found)
+        while len(diffs) > safe_git.MEMO_KEPT:
+            del diffs[next(iter(diffs))]
+    return list(diffs[key])
+
+
+def is_object_name(name: str) -> bool:
+    """Whether `name` is a full object name (a commit's, never a branch's that could move)."""
+    return len(name) in (40, 64) and all(c in "0123456789abcdef" for c in name)
+
+
+def _changes(repo: git.Repo, base: str, tip: str) -> list[Change]:
     raw = str(repo.git.diff("--raw", "-z", "--no-renames", "--no-abbrev", *TREE_DIFF, base, tip))
     fields = raw.split("\0")
     found = []

@@ -68,12 +68,12 @@ def inspect(path: Path) -> tuple[git.Repo | None, str | None]:
         found, common = str(
             clone.git.rev_parse("--absolute-git-dir", "--path-format=absolute", "--git-common-dir")
         ).splitlines()
-        rewrites = clone.git.config("--get-regexp", r"^url\.", with_exceptions=False)
+        rewrites = clone.git.rewrites if isinstance(clone.git, safe_git.HardenedGit) else ("?",)
     except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
         return None, "git cannot read it"
     if Path(found).resolve() != dot_git.resolve() or Path(common).resolve() != Path(found).resolve():
         return None, "git finds another repository there"
-    if str(rewrites).strip():  # no fetch of the project's main may be sent elsewhere
+    if rewrites:  # no fetch of the project's main may be sent elsewhere
         return None, "its config rewrites where git fetches from"
     return clone, None
 
@@ -177,7 +177,8 @@ def bring_back(project_repo: git.Repo, lane: git.Repo | Path, branch: str) -> st
         gitops.delete_branch(project_repo, branch)
         return None
     ref = f"refs/heads/{branch}"
-    _carry(project_repo, clone, ref, tip, ref, (gitops.MAIN, branch))
+    if gitops.head(project_repo, branch) != tip:  # (a REVIEW leaves it where it was)
+        _carry(project_repo, clone, ref, tip, ref, (gitops.MAIN, branch))
     return gitops.head(project_repo, branch)
 
 

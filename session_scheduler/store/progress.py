@@ -371,43 +371,47 @@ def newest_copy(where: Records | Path, name: str) -> Path | None:
 def correct_passes(where: Records | Path, passing: frozenset[str]) -> list[str]:
     """Set `passes` back to what the scheduler verified; the feature ids it corrected. The list
     written is a new version (the validated one is shared, never changed) that shares every
-    feature it did not correct, and each of those is written as it was last encoded."""
+    feature it did not correct; those are written as they were last encoded (`Records.lines`)."""
     records = records_of(where)
     path = records.path("feature_list.json")
     listed = load_handoff(records)
-    if listed.passing() == passing:  # the common case, from the validated copy
+    had = listed.passing()
+    if had == passing:  # the common case, from the validated copy
         return []
     data = listed.feature_list
     features = data.get("features") if isinstance(data, dict) else None
     if data is None or not isinstance(features, list):
         return []
-    wrong = [
-        n
-        for n, f in enumerate(features)
-        if isinstance(f, dict) and bool(f.get("passes")) != (f.get("id") in passing)
-    ]
+    differ = had ^ passing  # a feature whose `passes` is wrong is one of these (ids are unique)
+    ids = map(operator.methodcaller("get", "id"), (f if isinstance(f, dict) else {} for f in features))
+    wrong = [n for n, fid in enumerate(ids) if fid in differ]
+    wrong = [n for n in wrong if bool(features[n].get("passes")) != (features[n].get("id") in passing)]
     if not wrong:
         return []
     corrected = list(features)
     for n in wrong:
         corrected[n] = {**features[n], "passes": features[n].get("id") in passing}
     version = {**data, "features": corrected}
-    atomic_write_text(path, _features_text(records, version))
-    remember(records, path, version, passing=_passing(corrected))
+    atomic_write_text(path, _features_text(records, features, version, wrong), durable=False)
+    flipped = {str(corrected[n]["id"]) for n in wrong}
+    remember(records, path, version, passing=frozenset(had ^ flipped))
     return [str(corrected[n].get("id")) for n in wrong]
 
 
-def _features_text(records: Records, version: dict[str, Any]) -> str:
-    """`to_text` of a feature list, each feature that the last list written had (the same,
-    unchanged object) taken as it was encoded then (`Records.lines`)."""
-    lines, known, written = {}, records.lines, []
-    for feature in version["features"]:
-        hit = known.get(id(feature))
-        line = hit[1] if hit is not None and hit[0] is feature else json.dumps(feature, ensure_ascii=False)
-        lines[id(feature)] = (feature, line)
-        written.append(f"    {line}")
-    records.lines = lines
-    encoded = Encoded("[\n" + ",\n".join(written) + "\n  ]" if written else "[]")
+def _features_text(records: Records, before: list[Any], version: dict[str, Any], changed: list[int]) -> str:
+    """`to_text` of the feature list `version`, which differs from the list `before` at the
+    positions `changed` alone: when `before` is the list written last (`Records.lines` keeps its
+    lines), only those are encoded again. Not durable: the state file is (`passes` comes from it)."""
+    features = version["features"]
+    written, lines = records.lines
+    if written is before and len(lines) == len(features):
+        lines = list(lines)
+        for n in changed:
+            lines[n] = f"    {json.dumps(features[n], ensure_ascii=False)}"
+    else:
+        lines = [f"    {json.dumps(feature, ensure_ascii=False)}" for feature in features]
+    records.lines = (features, lines)
+    encoded = Encoded("[\n" + ",\n".join(lines) + "\n  ]" if lines else "[]")
     return to_text({key: encoded if key == "features" else value for key, value in version.items()})
 
 

@@ -35,8 +35,8 @@ class Records:
     """statefile: per part of the backlog, what it was made of at the last save, its form, its JSON."""
     history_index: dict[str, Any] = field(default_factory=dict, repr=False)
     """handoff_history: the archived-review index as last read, by path and stat."""
-    lines: dict[int, tuple[Any, str]] = field(default_factory=dict, repr=False)
-    """progress: the features of the feature list it wrote last, each with its JSON line."""
+    lines: tuple[Any, list[str]] = field(default=(None, []), repr=False)
+    """progress: the features of the feature list it wrote last (their list) and their lines."""
     stashes: dict[str, tuple[Any, tuple[str, ...]]] = field(default_factory=dict, repr=False)
     """gitops: per work tree, the stash reflog's stat and the `git stash list` it gave."""
 
