@@ -529,3 +529,28 @@ def test_with_one_lane_a_killed_run_s_session_runs_again_unless_the_engine_holds
     assert "reattached" not in [e["cause"] for e in log if e["kind"] == "resumed"]
     starts = Counter(e["session"] for e in log if e["kind"] == "session_started")
     assert starts[3] == 2
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_an_untracked_local_file_reaches_every_lane_only_when_the_person_names_it(
+    tmp_path: Path, named: bool
+) -> None:
+    from session_scheduler.repo import workdirs
+
+    project = new_project(tmp_path)
+    (project / ".env").write_text("KEY=1\n")  # the app's local config: the person keeps it out of git
+    (project / "notes.txt").write_text("the person's own\n")  # never named: reaches no lane
+    config = dataclasses.replace(CFG, local_files=(".env",) if named else ())
+    report = Lanes(
+        project, config, InProcessRobotRunner(Scenario.from_json(FOUR)), 2, echo=lambda _: None
+    ).run()
+    assert report.run.status == "done", report.run.message
+    for lane in (0, 1):
+        clone = workdirs.path_of(project, lane)
+        assert ((clone / ".env").read_text() if named else None) == ("KEY=1\n" if named else None)
+        assert (clone / ".env").exists() is named and not (clone / "notes.txt").exists()
+        assert safe_git.open(clone).git.status("--porcelain") == ""
+    assert ".env" not in safe_git.open(project).git.ls_tree("-r", "--name-only", "main").split()
+    # the person's untracked files stay where they are, through the skeleton and every landing
+    assert (project / ".env").read_text() == "KEY=1\n" and (project / "notes.txt").exists()
+    assert safe_git.open(project).git.stash("list") == ""

@@ -268,3 +268,24 @@ def test_main_is_unwritable_for_roles_that_may_not_move_it(tmp_path: Path) -> No
         ]
         assert (str(root / ".git/refs/heads/main") in denied) is protected, role
         assert (str(root / ".git/packed-refs") in denied) is protected, role
+
+
+def test_local_files_are_checked_added_saved_and_forgotten(spec_file: Path) -> None:
+    import json
+
+    from session_scheduler.view.cli import resolve_project
+
+    project = resolve_project("app")
+    base = ("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1")
+    missing = invoke(*base, "--local-file", ".env")
+    assert missing.exit_code not in (0, 3) and missing.stderr.count("\n") == 1, missing.output
+    assert "--local-file .env:" in missing.stderr and "is not a file" in missing.stderr
+    outside = invoke(*base, "--local-file", "../secrets.env")
+    assert outside.exit_code not in (0, 3) and "must be a path inside the project folder" in outside.stderr
+    (project / ".env").write_text("KEY=1\n")
+    ran = invoke(*base, "--local-file", ".env")
+    assert ran.exit_code == 3 and "stopped after 1 session" in ran.stdout, ran.output
+    saved = json.loads((project / ".agent_config.json").read_text())
+    assert saved["local_files"] == [".env"]
+    assert invoke("--project-dir", "app", "--max-iterations", "1", "--local-file", "none").exit_code == 3
+    assert json.loads((project / ".agent_config.json").read_text())["local_files"] == []

@@ -868,3 +868,18 @@ def test_a_web_request_changes_needs_no_evidence(tmp_path: Path) -> None:
         "REQUEST_CHANGES", acceptance=[{"step": n, "passed": False, "evidence": "no button"} for n in (1, 2)]
     )
     assert world.verify(WEB_CFG, None).ok
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_implement_committing_a_local_file_the_person_keeps_out_of_git(tmp_path: Path, named: bool) -> None:
+    world = start(tmp_path, T.IMPLEMENT, feature("F001"))
+    implement(world)
+    world.sh("echo KEY=1 > .env && git add -f .env && git commit -qm env")
+    outcome = world.verify(replace(CFG, local_files=(".env",) if named else ()))
+    if not named:  # a file like any other
+        assert outcome == Outcome(T.IMPLEMENT, True)
+        return
+    assert not outcome.ok and outcome.reason.startswith("the project's local files were committed: .env"), (
+        outcome
+    )
+    assert gitops.branches(world.repo) == world.pre.heads, "every branch is put back"

@@ -170,3 +170,95 @@ def test_the_initializer_s_main_is_taken_from_its_lane(project: Path) -> None:
     taken = workdirs.take_main(repo, Path(clone.working_dir))
     assert taken == gitops.head(clone, "main") and sh(project, f"git cat-file -t {taken}") == "commit"
     assert gitops.head(repo, "main") != taken  # taken, not yet moved: the caller moves main
+
+
+def _lane_commit(clone_path: Path, branch: str, name: str) -> None:
+    sh(
+        clone_path,
+        f"git checkout -qB {branch} && echo {name} > {name} && git add {name} && git commit -qm {name}",
+    )
+
+
+def test_work_comes_back_as_a_pack_and_from_a_clone_that_cannot_pack_it_by_a_fetch(project: Path) -> None:
+    """The pack path: the objects arrive, connected, and the ref moves. A clone that lacks the
+    project's newest main (it cannot name what the project has) is fetched from instead."""
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    path = Path(clone.working_dir)
+    _lane_commit(path, "feature/F001", "a")
+    tip = workdirs.bring_back(repo, clone, "feature/F001")
+    assert (
+        tip == gitops.head(clone, "feature/F001") and sh(project, "git fsck --connectivity-only 2>&1") == ""
+    )
+    sh(project, "echo two > g && git add g && git commit -qm moved")  # main moves; the clone never saw it
+    _lane_commit(path, "feature/F001", "b")
+    tip = workdirs.bring_back(repo, clone, "feature/F001")
+    assert tip == gitops.head(clone, "feature/F001") == gitops.head(repo, "feature/F001")
+    assert sh(project, f"git cat-file -p {tip}:b") == "b"
+    sh(path, "git checkout -q main && git merge -q --no-edit feature/F001")
+    merged = workdirs.take_main(repo, clone, "refs/scheduler/reviewed/feature/F001")
+    assert merged == gitops.head(clone, "main") and sh(project, f"git cat-file -t {merged}") == "commit"
+
+
+def test_a_clone_that_borrows_objects_is_fetched_from_not_packed(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clone whose session named an alternate object store: its pack could carry objects from
+    there, so the project fetches (its own transport rules) instead."""
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    path = Path(clone.working_dir)
+    _lane_commit(path, "feature/F001", "a")
+    other = tmp_path / "other"
+    other.mkdir()
+    sh(other, "git init -q")
+    (path / ".git" / "objects" / "info" / "alternates").write_text(f"{other}/.git/objects\n")
+    packed: list[str] = []
+    real = workdirs._pack_into
+    monkeypatch.setattr(workdirs, "_pack_into", lambda *a: packed.append("packed") or real(*a))
+    tip = workdirs.bring_back(repo, clone, "feature/F001")
+    assert tip == gitops.head(clone, "feature/F001") and packed == []
+
+
+def test_local_files_are_copied_into_a_clone_kept_out_of_its_commits_and_never_through_a_link(
+    project: Path, tmp_path: Path
+) -> None:
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    path = Path(clone.working_dir)
+    (project / ".env").write_text("KEY=1\n")
+    (project / "config").mkdir()
+    (project / "config" / "local.toml").write_text("port = 1\n")
+    names = (".env", "config/local.toml", "gone.env")  # one the project no longer has: left out
+    workdirs.place_local_files(project, clone, names)
+    assert (path / ".env").read_text() == "KEY=1\n" and (
+        path / "config" / "local.toml"
+    ).read_text() == "port = 1\n"
+    assert not (path / "gone.env").exists()
+    assert sh(path, "git status --porcelain --untracked-files=all") == ""  # `git add -A` leaves them out
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine\n")
+    (path / ".env").unlink()
+    (path / ".env").symlink_to(outside)  # a session left a link where the file goes: replaced, not followed
+    workdirs.place_local_files(project, clone, names)
+    assert outside.read_text() == "mine\n" and not (path / ".env").is_symlink()
+    sh(path, f"rm -rf config && ln -s {tmp_path} config")  # a folder on the way is a link
+    with pytest.raises(GitError, match="config is not a folder there"):
+        workdirs.place_local_files(project, clone, names)
+    assert not (tmp_path / "local.toml").exists()
+
+
+def test_a_local_file_must_be_an_untracked_regular_file_of_the_project(project: Path) -> None:
+    from session_scheduler.core.errors import ConfigError
+    from session_scheduler.run.opening import check_local_files
+
+    repo = safe_git.open(project)
+    (project / "link.env").symlink_to(project / "f")
+    (project / "[ab].env").write_text("KEY=1\n")  # a name git would read as a pattern: taken as it is
+    (project / "a.env").write_text("tracked\n")
+    sh(project, "git add a.env && git commit -qm a")
+    check_local_files(project, repo, ("[ab].env",))
+    with pytest.raises(ConfigError, match=r"--local-file link.env: .* is not a file"):
+        check_local_files(project, repo, ("link.env",))
+    with pytest.raises(ConfigError, match="--local-file f: git tracks it"):
+        check_local_files(project, repo, ("f",))

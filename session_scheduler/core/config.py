@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from session_scheduler.core.engine import NONE, parse_address, parse_engine, remote_protocol
+from session_scheduler.core.layout import is_scheduler_path
 
 if TYPE_CHECKING:  # core/gates and core/app read core/schemas, which reads this module
     from session_scheduler.core.app import AppSpec
@@ -124,6 +125,10 @@ class AgentConfig:
     allow_repo_code: bool = False
     """Commits may add what makes git run code (nested repositories as gitlinks, filter, diff or merge
     drivers selected in .gitattributes); refused by verification otherwise."""
+    local_files: tuple[str, ...] = ()
+    """Untracked files of the project its app needs to run (a local config such as `.env`), each
+    a path in the project folder, copied into every lane's clone before each session and kept out
+    of its commits (`--local-file`, saved). Nothing untracked reaches a lane otherwise."""
     engine: str | None = None
     """Where sessions run (`--engine`, saved; core/engine.py): None in this process, or
     `temporal://HOST:PORT` / `temporal://local` on Temporal workers."""
@@ -184,6 +189,10 @@ class AgentConfig:
                 raise ValueError(
                     "--git-serve serves the run's own exchange: give it or --git-remote, not both"
                 )
+        for name in self.local_files:
+            problem = local_file_problem(name)
+            if problem is not None:
+                raise ValueError(f"local file {name!r} {problem}")
         unknown = set(self.models) - set(DEFAULT_MODELS)
         if unknown:
             raise ValueError(f"unknown role(s) in models: {', '.join(sorted(unknown))}")
@@ -192,6 +201,7 @@ class AgentConfig:
         data = dataclasses.asdict(self)
         del data["sandbox"], data["wait_for_limits"]
         data["allowed_domains"] = list(self.allowed_domains)
+        data["local_files"] = list(self.local_files)
         data["gates"] = self.gates.to_json() if self.gates else None
         data["app"] = self.app.to_json() if self.app else None
         return data
@@ -202,12 +212,26 @@ class AgentConfig:
         values = {k: v for k, v in data.items() if k in known}
         values["models"] = {**DEFAULT_MODELS, **values.get("models", {})}
         values["allowed_domains"] = tuple(values.get("allowed_domains", DEFAULT_ALLOWED_DOMAINS))
+        values["local_files"] = tuple(values.get("local_files", ()))
         from session_scheduler.core.app import AppSpec
         from session_scheduler.core.gates import GateSet
 
         values["gates"] = GateSet.from_json(values["gates"]) if values.get("gates") else None
         values["app"] = AppSpec.from_json(values["app"]) if values.get("app") else None
         return cls(**values)
+
+
+def local_file_problem(name: object) -> str | None:
+    """Why `name` cannot name a local file (None: it can): a relative path inside the project
+    folder, in git's spelling, outside `.git` and the scheduler's own files."""
+    if not isinstance(name, str) or not name:
+        return "is not a path"
+    parts = name.split("/")
+    if name.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\\" in name:
+        return "must be a path inside the project folder, relative to it, like config/local.env"
+    if parts[0] == ".git" or is_scheduler_path(name):
+        return "is git's or the scheduler's own; name a file of the project"
+    return None
 
 
 def _whole(value: object) -> bool:

@@ -269,6 +269,25 @@ def set_branch(repo: git.Repo, branch: str, sha: str) -> None:
         repo.git.branch("-f", branch, sha)
 
 
+def move_main(repo: git.Repo, new: str, old: str) -> None:
+    """Move the project's `main` from `old` to `new` (only from `old`: a compare-and-swap), its
+    work tree following when it has `main` checked out (`follow_main`): nothing of the person's
+    is stashed or overwritten."""
+    repo.git.update_ref(f"refs/heads/{MAIN}", new, old)
+    follow_main(repo, old, new)
+
+
+def follow_main(repo: git.Repo, old: str, new: str) -> None:
+    """The project's work tree, when it has `main` checked out, follows `main` from `old` to `new`
+    (a two-tree merge of the index and the files: what the person changed there and their
+    untracked files are kept; a change in a file the move touches makes git refuse, leaving their
+    files as they are, and `git status` shows the difference)."""
+    if repo.bare or current_branch(repo) != MAIN:
+        return
+    with contextlib.suppress(git.GitCommandError):
+        repo.git.read_tree("-m", "-u", old, new)
+
+
 def keep_ref(repo: git.Repo, name: str, sha: str) -> None:
     """Keep a commit reachable under refs/scheduler/<name> (undone or rejected work)."""
     repo.git.update_ref(f"refs/scheduler/{name}", sha)

@@ -105,7 +105,7 @@ def land(
                     repo.git.update_ref(ref, landing.merge, main)
                 except git.GitCommandError:
                     continue  # `main` moved meanwhile: merge onto the new one
-                _follow(repo, main, landing.merge)
+                gitops.follow_main(repo, main, landing.merge)
             return Landed(landing.merge, reviewed=True)
         merged = _merge_tree(repo, main, landing.tip)
         if isinstance(merged, Conflict):
@@ -125,22 +125,12 @@ def land(
                 repo.git.update_ref(ref, commit, main)  # only from the `main` it was merged onto
             except git.GitCommandError:
                 continue  # `main` moved meanwhile: merge onto the new one
-            _follow(repo, main, commit)
+            gitops.follow_main(repo, main, commit)
         return Landed(commit)
     raise GitError(
         f"`{gitops.MAIN}` kept moving while {landing.branch} was landed ({RETRIES} tries); "
         "stop what else writes to the repository and run the same command again"
     )
-
-
-def _follow(repo: git.Repo, old: str, new: str) -> None:
-    """The project's work tree, when it has `main` checked out, follows `main` from `old` to `new`
-    (a two-tree merge of the index and the files: what was changed there is kept, and a change in
-    a file the merge touches makes git refuse, leaving the files for the next checkout to set aside)."""
-    if repo.bare or gitops.current_branch(repo) != gitops.MAIN:
-        return
-    with contextlib.suppress(git.GitCommandError):  # the next checkout stashes what is in the way
-        repo.git.read_tree("-m", "-u", old, new)
 
 
 def _merge_tree(repo: git.Repo, main: str, tip: str) -> str | Conflict:

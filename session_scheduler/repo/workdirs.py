@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
 import git
 
-from session_scheduler.core.errors import GitError
+from session_scheduler.core.errors import GitError, StateError
 from session_scheduler.guard import safe_git
 from session_scheduler.guard.sandbox import LANES_SUFFIX
 from session_scheduler.repo import gitops
+from session_scheduler.store import progress
 
 SUFFIX = LANES_SUFFIX
 
@@ -278,3 +280,36 @@ def hand_over(project_repo: git.Repo, clone: git.Repo, project: Path, branch: st
     clone.git.fetch(
         "--quiet", "--no-tags", "--update-head-ok", str(project), f"+{ref}:{ref}", env=transport(clone)
     )
+
+
+def place_local_files(project: Path, clone: git.Repo, names: tuple[str, ...]) -> None:
+    """Copy the project's local files `names` (`--local-file`: untracked files its app needs) into
+    the lane's clone at the same paths, each listed in the clone's `.git/info/exclude` so that a
+    session's `git add -A` leaves it out. Written through no link the clone holds: a folder on
+    the way that is not a folder of the clone's own is an error (the caller makes the clone
+    again). A file the project no longer has is left out."""
+    root = Path(str(clone.working_dir))
+    exclude = Path(clone.git_dir) / "info" / "exclude"
+    listed = exclude.read_text(encoding="utf-8").splitlines() if exclude.is_file() else []
+    wanted = [f"/{name}" for name in names if f"/{name}" not in listed]
+    if wanted:
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        exclude.write_text("\n".join([*listed, "# the project's local files (--local-file)", *wanted]) + "\n")
+    for name in names:
+        try:
+            content = progress.read_regular(project / name)
+            mode = stat.S_IMODE(os.stat(project / name, follow_symlinks=False).st_mode)
+        except (OSError, StateError):  # gone, or no longer a file (the run's start said so)
+            continue
+        folder = root
+        for part in name.split("/")[:-1]:
+            folder = folder / part
+            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+                raise GitError(
+                    f"cannot copy the local file {name} into {root}: {folder} is not a folder there"
+                )
+            folder.mkdir(exist_ok=True)
+        if (root / name).is_dir() and not (root / name).is_symlink():
+            raise GitError(f"cannot copy the local file {name} into {root}: a folder is there")
+        progress.atomic_write_bytes(root / name, content, durable=False)  # replaces a link, never follows it
+        os.chmod(root / name, mode)  # as the person's (an executable stays one)

@@ -81,6 +81,7 @@ from session_scheduler.run.agent import (
 from session_scheduler.run.classify import LIMIT_MARGIN_S, Classified, backoff_s, cut_short, judged
 from session_scheduler.run.gating import Gatekeeper, gated
 from session_scheduler.run.opening import (
+    check_local_files,
     name_the_person_s_branch,
     note_stash,
     open_project,
@@ -182,6 +183,7 @@ class Lanes:
         repo, stashes = open_project(
             self.project, self.records, self.echo, [] if reattachable(self.runner) else tmp_dirs
         )
+        check_local_files(self.project, repo, self.config.local_files)
         stashed = note_stash(self.project, self.records, stashes, self.echo)
         self._planner = planner_of(self.project, self.config, self.host)
         self.totals = Totals.of(events.read(self.events.path))
@@ -332,7 +334,7 @@ class Lanes:
             main = gitops.head(repo, gitops.MAIN)
             if role is T.INITIALIZER and main is not None and main != flight.main:  # its skeleton, taken
                 gitops.keep_ref(repo, f"undone/session-{flight.number}/{gitops.MAIN}", main)
-                gitops.set_branch(repo, gitops.MAIN, flight.main)
+                gitops.move_main(repo, flight.main, main)
             work = self.schedule.lanes[lane].work
             tip = gitops.head(repo, work.branch) if work else None
             if work is not None and tip != flight.branch_tip:
@@ -684,7 +686,9 @@ class Lanes:
             if work is not None:
                 workdirs.bring_back(repo, clone, work.branch)
             if role is T.INITIALIZER and outcome.ok:  # its skeleton: main is quiet while it runs alone
-                gitops.set_branch(repo, gitops.MAIN, workdirs.take_main(repo, clone))
+                skeleton, before = workdirs.take_main(repo, clone), gitops.head(repo, gitops.MAIN)
+                assert before is not None, "the project has a main from its setup commit on"
+                gitops.move_main(repo, skeleton, before)
             self._verified_events(number, role, work, outcome)
             events: tuple[Event, ...] = ()
             if classified.standing.counted:
@@ -926,6 +930,8 @@ class Lanes:
                 start = work.branch
         clone.git.checkout("-q", "-f", start)
         gitops.keep_loose(clone, gitops.MAIN)  # a file of its own, which a session's sandbox keeps unwritable
+        if self.config.local_files:  # the untracked files the person named, and no other
+            workdirs.place_local_files(self.project, clone, self.config.local_files)
 
     def _keep_leftovers(self, repo: git.Repo, clone: git.Repo, lane: int, number: int) -> None:
         """What the lane's last session left uncommitted, kept in the project and told (as one

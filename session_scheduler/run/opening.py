@@ -13,7 +13,7 @@ import git
 
 from session_scheduler.core import version
 from session_scheduler.core.config import AgentConfig
-from session_scheduler.core.errors import StateError
+from session_scheduler.core.errors import ConfigError, StateError
 from session_scheduler.core.humane import plural
 from session_scheduler.core.layout import HANDOFF_FILES, STATE_FILE
 from session_scheduler.core.machine import WORK_BRANCHES
@@ -61,6 +61,23 @@ def open_project(
         gitops.checkout(repo, gitops.MAIN)
     crashpoints.reached("repo_opened")
     return repo, stashed
+
+
+def check_local_files(project: Path, repo: git.Repo, names: tuple[str, ...]) -> None:
+    """Refuse, before anything runs, a local file (`--local-file`) the project does not have as an
+    untracked regular file: what each lane's clone is given must be the person's, outside git."""
+    for name in names:
+        path = project / name
+        if path.is_symlink() or not path.is_file():
+            raise ConfigError(
+                f"--local-file {name}: {path} is not a file (a regular file, not a link); create it, or forget "
+                "the saved local files with --local-file none"
+            )
+        if str(repo.git.execute(["git", "--literal-pathspecs", "ls-files", "--", name])).strip():
+            raise ConfigError(
+                f"--local-file {name}: git tracks it, so every lane's clone has it already; forget the saved "
+                "local files with --local-file none (and name the untracked ones again)"
+            )
 
 
 def planner_of(project: Path, config: AgentConfig, host: Host) -> Planner:

@@ -265,9 +265,16 @@ class Ran:
             )
 
     def no_scheduler_files_committed(self, base: str, tip: str) -> None:
-        bad = [p for p in gitops.changed_paths(self.repo, base, tip) if is_scheduler_path(p)]
+        changed = gitops.changed_paths(self.repo, base, tip)
+        bad = [p for p in changed if is_scheduler_path(p)]
         if bad:
             raise ClaimRefused(f"hand-off or scheduler files were committed: {', '.join(bad)}")
+        local = [p for p in changed if p in self.config.local_files]
+        if local:
+            raise ClaimRefused(
+                f"the project's local files were committed: {', '.join(local)} (the person keeps them out of "
+                "git: --local-file); remove them from the branch's commits"
+            )
 
     def no_repo_code_committed(self, base: str, tip: str) -> None:
         """No commit adds what makes git run code: a nested repository (a gitlink, which git enters

@@ -266,6 +266,10 @@ def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentCo
     if extra:
         known = list(data.get("allowed_domains", DEFAULT_ALLOWED_DOMAINS))
         data["allowed_domains"] = known + [d for d in extra if d not in known]
+    named = given.pop("local_files_given", ())
+    if named:
+        known = [] if "none" in named else list(data.get("local_files", ()))
+        data["local_files"] = known + [n for n in named if n != "none" and n not in known]
     choice = given.pop("gates_choice", None)
     if choice is not None:
         data["gates"], data["detect_gates"] = read_gates(choice)
@@ -506,6 +510,15 @@ def _checked(option: str, check: Callable[[str], object]) -> Callable[[Any, Any,
     "allow_domains",
     multiple=True,
     help="A network domain sandboxed commands may reach, besides the package registries (repeatable; saved).",
+)
+@click.option(
+    "--local-file",
+    "local_files_given",
+    multiple=True,
+    metavar="PATH",
+    help="An untracked file of the project its app needs to run (a local config such as .env), given as a path "
+    "in the project folder: copied into each lane's clone before every session and kept out of its commits "
+    "(repeatable; saved; `--local-file none` forgets them). Nothing untracked reaches the lanes otherwise.",
 )
 @click.option(
     "--allow-repo-code/--no-allow-repo-code",
