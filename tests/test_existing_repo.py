@@ -14,7 +14,7 @@ merge in progress. The runs, in order:
 Each run leaves everything of the person's as it was, or set aside and named with the command
 that brings it back; the person's CLAUDE.md reaches every session's system prompt (the scripted
 model server runs in the test process and records each request's system prompt), and the work
-tree ends on `main` (where the work is), naming `develop`.
+tree ends on `main` (where the work is), naming `develop`. With one lane and with three (issue 30).
 """
 
 from __future__ import annotations
@@ -108,8 +108,9 @@ def the_person_s_files_are_intact(project: Path, kept: dict[str, str]) -> None:
     assert f"{kept['stash']} On develop: the person's own stash" in stashes, stashes
 
 
+@pytest.mark.parametrize("lanes", ["1", "3"])
 def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_every_session(
-    tmp_path: Path,
+    tmp_path: Path, lanes: str
 ) -> None:
     started = time.monotonic()
     project = tmp_path / "generations" / "mine"
@@ -125,7 +126,7 @@ def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_ever
         env["AGENT_GENERATIONS_DIR"] = str(tmp_path / "generations")
 
         # 1. a merge in progress: refused in one line, nothing touched
-        refused = run(command(project), env)
+        refused = run(command(project, "--lanes", lanes), env)
         assert refused.returncode == 1, explain(refused)
         assert (
             "in the middle of a merge: finish it (`git commit`) or abort it (`git merge --abort`)"
@@ -140,9 +141,9 @@ def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_ever
         # 2. the person aborts their merge; two sessions, then the rest in a resumed run
         sh(project, "merge", "--abort")
         assert (project / "notes.md").read_text() == "line 1\nmy uncommitted edit\n"
-        first = run(command(project, "--max-iterations", "2"), env)
+        first = run(command(project, "--max-iterations", "2", "--lanes", lanes), env)
         assert first.returncode == 3, explain(first)
-        second = run(command(project), env)
+        second = run(command(project), env)  # the lane count saved
         assert second.returncode == 0, explain(second)
     assert sequence(project) == [INIT, IMPL, REVIEW]  # the INITIALIZER's `git add -A` was verified at once
 

@@ -177,10 +177,11 @@ def test_a_plain_rerun_of_the_demo_resumes_the_demo_and_no_offline_demo_leaves_i
 # --- a finished project: no probe, no credentials ------------------------------------------------
 
 
+@pytest.mark.parametrize("lanes", ["1", "3"])
 def test_rerunning_a_finished_project_neither_probes_the_sandbox_nor_asks_for_credentials(
-    spec_file: Path,
+    spec_file: Path, lanes: str
 ) -> None:
-    assert invoke("--project-dir", "app", "--spec", str(spec_file)).exit_code == 0
+    assert invoke("--project-dir", "app", "--spec", str(spec_file), "--lanes", lanes).exit_code == 0
     probes: list[int] = []
 
     def probe() -> Preflight:
@@ -190,7 +191,7 @@ def test_rerunning_a_finished_project_neither_probes_the_sandbox_nor_asks_for_cr
     again = invoke("--project-dir", "app", preflight=probe, credentials=lambda: NO_CREDENTIALS)
     assert again.exit_code == 0, again.output
     assert probes == [] and "1/1 features passing" in again.output
-    unfinished = invoke("--project-dir", "other", "--max-iterations", "1", preflight=probe)
+    unfinished = invoke("--project-dir", "other", "--max-iterations", "1", "--lanes", lanes, preflight=probe)
     assert unfinished.exit_code == 3 and probes == [1], "a run that starts a session probes once"
 
 
@@ -222,9 +223,12 @@ def test_a_session_never_starts_unprobed() -> None:
 # --- restore hints that work ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("lanes", ["1", "3"])
 @pytest.mark.parametrize("name", ["progress.json", "reviews.json", "feature_list.json"])
-def test_a_corrupt_handoff_file_gets_a_restore_hint_that_works(name: str) -> None:
-    assert invoke("--project-dir", "app", "--max-iterations", "3", features=2).exit_code == 3
+def test_a_corrupt_handoff_file_gets_a_restore_hint_that_works(name: str, lanes: str) -> None:
+    assert (
+        invoke("--project-dir", "app", "--max-iterations", "3", "--lanes", lanes, features=2).exit_code == 3
+    )
     project = resolve_project("app")
     path = project / name
     path.write_text("{ not json")
@@ -255,21 +259,25 @@ def test_help_says_where_a_relative_project_dir_lands() -> None:
 # --- nothing left in the system temp folder ------------------------------------------------------
 
 
+@pytest.mark.parametrize("lanes", ["1", "3"])
 def test_dry_run_leaves_nothing_in_the_temp_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec_file: Path
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec_file: Path, lanes: str
 ) -> None:
     temp = tmp_path / "temp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     monkeypatch.setenv("TMPDIR", str(temp))
-    assert invoke("--project-dir", "app", "--spec", str(spec_file), "--dry-run").exit_code == 0
-    assert invoke("--project-dir", "app", "--max-iterations", "2").exit_code == 3
+    assert (
+        invoke("--project-dir", "app", "--spec", str(spec_file), "--dry-run", "--lanes", lanes).exit_code == 0
+    )
+    assert invoke("--project-dir", "app", "--max-iterations", "2", "--lanes", lanes).exit_code == 3
     assert invoke("--project-dir", "app", "--dry-run").exit_code == 0
     assert list(temp.iterdir()) == []
 
 
 @pytest.mark.e2e
-def test_a_run_check_and_dry_run_leave_the_temp_folder_empty(tmp_path: Path) -> None:
+@pytest.mark.parametrize("lanes", ["1", "3"])
+def test_a_run_check_and_dry_run_leave_the_temp_folder_empty(tmp_path: Path, lanes: str) -> None:
     """Through the real CLI, the OS sandbox's probe and the offline demo (in a short temp folder
     of its own: the sandbox's sockets live there, and a socket path is short)."""
     temp = Path(tempfile.mkdtemp(prefix="t-", dir="/tmp"))
@@ -279,7 +287,7 @@ def test_a_run_check_and_dry_run_leave_the_temp_folder_empty(tmp_path: Path) -> 
     scenario.write_text('{"features": 1}')
     for args in (
         ["--check"],
-        ["--project-dir", "app", "--offline-demo", "--scenario", str(scenario)],
+        ["--project-dir", "app", "--offline-demo", "--scenario", str(scenario), "--lanes", lanes],
         ["--project-dir", "app", "--dry-run"],
     ):
         done = subprocess.run(
@@ -336,12 +344,12 @@ class PlainWebServer:
         self.server.server_close()
 
 
-def run_against(base_url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def run_against(base_url: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The user's command against `base_url`, with a key, and Claude Code allowed ten retries."""
     env = hermetic_env(base_url, tmp_path / "home", max_retries=10)
     env["AGENT_GENERATIONS_DIR"] = str(tmp_path / "generations")
     return subprocess.run(
-        [sys.executable, "autonomous_agent_demo.py", "--project-dir", "app"],
+        [sys.executable, "autonomous_agent_demo.py", "--project-dir", "app", *args],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
@@ -357,8 +365,10 @@ REFUSALS = {
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("kind", sorted(REFUSALS))
-def test_a_refused_key_billing_or_model_ends_the_run_in_one_line(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize(("kind", "lanes"), [*((kind, "1") for kind in sorted(REFUSALS)), ("http_401", "3")])
+def test_a_refused_key_billing_or_model_ends_the_run_in_one_line(
+    tmp_path: Path, kind: str, lanes: str
+) -> None:
     """bench/reliability.py times these (under 15 s each)."""
     from scripted_model.protocol import Fault, Turn
     from scripted_model.server import ScriptedModelServer
@@ -368,7 +378,7 @@ def test_a_refused_key_billing_or_model_ends_the_run_in_one_line(tmp_path: Path,
             return Fault(kind)  # type: ignore[arg-type]
 
     with ScriptedModelServer(Refusing()) as server:
-        done = run_against(server.base_url, tmp_path)
+        done = run_against(server.base_url, tmp_path, "--lanes", lanes)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr
     cause, fix = REFUSALS[kind]
     lines = done.stderr.strip().splitlines()
