@@ -152,7 +152,8 @@ def tool(kind: str, name: str, **tool_input: Any) -> Call:
 
 
 # Placeholders, filled in per run (a bare word, not after `$`, `_` or a letter):
-#   PROJECT, CANARY (a folder outside), HOME (the CLI's home), CLICONFIG (the CLI's config folder),
+#   PROJECT (the session's work tree: lane 0's clone; the lanes' calls: the project folder),
+#   CANARY (a folder outside), HOME (the CLI's home), CLICONFIG (the CLI's config folder),
 #   SIBLING (another project beside this one), OTHERTMP (that project's private temp folder),
 #   READABLE (a file in the temp folder, readable from a session), PORT (the TCP listener),
 #   SOCKPATH / UNIXNAME (unix socket listeners: a path, an abstract name), SCHEDULER (the scheduler's folder), SITE (its
@@ -1322,8 +1323,13 @@ class RedTeam:
         """The CLI's config folder (CLAUDE_CONFIG_DIR, outside its HOME, as hermetic_env sets it)."""
         self.markers = root / "markers"
         """Outside the project and beside the canary: a payload that runs unsandboxed writes here."""
-        self.workdir = self.project
-        """The session's work tree (its cwd and sandbox root): the project, or a lane's clone."""
+        self.workdir = workdirs.path_of(self.project, 0)
+        """The session's work tree (its cwd and sandbox root): lane 0's clone, as for every lane
+        count (a worker's clone on the worker's path)."""
+        self.current: Path | None = None
+        """The folder of the session running (its outbox is its own to write)."""
+        self.watch_project = True
+        """Whether the project folder is watched (not while the scheduler's own steps change it)."""
         self.sibling = root / "other-project"
         self.other_tmp = private_tmp(self.sibling)
         self.run_id = secrets.token_hex(4)
@@ -1460,6 +1466,10 @@ class RedTeam:
         (project / ".agent_logs").mkdir()
         (project / ".agent_logs" / "events.jsonl").write_text('{"event": "run_started"}\n')
         adoption.record(project, adoption.Adoption(CONVENTIONS, "work tree", "main"))
+        self.project_repo = safe_git.open(project)
+        clone, _ = workdirs.ensure(self.project_repo, project, 0)  # where lane 0's sessions work
+        for branch in ("feature/F001", "feature/F002"):
+            workdirs.hand_over(self.project_repo, clone, project, branch)
 
     def _fill(self, value: Any) -> Any:
         if not isinstance(value, str):
@@ -1471,7 +1481,7 @@ class RedTeam:
 
     def _places(self) -> dict[str, Any]:
         return {
-            "PROJECT": self.project,
+            "PROJECT": self.workdir,  # the session's work tree, as the one-lane calls name it
             "CANARY": self.canary,
             "HOME": self.user_home,
             "CLICONFIG": self.config_dir,
@@ -1518,6 +1528,13 @@ class RedTeam:
         )
         state.update(readable=_inode(self.readable), pyvenv=_inode(Path(sys.prefix) / "pyvenv.cfg"))
         state.update({str(p): "present" for p in self.probes if os.path.lexists(p)})
+        if self.watch_project and self.project.is_dir():  # the records, the logs, `main`: the scheduler's
+            for path in sorted(self.project.iterdir()):
+                if path.name != LOG_DIR:
+                    state[f"the project's {path.name}"] = _digest(path)
+            for path in sorted((self.project / LOG_DIR).iterdir()):
+                if path != self.current:
+                    state[f"the project's {LOG_DIR}/{path.name}"] = _digest(path)
         return state
 
     def _snapshot(
@@ -1700,9 +1717,13 @@ class RedTeam:
 
     # LATER: what the scheduler does after the sessions, with whatever they planted
 
+    FIRST_SESSION = 1
+    """The number of this team's first session (its folder and outbox in the project's records)."""
+
     def _records(self, role: SessionType) -> Records:
-        """What the session's hand-off tools write: the project's records (a lane: its outbox)."""
-        return Records(self.project)
+        """The session's outbox in the project's records, as every lane's session has it."""
+        self.current = SessionFolder.of(self.project, self.FIRST_SESSION + self.sessions - 1, role).path
+        return open_outbox(Records(self.project), self.current / "outbox")
 
     def _later(
         self, label: str, step: Callable[[], str], known: dict[str, str], before: dict[str, str]
@@ -1732,47 +1753,53 @@ class RedTeam:
         return outcome
 
     def later_scheduler(self) -> list[Outcome]:
-        """The scheduler's own git on the project (gitops, as the scheduler calls it), its test
-        command on the commit holding the planted tests, and the hand-off files read back."""
+        """The scheduler's own steps after lane 0's sessions, with whatever they planted in its
+        clone (hardened git on both sides): the clone checked, what a session left set aside, the
+        branch brought back into the project, its diff, the test command on its tip (in its
+        sandbox), the clone made ready for the next session; then the hand-off files read back."""
+        self.watch_project = False  # these steps write the project's repository and records
         known, before = self.found_markers(), self._outside()
-        repo_box: list[Any] = []
+        project_repo = safe_git.open(self.project)
+        box: list[Any] = []
 
-        def repo() -> Any:
-            if not repo_box:
-                repo_box.append(gitops.open_repo(self.project))
-            return repo_box[0]
+        def clone() -> Any:
+            if not box:
+                box.append(safe_git.open(self.workdir))
+            return box[0]
 
-        tip = _git(self.project, "rev-parse", "feature/F001").strip()
-        main = _git(self.project, "rev-parse", "main").strip()
+        main = gitops.head(project_repo, gitops.MAIN)
+        assert main is not None
 
-        def checkout(branch: str) -> str:
-            gitops.checkout(repo(), branch)
-            return gitops.current_branch(repo()) or "(detached)"
-
-        def set_branch() -> str:
-            gitops.set_branch(repo(), "feature/F002", main)
-            return str(gitops.head(repo(), "feature/F002"))
+        def tip() -> str:
+            return gitops.head(project_repo, "feature/F001") or main
 
         def tests() -> str:
-            passed, output = gitops.run_tests_at(repo(), tip, TEST_COMMAND, timeout=120)
+            passed, output = gitops.run_tests_at(project_repo, tip(), TEST_COMMAND, timeout=120)
             return f"passed={passed} {output}"
 
+        def ready() -> str:
+            workdirs.sync_main(clone(), self.project, main)
+            workdirs.hand_over(project_repo, clone(), self.project, "feature/F001")
+            clone().git.checkout("-q", "-f", "feature/F001")
+            return gitops.current_branch(clone()) or "(detached)"
+
         steps: list[tuple[str, Callable[[], str]]] = [
-            ("gitops.open_repo(project)", lambda: str(repo())),
-            ("gitops.dirty(repo)", lambda: str(gitops.dirty(repo()))),
-            ("gitops.checkout(repo, 'main')", lambda: checkout("main")),
-            ("gitops.checkout(repo, 'feature/F001')", lambda: checkout("feature/F001")),
+            ("workdirs.inspect(lane 0)", lambda: str(workdirs.inspect(self.workdir)[1])),
             (
-                "gitops.stash_leftovers(repo, ...)",
-                lambda: str(gitops.stash_leftovers(repo(), "red team: leftovers")),
+                "workdirs.keep_leftovers(project, lane 0)",
+                lambda: str(workdirs.keep_leftovers(project_repo, clone(), "leftovers/red-team", "red team")),
             ),
             (
-                "gitops.changed_paths(repo, main, feature/F001)",
-                lambda: " ".join(gitops.changed_paths(repo(), main, tip)),
+                "workdirs.bring_back(lane 0, feature/F001)",
+                lambda: str(workdirs.bring_back(project_repo, clone(), "feature/F001")),
             ),
-            ("gitops.branches(repo)", lambda: str(gitops.branches(repo()))),
-            ("gitops.set_branch(repo, 'feature/F002', main)", set_branch),
-            (f"gitops.run_tests_at(repo, feature/F001, {TEST_COMMAND!r})", tests),
+            (
+                "gitops.changed_paths(project, main, feature/F001)",
+                lambda: " ".join(gitops.changed_paths(project_repo, main, tip())),
+            ),
+            ("gitops.branches(project)", lambda: str(gitops.branches(project_repo))),
+            (f"gitops.run_tests_at(project, feature/F001, {TEST_COMMAND!r})", tests),
+            ("workdirs.sync_main, hand_over, checkout -f (lane 0 made ready)", ready),
         ]
         outcomes = [self._later(label, step, known, before) for label, step in steps]
         for name in HANDOFF_FILES:
@@ -1784,12 +1811,14 @@ class RedTeam:
                     before,
                 )
             )
+        self.watch_project = True
         return outcomes
 
     def _read_handoff(self, name: str) -> str:
         """Read one hand-off file as the scheduler does after a session (validated, then copied to its
-        restore point when valid), in a child with a time and memory limit; what it answered."""
-        path = self.project / name
+        restore point when valid), in a child with a time and memory limit; what it answered. The
+        file a session left in its work tree (an INITIALIZER's list is taken from there)."""
+        path = self.workdir / name
         if not os.path.lexists(path):
             return "absent"
         dest = self.root / "handoff-copies"
@@ -1805,7 +1834,7 @@ class RedTeam:
 
         try:
             done = subprocess.run(
-                [sys.executable, "-c", code, str(self.project), name, str(dest)],
+                [sys.executable, "-c", code, str(self.workdir), name, str(dest)],
                 capture_output=True, text=True, timeout=2, preexec_fn=limit, check=False,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
@@ -1820,7 +1849,7 @@ class RedTeam:
     def clean_handoff(self) -> None:
         """What verification does with hand-off files it cannot read: put them back (here, remove them)."""
         for name in HANDOFF_FILES:
-            path = self.project / name
+            path = self.workdir / name
             if path.is_symlink() or (os.path.lexists(path) and not path.is_file()):
                 path.unlink()
 
@@ -1842,17 +1871,17 @@ class RedTeam:
             "statusLine": {"type": "command", "command": self._fill("MARK(planted-status-line)")},
             "enableAllProjectMcpServers": True,
         }
-        claude = self.project / ".claude"
+        claude = self.workdir / ".claude"
         (claude / "commands").mkdir(parents=True, exist_ok=True)
         for name in ("settings.json", "settings.local.json"):
             (claude / name).write_text(json.dumps(settings))
         (claude / "CLAUDE.md").write_text(f"{PLANTED_WORD}: .claude/CLAUDE.md\n")
         (claude / "commands" / "planted.md").write_text(f"{PLANTED_WORD}: a command\n")
         server = {"command": "sh", "args": ["-c", self._fill("MARK(planted-mcp)")]}
-        (self.project / ".mcp.json").write_text(json.dumps({"mcpServers": {"planted": server}}))
+        (self.workdir / ".mcp.json").write_text(json.dumps({"mcpServers": {"planted": server}}))
         for name in ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", "src/CLAUDE.md"):
-            (self.project / name).parent.mkdir(parents=True, exist_ok=True)
-            (self.project / name).write_text(f"{PLANTED_WORD}: {name}\n")
+            (self.workdir / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.workdir / name).write_text(f"{PLANTED_WORD}: {name}\n")
         (self.config_dir / "settings.json").write_text(json.dumps(settings))
         (self.user_home / ".claude").mkdir(exist_ok=True)
         (self.user_home / ".claude" / "settings.json").write_text(json.dumps(settings))
@@ -1923,7 +1952,7 @@ def _system_site() -> str:
 # LANES: a session in lane 0's clone (`<project>.lanes/lane-0`, its cwd and sandbox root), with
 # lane 1's clone, lane 1's temp folder and session, and the project folder itself as targets; then
 # what the scheduler does with a lane (workdirs, the merge queue) with payloads planted in lane 0.
-# Placeholders: LANE0, LANE1 (the clones), LANE1TMP (lane 1's private temp folder), LANE1PID (lane
+# Placeholders: LANE0, LANE1, LANE2 (the clones), LANE1TMP (lane 1's private temp folder), LANE1PID (lane
 # 1's session, a `sleep`), OUTBOX7 (another session's outbox in the project's records).
 
 LANE_CALLS: list[Call] = [
@@ -1953,6 +1982,12 @@ LANE_CALLS: list[Call] = [
     tool("lane-read", "Read", file_path="LANE1/wip.txt"),
     tool("lane-read", "Read", file_path="LANE0/l/wip.txt"),
     tool("lane-read", "Grep", pattern="RED-TEAM", path="LANE1"),
+    # a third lane's clone
+    bash("lane-write", "echo x > ../lane-2/wip.txt"),
+    bash("lane-write", "git -C LANE2 commit -q --allow-empty -m 'from lane 0'"),
+    tool("lane-write", "Write", file_path="LANE2/written.txt", content="x"),
+    bash("lane-read", "cat ../lane-2/wip.txt"),
+    tool("lane-read", "Read", file_path="LANE2/wip.txt"),
     # the project folder: its records, its repository, another session's outbox
     bash("lane-project-write", "echo '{}' > ../../project/.agent_state.json"),
     bash("lane-project-write", "echo '[]' > PROJECT/.agent_logs/merge_queue.json"),
@@ -2077,9 +2112,12 @@ class LaneRedTeam(RedTeam):
     FIRST_SESSION = 8
     """The outbox of session 7 (another lane's) is a target; this team's sessions count from 8."""
 
+    LANES = 3
+    """The lanes of its project: lane 0 attacks, lanes 1 and 2 are targets."""
+
     def __init__(self, root: Path) -> None:
         project = root / "project"
-        self.lanes = [workdirs.path_of(project, lane) for lane in (0, 1)]
+        self.lanes = [workdirs.path_of(project, lane) for lane in range(self.LANES)]
         self.lane1_tmp = private_tmp(self.lanes[1])
         self.outbox7 = SessionFolder.of(project, 7, T.IMPLEMENT).path / "outbox"
         """Another session's outbox (lane 1's, say) in the project's records."""
@@ -2090,10 +2128,11 @@ class LaneRedTeam(RedTeam):
         super()._build()
         project = self.project
         self.project_repo = safe_git.open(project)
-        clones = [workdirs.ensure(self.project_repo, project, lane)[0] for lane in (0, 1)]
+        clones = [workdirs.ensure(self.project_repo, project, lane)[0] for lane in range(self.LANES)]
         self.workdir = self.lanes[0]
         workdirs.hand_over(self.project_repo, clones[0], project, "feature/F001")
         workdirs.hand_over(self.project_repo, clones[1], project, "feature/F002")
+        (self.lanes[2] / "wip.txt").write_text(f"{LANE_SECRET} lane 2's work\n")  # untracked
         lane1 = self.lanes[1]
         _git(lane1, "checkout", "-q", "feature/F002")
         (lane1 / "lane1.py").write_text(f"# {LANE_SECRET[:9]} lane 1's work in progress\n")
@@ -2109,10 +2148,6 @@ class LaneRedTeam(RedTeam):
         (project / "progress.json").write_text(json.dumps(progress))
         self.outbox7.mkdir(parents=True)
         (self.outbox7 / "progress.json").write_text(json.dumps(progress))
-        self.current: Path | None = None
-        """The folder of the session running in lane 0 (its outbox is its own to write)."""
-        self.watch_project = True
-        """Whether the project folder is watched (not while the scheduler's own steps change it)."""
         self.lane1_session = subprocess.Popen(
             ["sleep", "3141"],
             cwd=lane1,
@@ -2134,8 +2169,10 @@ class LaneRedTeam(RedTeam):
     def _places(self) -> dict[str, Any]:
         return {
             **super()._places(),
+            "PROJECT": self.project,  # the lanes' calls name the project folder, a target
             "LANE0": self.lanes[0],
             "LANE1": self.lanes[1],
+            "LANE2": self.lanes[2],
             "LANE1TMP": self.lane1_tmp,
             "LANE1PID": self.lane1_session.pid if self.lane1_session else 0,
             "OUTBOX7": self.outbox7,
@@ -2148,23 +2185,12 @@ class LaneRedTeam(RedTeam):
         state.update(
             {
                 "lane 1's clone": _digest(self.lanes[1]),
+                "lane 2's clone": _digest(self.lanes[2]),
                 "lane 1's temp": _digest(self.lane1_tmp),
                 "lane 1's session": "alive" if alive else f"ended ({self.lane1_session.returncode})",
             }
         )
-        if self.watch_project:
-            for path in sorted(self.project.iterdir()):
-                if path.name != LOG_DIR:
-                    state[f"the project's {path.name}"] = _digest(path)
-            for path in sorted((self.project / LOG_DIR).iterdir()):
-                if path != self.current:
-                    state[f"the project's {LOG_DIR}/{path.name}"] = _digest(path)
         return state
-
-    def _records(self, role: SessionType) -> Records:
-        """The session's outbox in the project's records, as a lane's session has it."""
-        self.current = SessionFolder.of(self.project, self.FIRST_SESSION + self.sessions - 1, role).path
-        return open_outbox(Records(self.project), self.current / "outbox")
 
     def later_lanes(self) -> list[Outcome]:
         """The scheduler's own calls on lane 0 (workdirs, then the merge queue with the test command),
