@@ -71,6 +71,11 @@ TARGETS: dict[str, Target] = {
         ("tests/test_safe_git.py",),
         0.85,
     ),
+    "workdirs": Target(
+        ("session_scheduler/repo/workdirs.py",),
+        ("tests/test_workdirs.py", "tests/test_lane_confinement.py"),
+        0.85,
+    ),
     "gates": Target(
         ("session_scheduler/core/gates.py", "session_scheduler/core/languages.py"),
         ("tests/test_gates.py", "tests/test_languages.py"),

@@ -5,8 +5,10 @@ fetched back, without running any code a clone names."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
+import git
 import pytest
 from helpers import sh
 
@@ -262,3 +264,98 @@ def test_a_local_file_must_be_an_untracked_regular_file_of_the_project(project: 
         check_local_files(project, repo, ("link.env",))
     with pytest.raises(ConfigError, match="--local-file f: git tracks it"):
         check_local_files(project, repo, ("f",))
+
+
+def test_the_common_case_packs_and_never_fetches(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clone on the project's main: its work comes back as a pack, loose objects under 100 and a
+    kept pack from 100 on, each walked before the ref moves; no fetch, and nothing carried when
+    the project's branch is there already."""
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    path = Path(clone.working_dir)
+
+    def no_fetch(*args: object) -> None:
+        raise AssertionError("fetched where a pack would do")
+
+    monkeypatch.setattr(workdirs, "_fetch_into", no_fetch)
+    packs = lambda: sorted(p.name for p in (project / ".git" / "objects" / "pack").glob("*.pack"))  # noqa: E731
+    _lane_commit(path, "feature/F001", "a")
+    assert workdirs.bring_back(repo, clone, "feature/F001") == gitops.head(clone, "feature/F001")
+    assert packs() == []  # three objects: unpacked loose
+    sh(
+        path,
+        "mkdir many && for n in $(seq 120); do echo $n > many/$n; done && git add many && git commit -qm many",
+    )
+    tip = workdirs.bring_back(repo, clone, "feature/F001")
+    assert (
+        tip == gitops.head(clone, "feature/F001") and len(packs()) == 1
+    )  # 120 blobs and more: kept as a pack
+    assert sh(project, f"git cat-file -p {tip}:many/120") == "120"
+    carried: list[str] = []
+    monkeypatch.setattr(workdirs, "_carry", lambda *a: carried.append("carried"))
+    assert workdirs.bring_back(repo, clone, "feature/F001") == tip and carried == []  # (a REVIEW's branch)
+
+
+def test_a_pack_that_leaves_an_object_out_moves_no_ref(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the clone sends is walked from the tip in the project: a pack holding the commit
+    without its tree is refused, and the branch is not made."""
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    path = Path(clone.working_dir)
+    _lane_commit(path, "feature/F001", "a")
+    tip = gitops.head(clone, "feature/F001")
+    assert tip is not None
+    real = clone.git.pack_objects
+
+    def commit_only(*args: object, istream: object = None, output_stream: object = None) -> object:
+        with tempfile.TemporaryFile() as only:
+            only.write(f"{tip}\n".encode())
+            only.seek(0)
+            return real("--stdout", "-q", istream=only, output_stream=output_stream)
+
+    monkeypatch.setattr(clone.git, "pack_objects", commit_only)
+    with pytest.raises(git.GitCommandError):
+        workdirs.bring_back(repo, clone, "feature/F001")
+    assert gitops.head(repo, "feature/F001") is None
+
+
+def test_a_clone_on_main_already_is_not_fetched_into_and_its_own_branch_not_handed_back(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    _lane_commit(Path(clone.working_dir), "feature/F001", "a")
+    workdirs.bring_back(repo, clone, "feature/F001")
+    main = gitops.head(repo, "main")
+    assert main is not None
+    fetched: list[tuple[object, ...]] = []
+    real = clone.git.fetch
+    monkeypatch.setattr(clone.git, "fetch", lambda *a, **k: fetched.append(a) or real(*a, **k))
+    workdirs.sync_main(clone, project, main)
+    workdirs.hand_over(repo, clone, project, "feature/F001")
+    assert fetched == []
+    sh(project, "git commit -q --allow-empty -m moved")
+    moved = gitops.head(repo, "main")
+    assert moved is not None
+    workdirs.sync_main(clone, project, moved)
+    assert len(fetched) == 1 and gitops.head(clone, "main") == moved
+
+
+def test_local_files_are_listed_once_in_the_clone_s_exclude_and_keep_their_mode(project: Path) -> None:
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    path = Path(clone.working_dir)
+    (project / "bin").mkdir()
+    (project / "bin" / "local.sh").write_text("#!/bin/sh\necho local\n")
+    (project / "bin" / "local.sh").chmod(0o750)
+    for _ in range(2):
+        workdirs.place_local_files(project, clone, ("bin/local.sh",))
+    exclude = (path / ".git" / "info" / "exclude").read_text().splitlines()
+    assert exclude.count("/bin/local.sh") == 1 and exclude[-1] == "/bin/local.sh"
+    assert (path / "bin" / "local.sh").stat().st_mode & 0o777 == 0o750
+    (path / "bin" / "local.sh").unlink()
+    (path / "bin" / "local.sh").mkdir()  # a folder where the file goes
+    with pytest.raises(GitError, match="a folder is there"):
+        workdirs.place_local_files(project, clone, ("bin/local.sh",))
