@@ -74,8 +74,10 @@ TARGETS: dict[str, Target] = {
     "workdirs": Target(
         ("session_scheduler/repo/workdirs.py",),
         ("tests/test_workdirs.py", "tests/test_lane_confinement.py"),
-        0.85,
-    ),
+        0.80,
+    ),  # its survivors are mostly git flags that change only output or speed (`--quiet`, `--no-tags`,
+    # `--negotiation-tip`, `--not` before commits the walk would reach anyway) and arguments GitPython
+    # drops when they become None: behaviour the tests cannot see, so the goal is 80%
     "gates": Target(
         ("session_scheduler/core/gates.py", "session_scheduler/core/languages.py"),
         ("tests/test_gates.py", "tests/test_languages.py"),

@@ -275,7 +275,9 @@ def test_the_hand_off_files_are_checked_trimmed_restored_and_carry_each_lane_s_s
     assert report.status == "limit", report.message
     assert (project / ".agent_logs" / "restore" / "post" / "reviews.json").is_file()
     status = json.loads((project / "progress.json").read_text())
-    assert status["current_phase"] in ("IMPLEMENT", "REVIEW", "WAIT") and status["lanes"]["0"]["phase"], status
+    assert status["current_phase"] in ("IMPLEMENT", "REVIEW", "WAIT") and status["lanes"]["0"]["phase"], (
+        status
+    )
     progress_file = json.loads((project / "progress.json").read_text())
     first = progress_file["sessions"][0]
     progress_file["sessions"] = [

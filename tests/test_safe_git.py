@@ -633,3 +633,31 @@ def test_the_hardened_git_finds_the_repository_from_its_folder_alone(
     assert "GIT_DIR" not in os.environ and "GIT_WORK_TREE" not in os.environ, (
         "not handed to the sessions either"
     )
+
+
+def test_url_rewrites_are_read_with_the_driver_names_and_a_setting_is_added_last(tmp_path: Path) -> None:
+    """The `url.*` settings of the repository's own config (its first command reads them), each
+    key once however its value spans lines; a repository with none has none."""
+    project = tmp_path / "app"
+    project.mkdir()
+    sh(project, "git init -q -b main")
+    sh(project, "git config url./elsewhere/.insteadOf /here && git config filter.x.clean cat")
+    sh(project, "git config --add url./other/.pushInsteadOf 'two\nlines'")
+    repo = safe_git.open(project)
+    assert isinstance(repo.git, safe_git.HardenedGit) and repo.git.rewrites == ()
+    repo.git.rev_parse("--git-dir")
+    assert repo.git.rewrites == ("url./elsewhere/.insteadof", "url./other/.pushinsteadof")
+    other = tmp_path / "plain"
+    other.mkdir()
+    sh(other, "git init -q -b main")
+    plain = safe_git.open(other)
+    plain.git.rev_parse("--git-dir")
+    assert plain.git.rewrites == ()
+    added = safe_git.with_setting(safe_git.with_setting({}, "a.b", "1"), "c.d", "2")
+    assert added == {
+        "GIT_CONFIG_KEY_0": "a.b",
+        "GIT_CONFIG_VALUE_0": "1",
+        "GIT_CONFIG_KEY_1": "c.d",
+        "GIT_CONFIG_VALUE_1": "2",
+        "GIT_CONFIG_COUNT": "2",
+    }

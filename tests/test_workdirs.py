@@ -359,3 +359,25 @@ def test_local_files_are_listed_once_in_the_clone_s_exclude_and_keep_their_mode(
     (path / "bin" / "local.sh").mkdir()  # a folder where the file goes
     with pytest.raises(GitError, match="a folder is there"):
         workdirs.place_local_files(project, clone, ("bin/local.sh",))
+
+
+def test_a_pack_of_one_object_is_taken_in(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty commit: a pack holding only that commit (its tree is `main`'s) still goes in."""
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    sh(Path(clone.working_dir), "git checkout -qb feature/F001 && git commit -q --allow-empty -m nothing")
+    monkeypatch.setattr(workdirs, "_fetch_into", lambda *a: pytest.fail("fetched"))
+    tip = workdirs.bring_back(repo, clone, "feature/F001")
+    assert tip == gitops.head(clone, "feature/F001") and sh(project, f"git cat-file -t {tip}") == "commit"
+
+
+def test_a_clone_git_cannot_make_says_why_in_one_line(tmp_path: Path) -> None:
+    not_a_repository = tmp_path / "app"
+    not_a_repository.mkdir()
+    sh(not_a_repository, "git init -q -b main")  # no commit: there is no main to clone
+    repo = safe_git.open(not_a_repository)
+    with pytest.raises(
+        GitError, match=r"cannot make lane 3's clone in .*app.lanes/lane-3: .*main"
+    ) as refused:
+        workdirs.ensure(repo, not_a_repository, 3)
+    assert "\n" not in str(refused.value).strip()
