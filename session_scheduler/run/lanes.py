@@ -148,6 +148,8 @@ class Lanes:
         """When the API began failing (clock time), until a session counts again."""
         self.reruns: dict[int, tuple[int, SessionState]] = {}
         """Per lane, the session cut short that it runs again (its number and its state)."""
+        self.outboxes: dict[int, Records] = {}
+        """Each lane's last outbox: what it remembers (its restore copies, the history index) the next keeps."""
         self.flights: dict[int, InFlight] = {}
         """Per lane, the session in flight (saved with the schedule: what a rerun after a kill needs)."""
         self.held: dict[int, InFlight] = {}
@@ -473,8 +475,11 @@ class Lanes:
                     self._check_handoff()
                     progress.write_status_of(self.records, view, lane)
                 outbox = (
-                    Records(folder.path / OUTBOX) if held else open_outbox(self.records, folder.path / OUTBOX)
+                    Records(folder.path / OUTBOX)
+                    if held
+                    else open_outbox(self.records, folder.path / OUTBOX, self.outboxes.get(lane))
                 )  # a held session's outbox is the one it writes to
+                self.outboxes[lane] = outbox
                 spent = self.totals.cost_usd + self._per_session() * (self._running() - 1)
             self._session(
                 repo,

@@ -29,11 +29,19 @@ OUTBOX = "outbox"
 """A lane's session's outbox: its folder in the session's folder."""
 
 
-def open_outbox(records: Records, folder: Path) -> Records:
+def open_outbox(records: Records, folder: Path, previous: Records | None = None) -> Records:
     """A session's outbox in `folder`: copies of the records' hand-off files, made now, and their
-    history files linked (read only: the tools take the largest archived ids from them)."""
+    history files linked (read only: the tools take the largest archived ids from them).
+    `previous`: the lane's last outbox, whose memory of its restore copies and of the history
+    index the new one keeps (each entry still checked against the file it describes)."""
     folder.mkdir(parents=True, exist_ok=True)
     outbox = Records(folder)
+    if previous is not None:
+        outbox.copies = previous.copies  # the lane's restore copies: the same folder every session
+        for name in HISTORY_FILES:
+            known = previous.history_index.get(str(previous.path(name)))
+            if known is not None:
+                outbox.history_index[str(outbox.path(name))] = known
     for name in HANDOFF_FILES:
         source, target = records.path(name), folder / name
         target.unlink(missing_ok=True)
