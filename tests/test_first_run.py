@@ -63,6 +63,19 @@ def test_a_spec_that_cannot_be_used_is_a_usage_error_in_one_line(tmp_path: Path,
     assert not resolve_project("app").exists()
 
 
+@pytest.mark.parametrize(
+    "option",
+    [["--lanes", "0"], ["--max-turns", "many"], ["--bogus"], ["--lanes"]],
+    ids=["range", "type", "unknown", "value"],
+)
+def test_an_option_click_refuses_is_one_line_too(option: list[str]) -> None:
+    result = invoke("--project-dir", "app", *option)
+    assert result.exit_code == 2, result.output
+    line = one_line(result)
+    assert line.startswith("error: ") and line.endswith("--help` lists the options)"), line
+    assert not resolve_project("app").exists()
+
+
 @pytest.mark.parametrize("kind", ["missing", "folder", "without-demo"])
 def test_a_scenario_that_cannot_be_used_is_a_usage_error_in_one_line(tmp_path: Path, kind: str) -> None:
     scenario = tmp_path / "scenario.json"

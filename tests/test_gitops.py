@@ -406,3 +406,20 @@ def test_a_config_lock_left_by_a_killed_run_does_not_stop_the_next(tmp_path: Pat
     (project / ".git" / "config.lock").write_text("[someone else's\n")
     gitops.open_repo(project)
     assert config.stat().st_mtime_ns == before and (project / ".git" / "config.lock").exists()
+
+
+def test_the_first_run_on_main_commits_the_spec_alone_and_sets_nothing_aside(tmp_path: Path) -> None:
+    """An existing repository on `main` with the person's untracked and staged files: the spec is
+    committed alone, nothing is stashed, their files stay as they were."""
+    project = tmp_path / "app"
+    project.mkdir()
+    sh(project, "init", "-q", "-b", "main")
+    sh(project, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-q", "--allow-empty", "-m", "start")
+    (project / "app_spec.txt").write_text("An app.\n")
+    (project / ".env").write_text("KEY=1\n")
+    (project / "staged.txt").write_text("staged\n")
+    sh(project, "add", "staged.txt")
+    gitops.open_repo(project)
+    assert sh(project, "stash", "list") == "" and (project / ".env").read_text() == "KEY=1\n"
+    assert sh(project, "show", "--name-only", "--format=", "main").split() == ["app_spec.txt"]
+    assert "A  staged.txt" in sh(project, "status", "--porcelain").splitlines()

@@ -280,8 +280,10 @@ def test_local_files_are_checked_added_saved_and_forgotten(spec_file: Path) -> N
     missing = invoke(*base, "--local-file", ".env")
     assert missing.exit_code not in (0, 3) and missing.stderr.count("\n") == 1, missing.output
     assert "--local-file .env:" in missing.stderr and "is not a file" in missing.stderr
+    assert not project.exists(), "refused before anything is created or saved"
     outside = invoke(*base, "--local-file", "../secrets.env")
     assert outside.exit_code not in (0, 3) and "must be a path inside the project folder" in outside.stderr
+    project.mkdir(parents=True)
     (project / ".env").write_text("KEY=1\n")
     ran = invoke(*base, "--local-file", ".env")
     assert ran.exit_code == 3 and "stopped after 1 session" in ran.stdout, ran.output

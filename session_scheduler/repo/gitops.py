@@ -122,8 +122,8 @@ def open_repo(project: Path) -> git.Repo:
         if repo.head.is_valid():
             if head(repo, MAIN) is None:  # an existing repository whose main line has another name
                 repo.git.branch(MAIN, "HEAD")
-            if _spec_untracked(repo, project):  # the first run in an existing repository
-                checkout(repo, MAIN)
+            if _spec_untracked(repo, project) and current_branch(repo) != MAIN:  # the first run in an
+                checkout(repo, MAIN)  # existing repository on another branch: what is in the way set aside
         if spec_text is not None and not spec.exists():  # set aside with a user's uncommitted work
             spec.write_bytes(spec_text)
         _ensure_gitignore(repo, project)
@@ -163,9 +163,9 @@ def _ensure_gitignore(repo: git.Repo, project: Path) -> None:
     """
     ensure_exclude(repo)
     if repo.head.is_valid():
-        if _spec_untracked(repo, project):
+        if _spec_untracked(repo, project):  # the spec alone: what the person staged stays staged
             repo.git.add("app_spec.txt")
-            repo.git.commit("-m", SPEC_COMMIT, "--no-verify")
+            repo.git.commit("-m", SPEC_COMMIT, "--no-verify", "--", "app_spec.txt")
         return
     path = project / ".gitignore"
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []

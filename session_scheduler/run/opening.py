@@ -63,16 +63,24 @@ def open_project(
     return repo, stashed
 
 
+def local_file_missing(project: Path, name: str) -> str | None:
+    """What is wrong with the local file `name` of `project` (None: it is a regular file there)."""
+    path = project / name
+    if path.is_symlink() or not path.is_file():
+        return (
+            f"--local-file {name}: {path} is not a file (a regular file, not a link); create it, or forget "
+            "the saved local files with --local-file none"
+        )
+    return None
+
+
 def check_local_files(project: Path, repo: git.Repo, names: tuple[str, ...]) -> None:
     """Refuse, before anything runs, a local file (`--local-file`) the project does not have as an
     untracked regular file: what each lane's clone is given must be the person's, outside git."""
     for name in names:
-        path = project / name
-        if path.is_symlink() or not path.is_file():
-            raise ConfigError(
-                f"--local-file {name}: {path} is not a file (a regular file, not a link); create it, or forget "
-                "the saved local files with --local-file none"
-            )
+        missing = local_file_missing(project, name)
+        if missing:
+            raise ConfigError(missing)
         if str(repo.git.execute(["git", "--literal-pathspecs", "ls-files", "--", name])).strip():
             raise ConfigError(
                 f"--local-file {name}: git tracks it, so every lane's clone has it already; forget the saved "

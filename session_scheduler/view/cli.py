@@ -59,6 +59,7 @@ from session_scheduler.guard import browser_box, safe_git
 from session_scheduler.guard.sandbox import Host, Preflight, preflight
 from session_scheduler.repo import adoption, workdirs
 from session_scheduler.run import showing
+from session_scheduler.run.opening import local_file_missing
 from session_scheduler.run.plan import Planner, brief_for
 from session_scheduler.run.prompts import EXAMPLE_SPEC, template_path
 from session_scheduler.store import crashpoints, events, progress, statefile
@@ -379,7 +380,38 @@ def _checked(option: str, check: Callable[[str], object]) -> Callable[[Any, Any,
     return callback
 
 
+class OneLineErrors(click.Group):
+    """The command line's group, whose usage errors (an option's value out of range, a missing
+    option, an unknown one) are one line on stderr, `error: ...` with exit 2, as every other bad
+    input is, instead of click's usage block."""
+
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "autonomous_agent_demo.py"
+            click.echo(f"error: {exc.format_message()} (`{where} --help` lists the options)", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 @click.group(
+    cls=OneLineErrors,
     invoke_without_command=True,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
@@ -754,6 +786,10 @@ def run_cli(
             "saved for when you give one",
             markup=False,
         )
+    for name in config.local_files:  # before anything is created or saved: a file the project lacks
+        missing_file = local_file_missing(project, name)
+        if missing_file:
+            raise ConfigError(missing_file)
     if (
         starts and not offline_demo
     ):  # before anything is created: a newcomer without credentials gets no folder
