@@ -56,6 +56,10 @@ def test_a_lane_clone_is_made_beside_the_project_and_shares_no_file_with_it(proj
             "it borrows objects from another repository",
         ),
         ("rm -rf .git/objects .git/refs .git/HEAD", "git cannot read it"),
+        (  # a file git would not read as blank is not the sandbox's empty mount point
+            "python3 -c \"open('.git/objects/info/alternates', 'w').write(' ' * 4096)\"",
+            "it borrows objects from another repository",
+        ),
     ],
 )
 def test_a_clone_a_lane_broke_is_made_again_and_the_project_is_untouched(
@@ -116,7 +120,7 @@ def test_a_sync_the_clone_redirects_is_refused(project: Path, tmp_path: Path) ->
     sh(project, "git commit -q --allow-empty -m moved")
     main = gitops.head(repo, "main")
     assert main is not None
-    with pytest.raises(GitError, match="did not take the project's main"):
+    with pytest.raises(GitError, match=f"did not take the project's main {main[:10]}$"):
         workdirs.sync_main(clone, project, main)
 
 
@@ -381,3 +385,40 @@ def test_a_clone_git_cannot_make_says_why_in_one_line(tmp_path: Path) -> None:
     ) as refused:
         workdirs.ensure(repo, not_a_repository, 3)
     assert "\n" not in str(refused.value).strip()
+
+
+def test_a_dangling_link_where_a_clone_goes_is_not_a_folder(project: Path, tmp_path: Path) -> None:
+    workdirs.root_of(project).mkdir()
+    workdirs.path_of(project, 0).symlink_to(tmp_path / "nowhere")
+    assert workdirs.problem_of(workdirs.path_of(project, 0)) == "it is not a folder"
+    assert workdirs.problem_of(workdirs.path_of(project, 1)) == "it is missing"
+
+
+def test_a_clone_without_main_has_none_to_take(project: Path) -> None:
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    sh(Path(clone.working_dir), "git checkout -q --detach && git branch -q -D main")
+    with pytest.raises(GitError, match="lane-0 has no main to take"):
+        workdirs.take_main(repo, clone)
+
+
+def test_a_branch_checked_out_in_the_clone_is_handed_over_when_the_project_s_moved(project: Path) -> None:
+    repo = safe_git.open(project)
+    one, _ = workdirs.ensure(repo, project, 1)
+    two, _ = workdirs.ensure(repo, project, 2)
+    _lane_commit(Path(one.working_dir), "feature/F001", "a")
+    workdirs.bring_back(repo, one, "feature/F001")
+    workdirs.hand_over(repo, two, project, "feature/F001")
+    sh(Path(two.working_dir), "git checkout -q feature/F001")  # lane 2 has it checked out
+    _lane_commit(Path(one.working_dir), "feature/F001", "b")  # lane 1 goes on with it
+    tip = workdirs.bring_back(repo, one, "feature/F001")
+    workdirs.hand_over(repo, two, project, "feature/F001")
+    assert gitops.head(two, "feature/F001") == tip
+
+
+def test_a_local_file_the_project_no_longer_has_leaves_the_others_placed(project: Path) -> None:
+    repo = safe_git.open(project)
+    clone, _ = workdirs.ensure(repo, project, 0)
+    (project / ".env").write_text("KEY=1\n")
+    workdirs.place_local_files(project, clone, ("gone.env", ".env"))
+    assert (Path(clone.working_dir) / ".env").read_text() == "KEY=1\n"
