@@ -318,6 +318,8 @@ def test_a_client_s_root_the_box_cannot_write_is_refused_by_the_box(
     browser: tuple[RunningBrowser, list[int]],
 ) -> None:
     running, _ = browser
+    if cs.SCHEDULER_DIR.is_relative_to("/tmp"):  # the box has a /tmp of its own: the write lands there
+        pytest.skip("a checkout under /tmp is not read-only in the box (its /tmp is the box's own)")
     name = f"escaped-{secrets.token_hex(4)}.png"
     target = cs.SCHEDULER_DIR / "tests" / name  # readable in the box, not writable
     try:
