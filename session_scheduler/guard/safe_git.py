@@ -28,12 +28,15 @@ commits pass `--ignore-submodules=none`, so that they name gitlinks.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import git
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 HARDENING: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", os.devnull),  # no hook runs: no file is found under /dev/null
@@ -227,6 +230,16 @@ class GitMemo:
 
 MEMO_KEPT = 8
 """Entries each of `GitMemo`'s dictionaries of commits keeps, the oldest dropped first."""
+
+
+def remembered(table: dict[K, V], key: K, make: Callable[[], V]) -> V:
+    """`table[key]`, made with `make()` the first time: a table of `GitMemo` keyed by full object
+    names, whose content never changes; past `MEMO_KEPT` entries the oldest is dropped."""
+    if key not in table:
+        table[key] = make()
+        while len(table) > MEMO_KEPT:
+            del table[next(iter(table))]
+    return table[key]
 
 
 class HardenedRepo(git.Repo):

@@ -31,15 +31,9 @@ def tree_at(repo: git.Repo, sha: str) -> Tree:
     """The files of commit `sha`; `read` gives a regular file's text (None for a file over
     READ_LIMIT, a binary one, a link, a submodule or a name not in the commit). Listed once per
     commit of a full name (`GitMemo.trees`): a commit never changes."""
-    trees = gitops.memo(repo).trees
-    known: Tree | None = trees.get(sha)
-    if known is not None:
-        return known
-    tree = _tree_at(repo, sha)
-    if gitops.is_object_name(sha):
-        trees[sha] = tree
-        while len(trees) > safe_git.MEMO_KEPT:
-            del trees[next(iter(trees))]
+    if not gitops.is_object_name(sha):  # a branch name: it can move
+        return _tree_at(repo, sha)
+    tree: Tree = safe_git.remembered(gitops.memo(repo).trees, sha, lambda: _tree_at(repo, sha))
     return tree
 
 

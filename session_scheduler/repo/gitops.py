@@ -452,16 +452,12 @@ class Change:
 def changes(repo: git.Repo, base: str, tip: str) -> list[Change]:
     """Every path that differs between two commits (a rename as a removal and an addition).
     Asked once per pair of commits (`GitMemo.diffs`): two commits never change."""
-    diffs = memo(repo).diffs
-    key = (base, tip)
-    if key not in diffs or not is_object_name(base) or not is_object_name(tip):
-        found = _changes(repo, base, tip)
-        if not (is_object_name(base) and is_object_name(tip)):
-            return found
-        diffs[key] = tuple(found)
-        while len(diffs) > safe_git.MEMO_KEPT:
-            del diffs[next(iter(diffs))]
-    return list(diffs[key])
+    if not (is_object_name(base) and is_object_name(tip)):  # a branch name: it can move
+        return _changes(repo, base, tip)
+    found: tuple[Change, ...] = safe_git.remembered(
+        memo(repo).diffs, (base, tip), lambda: tuple(_changes(repo, base, tip))
+    )
+    return list(found)
 
 
 def is_object_name(name: str) -> bool:

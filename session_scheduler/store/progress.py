@@ -383,16 +383,20 @@ def correct_passes(where: Records | Path, passing: frozenset[str]) -> list[str]:
     if data is None or not isinstance(features, list):
         return []
     differ = had ^ passing  # a feature whose `passes` is wrong is one of these (ids are unique)
-    ids = map(operator.methodcaller("get", "id"), (f if isinstance(f, dict) else {} for f in features))
-    wrong = [n for n, fid in enumerate(ids) if fid in differ]
-    wrong = [n for n in wrong if bool(features[n].get("passes")) != (features[n].get("id") in passing)]
+    wrong = [
+        n
+        for n, f in enumerate(features)
+        if isinstance(f, dict) and f.get("id") in differ and bool(f.get("passes")) != (f.get("id") in passing)
+    ]
     if not wrong:
         return []
     corrected = list(features)
     for n in wrong:
         corrected[n] = {**features[n], "passes": features[n].get("id") in passing}
     version = {**data, "features": corrected}
-    atomic_write_text(path, _features_text(records, features, version, wrong), durable=False)
+    atomic_write_text(  # not durable: the state file is, and `passes` comes from it
+        path, _features_text(records, features, version, wrong), durable=False
+    )
     flipped = {str(corrected[n]["id"]) for n in wrong}
     remember(records, path, version, passing=frozenset(had ^ flipped))
     return [str(corrected[n].get("id")) for n in wrong]
@@ -401,7 +405,7 @@ def correct_passes(where: Records | Path, passing: frozenset[str]) -> list[str]:
 def _features_text(records: Records, before: list[Any], version: dict[str, Any], changed: list[int]) -> str:
     """`to_text` of the feature list `version`, which differs from the list `before` at the
     positions `changed` alone: when `before` is the list written last (`Records.lines` keeps its
-    lines), only those are encoded again. Not durable: the state file is (`passes` comes from it)."""
+    lines), only those are encoded again."""
     features = version["features"]
     written, lines = records.lines
     if written is before and len(lines) == len(features):
