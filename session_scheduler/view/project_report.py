@@ -30,7 +30,7 @@ from session_scheduler.run import findings
 from session_scheduler.run.findings import Finding, SetAside
 from session_scheduler.store import events, statefile
 from session_scheduler.store.events import CUT_BY, Event, Totals, lane_of, role_order
-from session_scheduler.view import evidence_pages, review_evidence
+from session_scheduler.view import evidence_pages, proofs, review_evidence
 from session_scheduler.view.evidence_pages import step_text
 from session_scheduler.view.markup import code as _code
 from session_scheduler.view.markup import cut as _cut
@@ -185,6 +185,8 @@ class ReportData:
     """Each feature's gates and its reviews' graded steps with their browser evidence."""
     root: str = ""
     """The project's folder, absolute: the evidence's paths are relative to it."""
+    proofs: tuple[str, ...] = ()
+    """The features whose proof is written (view/proofs.py), in the features' order."""
 
 
 def gather(project: Path, now: float | None = None) -> ReportData:
@@ -279,6 +281,7 @@ def gather(project: Path, now: float | None = None) -> ReportData:
             frozenset(fid for fid, f in listing.items() if is_web(f)),
         ),
         root=str(project.resolve()),
+        proofs=proofs.written(project, (r.id for r in rows)),
     )
 
 
@@ -641,7 +644,7 @@ def render_html(data: ReportData, base: str | None = None) -> str:
 <header><h1>{escape(data.name)} <span id="run-status" class="status {escape(data.status)}">{escape(data.status)}</span></h1>
 <div class="path">{escape(data.path)} · {escape(data.detail)} · made {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.generated_at))}</div>
 <div class="figures">{figures}</div>{f'<p class="note" id="cost-note">Cost: {escape(note)}.</p>' if note else ""}</header>
-<section><h2>Features</h2>{_table("features", ["Feature", "Description", "Status", "Attempts", "Sessions", "Cost", "Merge", "Review", "Gates"], feature_rows, {3, 4, 5})}</section>
+<section><h2>Features</h2>{_table("features", ["Feature", "Description", "Status", "Attempts", "Sessions", "Cost", "Merge", "Review", "Gates"], feature_rows, {3, 4, 5})}</section>{_proofs_html(data, base)}
 <section>{charts}{_table("roles", ["Role", "Sessions", "Failed", "Tokens", "Cost"], role_rows, {1, 2, 3, 4})}</section>
 <section><h2>Burndown</h2>{_burndown(data)}<p class=legend>Features not yet passing; a red dot marks a feature blocked.</p></section>
 <section><h2>Review findings</h2>{_findings_html(data)}</section>
@@ -725,6 +728,29 @@ def _findings_html(data: ReportData) -> str:
     )
 
 
+def _proof_links(data: ReportData, base: str | None) -> list[tuple[str, str, str]]:
+    """(feature, its proof's address relative to the report's folder, its description)."""
+    titles, root = _titles(data), Path(data.root)
+    return [
+        (
+            fid,
+            evidence_pages.link(
+                data.root, str(proofs.path_of(root, fid).relative_to(root)), _base(data, base)
+            ),
+            titles[fid],
+        )
+        for fid in data.proofs
+    ]
+
+
+def _proofs_html(data: ReportData, base: str | None) -> str:
+    items = "".join(
+        f'<li><a href="{escape(href)}">{escape(fid)}</a>: {escape(title)}</li>'
+        for fid, href, title in _proof_links(data, base)
+    )
+    return f'\n<section id="proofs"><h2>Proofs</h2><ul>{items}</ul></section>' if items else ""
+
+
 def _set_aside_html(data: ReportData) -> str:
     if not data.set_aside:
         return '<p id="set-aside-none">Nothing was set aside: the scheduler moved none of your work.</p>'
@@ -792,6 +818,9 @@ def render_markdown(data: ReportData, base: str | None = None) -> str:
             for f in data.features
         ],
     )
+    if data.proofs:
+        lines += ["", "### Proofs", ""]
+        lines += [f"- [{_md(fid)}]({href}): {_md(title)}" for fid, href, title in _proof_links(data, base)]
     lines += ["", "### Cost per role", ""]
     lines += _md_table(
         ["Role", "Sessions", "Failed", "Tokens", "Cost"],
