@@ -14,7 +14,9 @@ merge in progress. The runs, in order:
 Each run leaves everything of the person's as it was, or set aside and named with the command
 that brings it back; the person's CLAUDE.md reaches every session's system prompt (the scripted
 model server runs in the test process and records each request's system prompt), and the work
-tree ends on `main` (where the work is), naming `develop`. With one lane and with three (issue 30).
+tree ends on `main` (where the work is), naming `develop`: the person asked for work to land on
+`main` (`--land-on main`; a review branch is the default: test_morning_review.py). With one lane
+and with three (issue 30).
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_ever
         # 2. the person aborts their merge; two sessions, then the rest in a resumed run
         sh(project, "merge", "--abort")
         assert (project / "notes.md").read_text() == "line 1\nmy uncommitted edit\n"
-        first = run(command(project, "--max-iterations", "2", "--lanes", lanes), env)
+        first = run(command(project, "--max-iterations", "2", "--lanes", lanes, "--land-on", "main"), env)
         assert first.returncode == 3, explain(first)
         second = run(command(project), env)  # the lane count saved
         assert second.returncode == 0, explain(second)

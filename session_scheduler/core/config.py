@@ -129,6 +129,13 @@ class AgentConfig:
     """Untracked files of the project its app needs to run (a local config such as `.env`), each
     a path in the project folder, copied into every lane's clone before each session and kept out
     of its commits (`--local-file`, saved). Nothing untracked reaches a lane otherwise."""
+    land_on: str = "main"
+    """Where verified work lands (`--land-on`, saved): `main` (the project's `main` moves, as in a
+    new project), or `review` (a review branch, `review_branch`, made from the person's branch
+    when the first run starts; the person's own branch moves only when they `approve`). A project
+    adopted from a repository with commits defaults to `review`, a new one to `main`."""
+    review_branch: str | None = None
+    """With `land_on` `review`: the branch work lands on (`agents/<date>`), chosen once and saved."""
     engine: str | None = None
     """Where sessions run (`--engine`, saved; core/engine.py): None in this process, or
     `temporal://HOST:PORT` / `temporal://local` on Temporal workers."""
@@ -189,6 +196,12 @@ class AgentConfig:
                 raise ValueError(
                     "--git-serve serves the run's own exchange: give it or --git-remote, not both"
                 )
+        if self.land_on not in LAND_ON:
+            raise ValueError(f"land_on must be one of {', '.join(LAND_ON)}, got {self.land_on!r}")
+        if self.review_branch is not None and review_branch_problem(self.review_branch):
+            raise ValueError(
+                f"review_branch {self.review_branch!r} {review_branch_problem(self.review_branch)}"
+            )
         for name in self.local_files:
             problem = local_file_problem(name)
             if problem is not None:
@@ -219,6 +232,36 @@ class AgentConfig:
         values["gates"] = GateSet.from_json(values["gates"]) if values.get("gates") else None
         values["app"] = AppSpec.from_json(values["app"]) if values.get("app") else None
         return cls(**values)
+
+
+LAND_ON = ("main", "review")
+"""Where verified work may land (`AgentConfig.land_on`)."""
+REVIEW_PREFIX = "agents/"
+"""Review branches are named `agents/<date>`: never a session's work branch (feature/, arch/)."""
+
+
+def review_branch_problem(name: object) -> str | None:
+    """Why `name` cannot be a review branch (None: it can)."""
+    if not isinstance(name, str) or not name.startswith(REVIEW_PREFIX):
+        return f"must start with {REVIEW_PREFIX}"
+    rest = name.removeprefix(REVIEW_PREFIX)
+    if (
+        not rest
+        or any(not (c.isalnum() or c in "-._") for c in rest)
+        or ".." in rest
+        or rest.endswith((".", ".lock"))
+    ):
+        return "must be agents/ and a name of letters, digits, '-', '.' or '_'"
+    return None
+
+
+def trunk_of(config: AgentConfig) -> str:
+    """The branch of the project's repository verified work lands on, what every lane's clone
+    calls `main`: the project's `main`, or its review branch."""
+    if config.land_on == "review":
+        assert config.review_branch is not None, "a review branch is chosen before the run opens the project"
+        return config.review_branch
+    return "main"
 
 
 def local_file_problem(name: object) -> str | None:

@@ -69,3 +69,7 @@ def is_scheduler_path(path: str) -> bool:
     """True for a repository path that is, or lies inside, one of NEVER_IN_GIT."""
     top = path.split("/", 1)[0]
     return top in NEVER_IN_GIT
+
+
+SPEC_NAME = "app_spec.txt"
+"""The spec in the project folder and in git, as sessions read it."""

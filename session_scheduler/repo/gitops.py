@@ -17,7 +17,7 @@ import git
 
 from session_scheduler.core.config import DEFAULT_ALLOWED_DOMAINS
 from session_scheduler.core.errors import GitError
-from session_scheduler.core.layout import NEVER_IN_GIT, ignore_pattern
+from session_scheduler.core.layout import NEVER_IN_GIT, SPEC_NAME, ignore_pattern
 from session_scheduler.guard import command_sandbox, safe_git
 from session_scheduler.repo import refs
 from session_scheduler.store import crashpoints, filestat
@@ -61,7 +61,7 @@ IGNORED = (
 """The `.gitignore` of a repository the scheduler creates."""
 
 
-TRACKED = (".gitignore", "app_spec.txt")
+TRACKED = (".gitignore", SPEC_NAME)
 
 
 SETUP_COMMIT = "chore: app spec and .gitignore for the scheduler's files"
@@ -108,17 +108,26 @@ def unfinished(project: Path) -> tuple[str, str] | None:
     return None
 
 
-def open_repo(project: Path) -> git.Repo:
+def open_repo(project: Path, trunk: str = MAIN) -> git.Repo:
     """Open the project's repository, creating it (branch `main`, identity, .gitignore) if needed;
     every git command the scheduler runs in it is hardened (safe_git.py). The work tree is left as
     it is (nothing checked out, nothing set aside) unless the spec must first be committed on
-    `main`; each session checks out what it starts on itself."""
+    `main`; each session checks out what it starts on itself. `trunk`: the branch work lands on;
+    another than `main` (a review branch) is made from the person's branch and gets the spec by
+    a commit of its own, the person's work tree, index and branch untouched."""
     try:
         repo = safe_git.open(project) if (project / ".git").exists() else safe_git.init(project, MAIN)
         _ensure_identity(repo)
         ensure_exclude(repo)  # first: a stash below must leave the scheduler's files where they are
-        spec = project / "app_spec.txt"
+        spec = project / SPEC_NAME
         spec_text = spec.read_bytes() if spec.is_file() else None
+        if trunk != MAIN:
+            _ensure_gitignore(repo, project, commit_spec=False)  # a new repository's setup commit
+            if head(repo, trunk) is None:
+                repo.git.branch(trunk, "HEAD")
+            if spec_text is not None:
+                commit_spec_on(repo, trunk, spec_text)
+            return repo
         if repo.head.is_valid():
             if head(repo, MAIN) is None:  # an existing repository whose main line has another name
                 repo.git.branch(MAIN, "HEAD")
@@ -130,6 +139,30 @@ def open_repo(project: Path) -> git.Repo:
         return repo
     except git.GitCommandError as exc:
         raise GitError(f"git failed in {project}: {exc.stderr.strip() or exc}") from None
+
+
+def commit_spec_on(repo: git.Repo, branch: str, spec: bytes) -> None:
+    """`branch` gets the spec as `app_spec.txt` in a commit of its own, made without a work tree
+    or the index (the person's are left as they are), unless its tree holds that spec already."""
+    tip = head(repo, branch)
+    assert tip is not None
+    blob = _with_input(repo, spec, "hash-object", "-w", "--no-filters", "--stdin")
+    listing = str(repo.git.ls_tree(tip)).splitlines()
+    entry = f"100644 blob {blob}\t{SPEC_NAME}"
+    if entry in listing:
+        return
+    kept = [line for line in listing if line.split("\t", 1)[-1] != SPEC_NAME]
+    tree = _with_input(repo, ("\n".join([*kept, entry]) + "\n").encode(), "mktree")
+    commit = str(repo.git.commit_tree(tree, "-p", tip, "-m", SPEC_COMMIT)).strip()
+    repo.git.update_ref(f"refs/heads/{branch}", commit, tip)
+
+
+def _with_input(repo: git.Repo, data: bytes, *command: str) -> str:
+    """A git command's output, `data` on its input."""
+    with tempfile.TemporaryFile() as stream:
+        stream.write(data)
+        stream.seek(0)
+        return str(repo.git.execute(["git", *command], istream=stream)).strip()
 
 
 def _ensure_identity(repo: git.Repo) -> None:
@@ -149,10 +182,10 @@ def _ensure_identity(repo: git.Repo) -> None:
 
 
 def _spec_untracked(repo: git.Repo, project: Path) -> bool:
-    return (project / "app_spec.txt").exists() and not repo.git.ls_files("app_spec.txt")
+    return (project / SPEC_NAME).exists() and not repo.git.ls_files(SPEC_NAME)
 
 
-def _ensure_gitignore(repo: git.Repo, project: Path) -> None:
+def _ensure_gitignore(repo: git.Repo, project: Path, *, commit_spec: bool = True) -> None:
     """Keep hand-off and scheduler files out of git.
 
     `.git/info/exclude` holds the scheduler's paths on every start (no commit can change
@@ -163,9 +196,11 @@ def _ensure_gitignore(repo: git.Repo, project: Path) -> None:
     """
     ensure_exclude(repo)
     if repo.head.is_valid():
-        if _spec_untracked(repo, project):  # the spec alone: what the person staged stays staged
-            repo.git.add("app_spec.txt")
-            repo.git.commit("-m", SPEC_COMMIT, "--no-verify", "--", "app_spec.txt")
+        if commit_spec and _spec_untracked(
+            repo, project
+        ):  # the spec alone: what the person staged stays staged
+            repo.git.add(SPEC_NAME)
+            repo.git.commit("-m", SPEC_COMMIT, "--no-verify", "--", SPEC_NAME)
         return
     path = project / ".gitignore"
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
@@ -186,9 +221,9 @@ def ensure_exclude(repo: git.Repo) -> None:
         exclude.write_text("\n".join([*known, "# the scheduler's files", *extra]) + "\n", encoding="utf-8")
 
 
-def commits_after_setup(repo: git.Repo) -> int:
-    """How many commits `main` has after the scheduler's own first one (0 when it has none)."""
-    subjects = str(repo.git.log("--format=%s", MAIN)).splitlines() if head(repo, MAIN) else []
+def commits_after_setup(repo: git.Repo, trunk: str = MAIN) -> int:
+    """How many commits `trunk` (where work lands) has after the scheduler's own first one (0 when it has none)."""
+    subjects = str(repo.git.log("--format=%s", trunk)).splitlines() if head(repo, trunk) else []
     for setup in (SETUP_COMMIT, SPEC_COMMIT):
         if setup in subjects:
             return subjects.index(setup)
@@ -269,20 +304,20 @@ def set_branch(repo: git.Repo, branch: str, sha: str) -> None:
         repo.git.branch("-f", branch, sha)
 
 
-def move_main(repo: git.Repo, new: str, old: str) -> None:
-    """Move the project's `main` from `old` to `new` (only from `old`: a compare-and-swap), its
-    work tree following when it has `main` checked out (`follow_main`): nothing of the person's
-    is stashed or overwritten."""
-    repo.git.update_ref(f"refs/heads/{MAIN}", new, old)
-    follow_main(repo, old, new)
+def move_main(repo: git.Repo, new: str, old: str, branch: str = MAIN) -> None:
+    """Move the project's `branch` (`main`, or where work lands) from `old` to `new` (only from
+    `old`: a compare-and-swap), its work tree following when it has that branch checked out
+    (`follow_main`): nothing of the person's is stashed or overwritten."""
+    repo.git.update_ref(f"refs/heads/{branch}", new, old)
+    follow_main(repo, old, new, branch)
 
 
-def follow_main(repo: git.Repo, old: str, new: str) -> None:
-    """The project's work tree, when it has `main` checked out, follows `main` from `old` to `new`
+def follow_main(repo: git.Repo, old: str, new: str, branch: str = MAIN) -> None:
+    """The project's work tree, when it has `branch` checked out, follows it from `old` to `new`
     (a two-tree merge of the index and the files: what the person changed there and their
     untracked files are kept; a change in a file the move touches makes git refuse, leaving their
     files as they are, and `git status` shows the difference)."""
-    if repo.bare or current_branch(repo) != MAIN:
+    if repo.bare or current_branch(repo) != branch:
         return
     with contextlib.suppress(git.GitCommandError):
         repo.git.read_tree("-m", "-u", old, new)

@@ -87,15 +87,17 @@ def land(
     landing: Landing,
     tests: Tests | None,
     guard: contextlib.AbstractContextManager[object] | None = None,
+    onto: str = gitops.MAIN,
 ) -> Verdict:
-    """Land one approved tip on `main` (see the module's text); `guard`: held while `main`
-    moves and the work tree follows (what reads `main` under it never sees it half moved)."""
-    ref = f"refs/heads/{gitops.MAIN}"
+    """Land one approved tip on `onto` (`main`, the review branch, or the person's branch when
+    they approve; see the module's text); `guard`: held while the branch moves and the work
+    tree follows (what reads the branch under it never sees it half moved)."""
+    ref = f"refs/heads/{onto}"
     for _ in range(RETRIES):
-        main = gitops.head(repo, gitops.MAIN)
+        main = gitops.head(repo, onto)
         if main is None:
             raise GitError(
-                f"`{gitops.MAIN}` is missing; restore it (see `git reflog`) and run the same command again"
+                f"`{onto}` is missing; restore it (see `git reflog`) and run the same command again"
             )
         if gitops.is_ancestor(repo, landing.tip, main):
             return Landed(main, again=True)
@@ -105,7 +107,7 @@ def land(
                     repo.git.update_ref(ref, landing.merge, main)
                 except git.GitCommandError:
                     continue  # `main` moved meanwhile: merge onto the new one
-                gitops.follow_main(repo, main, landing.merge)
+                gitops.follow_main(repo, main, landing.merge, onto)
             return Landed(landing.merge, reviewed=True)
         merged = _merge_tree(repo, main, landing.tip)
         if isinstance(merged, Conflict):
@@ -125,10 +127,10 @@ def land(
                 repo.git.update_ref(ref, commit, main)  # only from the `main` it was merged onto
             except git.GitCommandError:
                 continue  # `main` moved meanwhile: merge onto the new one
-            gitops.follow_main(repo, main, commit)
+            gitops.follow_main(repo, main, commit, onto)
         return Landed(commit)
     raise GitError(
-        f"`{gitops.MAIN}` kept moving while {landing.branch} was landed ({RETRIES} tries); "
+        f"`{onto}` kept moving while {landing.branch} was landed ({RETRIES} tries); "
         "stop what else writes to the repository and run the same command again"
     )
 

@@ -95,10 +95,12 @@ def _blank(path: Path) -> bool:
         return False
 
 
-def ensure(project_repo: git.Repo, project: Path, lane: int) -> tuple[git.Repo, str | None]:
+def ensure(
+    project_repo: git.Repo, project: Path, lane: int, trunk: str = gitops.MAIN
+) -> tuple[git.Repo, str | None]:
     """Lane `lane`'s clone, made when missing and made again when it is not one the scheduler can
     use; (the clone, why it was made again: None when it was fine or new). Its `main` is the
-    project's, checked out."""
+    project's `trunk` (where work lands: `main`, or a review branch), checked out."""
     path = path_of(project, lane)
     found, problem = inspect(path)
     if found is not None:
@@ -112,7 +114,7 @@ def ensure(project_repo: git.Repo, project: Path, lane: int) -> tuple[git.Repo, 
     runner.names_read = True  # no repository there yet: no config to read
     try:
         runner.clone(  # `main` alone: a lane is handed the branches it works on (`hand_over`)
-            "--no-local", "--no-checkout", "--quiet", "--single-branch", "--branch", gitops.MAIN,
+            "--no-local", "--no-checkout", "--quiet", "--single-branch", "--branch", trunk,
             str(project), str(path), env=transport(project_repo),
         )  # fmt: skip
     except git.GitCommandError as exc:
@@ -123,7 +125,7 @@ def ensure(project_repo: git.Repo, project: Path, lane: int) -> tuple[git.Repo, 
     gitops.ensure_exclude(clone)  # the hand-off and scheduler files stay out of the lane's commits too
     for key in ("name", "email"):
         clone.git.config(f"user.{key}", project_repo.git.config(f"user.{key}"))
-    clone.git.checkout("-q", "-B", gitops.MAIN, f"origin/{gitops.MAIN}")
+    clone.git.checkout("-q", "-B", gitops.MAIN, f"origin/{trunk}")
     return clone, None if problem == "it is missing" else problem
 
 
@@ -144,8 +146,8 @@ def keep_leftovers(project_repo: git.Repo, clone: git.Repo, name: str, message: 
     return ref
 
 
-def sync_main(clone: git.Repo, project: Path, main: str) -> None:
-    """The lane's `main` becomes the project's `main` (`main`: its commit, read from the project);
+def sync_main(clone: git.Repo, project: Path, main: str, trunk: str = gitops.MAIN) -> None:
+    """The lane's `main` becomes the project's `trunk` (`main`: its commit, read from the project);
     what the lane had on its own `main` goes (approved work lands through the merge queue, never
     from a lane's `main`). Fetched only when the clone's `main` is another commit (after the lane's
     own REVIEW merge landed as it is, or a session that did not touch `main`, it is that commit
@@ -156,7 +158,7 @@ def sync_main(clone: git.Repo, project: Path, main: str) -> None:
         return
     refused = GitError(f"lane clone {clone.working_dir} did not take the project's main {main[:10]}")
     try:
-        clone.git.fetch("--quiet", "--no-tags", str(project), gitops.MAIN, env=transport(clone))
+        clone.git.fetch("--quiet", "--no-tags", str(project), f"refs/heads/{trunk}", env=transport(clone))
         if str(clone.git.rev_parse("FETCH_HEAD")).strip() != main:  # fetched from elsewhere
             raise refused
         if gitops.current_branch(clone) == gitops.MAIN:
@@ -169,7 +171,9 @@ def sync_main(clone: git.Repo, project: Path, main: str) -> None:
         raise refused
 
 
-def bring_back(project_repo: git.Repo, lane: git.Repo | Path, branch: str) -> str | None:
+def bring_back(
+    project_repo: git.Repo, lane: git.Repo | Path, branch: str, trunk: str = gitops.MAIN
+) -> str | None:
     """The lane's `branch` brought into the project's repository as the same branch (the lane owns
     it while it holds the work); its tip, or None when the lane has no such branch. `lane`: its
     clone, opened or its folder."""
@@ -180,7 +184,7 @@ def bring_back(project_repo: git.Repo, lane: git.Repo | Path, branch: str) -> st
         return None
     ref = f"refs/heads/{branch}"
     if gitops.head(project_repo, branch) != tip:  # (a REVIEW leaves it where it was)
-        _carry(project_repo, clone, ref, tip, ref, (gitops.MAIN, branch))
+        _carry(project_repo, clone, ref, tip, ref, (trunk, branch))
     return gitops.head(project_repo, branch)
 
 
@@ -252,7 +256,10 @@ def _fetch_into(project_repo: git.Repo, clone_path: Path, refspec: str, tips: tu
 
 
 def take_main(
-    project_repo: git.Repo, lane: git.Repo | Path, ref: str = "refs/scheduler/lanes/initial"
+    project_repo: git.Repo,
+    lane: git.Repo | Path,
+    ref: str = "refs/scheduler/lanes/initial",
+    trunk: str = gitops.MAIN,
 ) -> str:
     """The lane's `main` brought into the project's repository as `ref` (under refs/scheduler/):
     the INITIALIZER's skeleton, made while no other lane runs, or a REVIEW's merge; its commit.
@@ -261,7 +268,7 @@ def take_main(
     tip = gitops.head(clone, gitops.MAIN)
     if tip is None:
         raise GitError(f"lane clone {clone.working_dir} has no {gitops.MAIN} to take")
-    _carry(project_repo, clone, f"refs/heads/{gitops.MAIN}", tip, ref, (gitops.MAIN,))
+    _carry(project_repo, clone, f"refs/heads/{gitops.MAIN}", tip, ref, (trunk,))
     sha = gitops.ref_sha(project_repo, ref)
     if sha is None:
         raise GitError(f"lane clone {clone.working_dir} has no {gitops.MAIN} to take")

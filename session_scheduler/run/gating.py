@@ -13,6 +13,7 @@ on `main` after a merge or a landing; each run is one clean worktree (repo/gates
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -23,7 +24,7 @@ from session_scheduler.core import languages
 from session_scheduler.core.app import AppSpec
 from session_scheduler.core.config import AgentConfig
 from session_scheduler.core.errors import SchedulerError
-from session_scheduler.core.gates import GateResult, GateSet, of_options
+from session_scheduler.core.gates import GateResult, GateSet, finding, of_options
 from session_scheduler.core.layout import APP_FILE
 from session_scheduler.repo.gates import app_gate, run_gates_at, tree_at
 from session_scheduler.store.events import EventLog
@@ -132,6 +133,32 @@ def held(
         return [], []
     before = {r.name for r in red(keeper.check(repo, base, check))}
     return [r for r in failed if r.name not in before], [r.name for r in failed if r.name in before]
+
+
+def landing_tests(
+    keeper: Gatekeeper,
+    repo: git.Repo,
+    base: str | None,
+    where: str,
+    record: Callable[[tuple[GateResult, ...]], None],
+    say: Callable[[str], None],
+) -> Callable[[str], tuple[bool, str]] | None:
+    """The gates run on a merge onto `where` (the branch work lands on, or the person's when they
+    approve) whose tip is `base`: (passed, what failed) for a commit; None when no gate would run.
+    `record`: each check's results (an event); a gate red on `base` too is excused, in a line."""
+    check = keeper.plan(repo, base, branch=False) if base is not None else None
+    if base is None or check is None:
+        return None
+
+    def run(commit: str) -> tuple[bool, str]:
+        results = keeper.check(repo, commit, check)
+        failed, excused = held(keeper, repo, base, check, results)
+        if excused:
+            say(excused_line(excused, where).strip())
+        record(results)
+        return not failed, finding(failed, f"on {where} with this branch merged") if failed else ""
+
+    return run
 
 
 def excused_line(names: list[str], where: str) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 import git
 
 from session_scheduler.core.clock import Clock, SystemClock
-from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType
+from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType, trunk_of
 from session_scheduler.core.errors import (
     BadInput,
     GitError,
@@ -33,7 +33,7 @@ from session_scheduler.core.errors import (
     StateError,
     UnknownModel,
 )
-from session_scheduler.core.gates import finding
+from session_scheduler.core.gates import GateResult
 from session_scheduler.core.humane import duration, money, plural
 from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE, STATE_FILE
 from session_scheduler.core.machine import (
@@ -131,6 +131,9 @@ class Lanes:
         if lanes < 1:
             raise ValueError("lanes run one lane or more")
         self.project, self.config, self.runner, self.count = project, config, runner, lanes
+        self.trunk = trunk_of(config)
+        """Where verified work lands in the project's repository (`main`, or the review branch):
+        what every lane's clone calls `main`."""
         self.records = Records(project)
         self.echo = echo
         self.clock = clock or SystemClock()
@@ -183,7 +186,11 @@ class Lanes:
         tmp_dirs = [private_tmp(workdirs.path_of(self.project, n)) for n in range(self.count)]
         # a killed run's sessions on an engine's workers may still run: only those not awaited are stopped (`_resume`)
         repo, stashes = open_project(
-            self.project, self.records, self.echo, [] if reattachable(self.runner) else tmp_dirs
+            self.project,
+            self.records,
+            self.echo,
+            [] if reattachable(self.runner) else tmp_dirs,
+            self.trunk,
         )
         check_local_files(self.project, repo, self.config.local_files)
         stashed = note_stash(self.project, self.records, stashes, self.echo)
@@ -200,7 +207,7 @@ class Lanes:
             report = self._run(repo)
             status, message = report.run.status, report.run.message
             if self.sessions:
-                name_the_person_s_branch(repo, self._planner.adopted.branch, self.echo)
+                name_the_person_s_branch(repo, self._planner.adopted.branch, self.echo, self.trunk)
             return report
         except KeyboardInterrupt:
             status, message = "interrupted", "interrupted; run the same command again to resume"
@@ -333,10 +340,10 @@ class Lanes:
         if flight.copies is not None and Path(flight.copies).is_dir():
             progress.restore(self.records, Path(flight.copies), self.schedule.backlog.passing)
             crashpoints.reached("recover_restored")
-            main = gitops.head(repo, gitops.MAIN)
+            main = gitops.head(repo, self.trunk)
             if role is T.INITIALIZER and main is not None and main != flight.main:  # its skeleton, taken
                 gitops.keep_ref(repo, f"undone/session-{flight.number}/{gitops.MAIN}", main)
-                gitops.move_main(repo, flight.main, main)
+                gitops.move_main(repo, flight.main, main, self.trunk)
             work = self.schedule.lanes[lane].work
             tip = gitops.head(repo, work.branch) if work else None
             if work is not None and tip != flight.branch_tip:
@@ -453,7 +460,7 @@ class Lanes:
                 else:
                     view = self.schedule.view(lane)
                     self.schedule, number = self.schedule.issue()
-                main = gitops.head(repo, gitops.MAIN)
+                main = gitops.head(repo, self.trunk)
                 assert main is not None
                 folder = SessionFolder.of(self.project, number, view.lane.role)
                 work = view.lane.work
@@ -568,7 +575,7 @@ class Lanes:
         role, work = state.lane.role, state.lane.work
         if held is None:
             with self.lock:  # what reads the project's repository runs while no worktree is half made there
-                main = gitops.head(repo, gitops.MAIN)  # read with the clone made: the queue may have moved it
+                main = gitops.head(repo, self.trunk)  # read with the clone made: the queue may have moved it
                 assert main is not None
                 clone, workdir = self._ready(repo, lane, role, work, main, number)
                 crashpoints.reached("git_prepared")
@@ -689,11 +696,12 @@ class Lanes:
                     outcome, gates_review=applied.review_ids.get(outcome.gates_review, outcome.gates_review)
                 )
             if work is not None:
-                workdirs.bring_back(repo, clone, work.branch)
+                workdirs.bring_back(repo, clone, work.branch, self.trunk)
             if role is T.INITIALIZER and outcome.ok:  # its skeleton: main is quiet while it runs alone
-                skeleton, before = workdirs.take_main(repo, clone), gitops.head(repo, gitops.MAIN)
+                skeleton = workdirs.take_main(repo, clone, trunk=self.trunk)
+                before = gitops.head(repo, self.trunk)
                 assert before is not None, "the project has a main from its setup commit on"
-                gitops.move_main(repo, skeleton, before)
+                gitops.move_main(repo, skeleton, before, self.trunk)
             self._verified_events(number, role, work, outcome)
             events: tuple[Event, ...] = ()
             if classified.standing.counted:
@@ -892,7 +900,7 @@ class Lanes:
         """The lane's clone made ready for session `number`: what the last session left
         uncommitted set aside and named, on the project's `main`, with the work's branch as the
         project has it (none where the project has none), checked out for a role that starts on it."""
-        clone, remade = workdirs.ensure(repo, self.project, lane)
+        clone, remade = workdirs.ensure(repo, self.project, lane, self.trunk)
         if remade:
             self._say(lane, f"its clone was made again: {remade}")
         else:
@@ -904,7 +912,7 @@ class Lanes:
             git.GitCommandError,
         ) as refused:  # a clone that will not take main: made again, once
             shutil.rmtree(str(clone.working_dir))
-            clone, _ = workdirs.ensure(repo, self.project, lane)
+            clone, _ = workdirs.ensure(repo, self.project, lane, self.trunk)
             why = refused if isinstance(refused, GitError) else "git could not check the session's branch out"
             self._say(lane, f"its clone was made again: {why}")
             self._check_out(repo, clone, role, work, main)
@@ -916,7 +924,7 @@ class Lanes:
         """The clone on the project's `main`, with the work's branch as the project has it (none
         where the project has none), the one its role starts on checked out (`-f`: what a session
         left uncommitted was kept before)."""
-        workdirs.sync_main(clone, self.project, main)
+        workdirs.sync_main(clone, self.project, main, self.trunk)
         start = gitops.MAIN
         if work is not None:
             if gitops.head(repo, work.branch) is not None:
@@ -972,6 +980,7 @@ class Lanes:
                     repo,
                     clone or workdirs.path_of(self.project, lane),
                     f"refs/scheduler/reviewed/{event.work.branch}",
+                    self.trunk,
                 )
                 if lane is not None
                 else None
@@ -1020,7 +1029,7 @@ class Lanes:
                 landing = self.queue.pending()[0]
             began = time.time()
             tests = self._tests(repo, landing)
-            verdict = merge_queue.land(repo, landing, tests, guard=self.lock)
+            verdict = merge_queue.land(repo, landing, tests, guard=self.lock, onto=self.trunk)
             if isinstance(verdict, Landed):
                 crashpoints.reached("queue_landed")
             timing = {
@@ -1081,17 +1090,8 @@ class Lanes:
     def _tests(self, repo: git.Repo, landing: Landing) -> merge_queue.Tests | None:
         """The project's gates on the merge (None: none to run); their results are an event."""
         keeper = Gatekeeper.of(self.config, guard=self.lock)  # the lanes fetch into the project under it
-        main = gitops.head(repo, gitops.MAIN)
-        check = keeper.plan(repo, main, branch=False) if main is not None else None
-        if check is None:
-            return None
 
-        def run(commit: str) -> tuple[bool, str]:
-            results = keeper.check(repo, commit, check)
-            assert main is not None
-            failed, excused = gating.held(keeper, repo, main, check, results)
-            if excused:
-                self._say(None, gating.excused_line(excused, "main").strip())
+        def record(results: tuple[GateResult, ...]) -> None:
             with self.lock:
                 gated(
                     self.events,
@@ -1100,9 +1100,10 @@ class Lanes:
                     feature=_work_of(landing.branch).feature_id,
                     lane=landing.lane,
                 )
-            return not failed, finding(failed, "on main with this branch merged") if failed else ""
 
-        return run
+        return gating.landing_tests(
+            keeper, repo, gitops.head(repo, self.trunk), "main", record, lambda line: self._say(None, line)
+        )
 
     def _scheduler_review(self, work: WorkItem, verdict: Conflict | Red) -> int:
         """The review that sends work back (under the lock): what conflicted, or the tests' output."""

@@ -27,11 +27,16 @@ from session_scheduler.store.records import Records
 
 
 def open_project(
-    project: Path, records: Records, echo: Callable[[str], None], tmp_dirs: Iterable[Path]
+    project: Path,
+    records: Records,
+    echo: Callable[[str], None],
+    tmp_dirs: Iterable[Path],
+    trunk: str = gitops.MAIN,
 ) -> tuple[git.Repo, int]:
     """The project's repository, after the checks that refuse a project before anything runs,
     and the number of stashes it had before it was opened. `tmp_dirs`: the private temp folders
-    of the sessions (one per lane); what a killed run's sessions left running there is stopped."""
+    of the sessions (one per lane); what a killed run's sessions left running there is stopped.
+    `trunk`: the branch work lands on (`main`, or a review branch made here from the person's)."""
     progress.remove_half_written(records)
     left = [pid for tmp in tmp_dirs for pid in processes.stop_with_tmpdir(tmp)]
     if left:
@@ -41,11 +46,11 @@ def open_project(
     adoption.refuse_unfinished(project)
     adopting = adoption.pending(project)  # first: before anything is checked out or set aside
     stashed = len(gitops.stashes(project, records.stashes))
-    repo = gitops.open_repo(project)
-    later = gitops.commits_after_setup(repo)
+    repo = gitops.open_repo(project, trunk)
+    later = gitops.commits_after_setup(repo, trunk)
     if later and not any((project / name).exists() for name in (STATE_FILE, *HANDOFF_FILES)):
         raise StateError(
-            f"{STATE_FILE} and the hand-off files are gone, but main has {plural(later, 'commit')} of earlier "
+            f"{STATE_FILE} and the hand-off files are gone, but {trunk} has {plural(later, 'commit')} of earlier "
             "sessions (was the folder cleaned with `git clean -x`?); restore them from a backup of the "
             "project, or start a new project with another --project-dir"
         )
@@ -57,7 +62,9 @@ def open_project(
                 "later edits to it are not handed on"
             )
     current = gitops.current_branch(repo)
-    if current and current.startswith(WORK_BRANCHES):  # work lands on main; a lane's branch is fetched here
+    if (
+        current and current.startswith(WORK_BRANCHES) and trunk == gitops.MAIN
+    ):  # a lane's branch is fetched here
         gitops.checkout(repo, gitops.MAIN)
     crashpoints.reached("repo_opened")
     return repo, stashed
@@ -135,10 +142,20 @@ def note_stash(project: Path, records: Records, before: int, echo: Callable[[str
     return ref, message, refs.sha(project / ".git", "refs/stash") or ""
 
 
-def name_the_person_s_branch(repo: git.Repo, adopted_branch: str | None, echo: Callable[[str], None]) -> None:
+def name_the_person_s_branch(
+    repo: git.Repo, adopted_branch: str | None, echo: Callable[[str], None], trunk: str = gitops.MAIN
+) -> None:
     """After a run that ran sessions, name the branch the person had checked out before the
-    first run when that was another than `main` (where the work lands): it is as they left it."""
+    first run when that was another than `main` (where the work lands): it is as they left it.
+    With a review branch (`trunk`), say where the work is and how to take it."""
     mine = adopted_branch
+    if trunk != gitops.MAIN:
+        yours = f"your branch {mine}" if mine else "your branch"
+        echo(
+            f"  work tree: as you left it; the verified work is on {trunk} ({yours} has not moved): "
+            "`status` lists it, `approve` lands it on your branch, `send-back FEATURE --why ...` returns one"
+        )
+        return
     if mine and mine != gitops.MAIN and not mine.startswith(WORK_BRANCHES) and gitops.head(repo, mine):
         echo(
             f"  work tree: on main, with the sessions' work; your branch {mine} is as you left it (`git checkout {mine}`)"

@@ -43,6 +43,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "budget_reached": ("which", "budget_usd", "spent_usd"),
     "set_aside": ("ref", "message"),
     "sent_back": ("feature", "branch", "why", "review_id"),
+    "approved": ("features", "onto", "commit"),
     "gates_ran": ("where", "passed", "gates", "red"),
 }
 """Every kind of event and the fields it carries (besides v, ts, run, kind)."""

@@ -37,6 +37,7 @@ from session_scheduler.core.config import (
     TERMINAL,
     AgentConfig,
     SessionType,
+    trunk_of,
 )
 from session_scheduler.core.engine import WORKER_SESSIONS, parse_address, parse_engine, remote_protocol
 from session_scheduler.core.errors import (
@@ -51,13 +52,13 @@ from session_scheduler.core.errors import (
     UnknownModel,
 )
 from session_scheduler.core.gates import GateSet, of_options, weakened
-from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE, STATE_FILE
+from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE, SPEC_NAME, STATE_FILE
 from session_scheduler.core.machine import SessionState, resume
 from session_scheduler.core.schedule import lanes_refusal, resized
 from session_scheduler.core.version import VERSION
 from session_scheduler.guard import browser_box, safe_git
 from session_scheduler.guard.sandbox import Host, Preflight, preflight
-from session_scheduler.repo import adoption, workdirs
+from session_scheduler.repo import adoption, landing, workdirs
 from session_scheduler.run import showing
 from session_scheduler.run.opening import local_file_missing
 from session_scheduler.run.plan import Planner, brief_for
@@ -65,7 +66,7 @@ from session_scheduler.run.prompts import EXAMPLE_SPEC, template_path
 from session_scheduler.store import crashpoints, events, progress, statefile
 from session_scheduler.store.authority import Authority, FileAuthority
 from session_scheduler.store.records import Records
-from session_scheduler.view import status
+from session_scheduler.view import proofs, status
 from session_scheduler.view.live import LiveConsole, Verbosity
 
 if TYPE_CHECKING:
@@ -73,7 +74,6 @@ if TYPE_CHECKING:
     from session_scheduler.run.runners import RunnerFactory
 
 HERE = Path(__file__).resolve().parents[2]
-SPEC_NAME = "app_spec.txt"
 OFFLINE_DEFAULTS: dict[str, Any] = {"test_command": "bash init.sh"}
 """The demo's options for a new project (its feature count is its scenario's)."""
 
@@ -553,6 +553,13 @@ class OneLineErrors(click.Group):
     "(repeatable; saved; `--local-file none` forgets them). Nothing untracked reaches the lanes otherwise.",
 )
 @click.option(
+    "--land-on",
+    type=click.Choice(["main", "review"]),
+    help="Where verified work lands (saved): `main`, or `review`: a branch agents/<date> made from your branch, "
+    "which moves only when you `approve`. Default: review for an existing repository with commits, main for a "
+    "new project.",
+)
+@click.option(
     "--allow-repo-code/--no-allow-repo-code",
     default=None,
     help="Let commits add what makes git run code: nested repositories (gitlinks) and filter, diff or merge drivers named in .gitattributes; refused by default (saved).",
@@ -753,6 +760,7 @@ def run_cli(
         demo = {**OFFLINE_DEFAULTS, "feature_count": scenario_data.features if scenario_data else 6}
         options = {**demo, **{k: v for k, v in options.items() if v is not None}}
     config = merge_config(saved, {**options, "offline_demo": offline_demo})
+    config = landing.settle(project, saved, config, options.get("land_on"), seams.clock.now())
     for line in weaker_gates(saved, config):  # never weaker without a line saying so
         console.print(f"Gates weaker: {line}", markup=False)
     if dry:
@@ -861,6 +869,10 @@ def _run(
             if config.lanes > 1
             else f"Sessions work in a clone, {project.name}.lanes/lane-0 beside the project; work lands here once approved"
         )
+        if config.land_on == "review":
+            view.echo(
+                f"Work lands on {config.review_branch}; your branch moves only when you `approve` (--land-on main: lands on main)"
+            )
         lanes = Lanes(
             project,
             config,
@@ -873,11 +885,15 @@ def _run(
             host=host,
         )
         try:
-            return lanes.run(max_iterations).run
+            report = lanes.run(max_iterations).run
         except UnknownModel:  # a model name the endpoint rejects is not kept
             known = merge_config(saved, {}).models if saved is not None else dict(DEFAULT_MODELS)
             progress.save_config(project, {**config.to_json(), "models": known})
             raise
+        written = proofs.write_missing(project, safe_git.open(project), trunk_of(config), seams.clock.now())
+        if written:
+            view.echo(f"Proofs written for {', '.join(written)}: {LOG_DIR}/{proofs.PROOFS_DIR}/")
+        return report
 
 
 def refuse_lane_change(project: Path, lanes: int) -> None:
@@ -1025,6 +1041,59 @@ def status_command(ctx: click.Context, project_dir: str, as_json: bool) -> None:
     _one_line_errors(show)
 
 
+def _morning(
+    ctx: click.Context, project_dir: str, act: Callable[[Path, AgentConfig, events.EventLog], str]
+) -> None:
+    """One of the person's commands on a project (`approve`, `send-back`): under the project's
+    lock, its events logged, one line said (or one line of refusal, nothing changed)."""
+    seams = Seams(**(ctx.obj or {}))
+
+    def run() -> None:
+        project = existing_project(project_dir)
+        saved = progress.load_config(project)
+        if saved is None:
+            raise BadInput(f"{project} has no saved options: run the project first")
+        config = merge_config(saved, {})
+        with seams.authority(project).hold():
+            log = events.EventLog(project, events.new_run_id(seams.clock), clock=seams.clock.now)
+            click.echo(act(project, config, log))
+
+    _one_line_errors(run)
+
+
+@main.command("approve")
+@click.option("--project-dir", required=True, help="The project's folder (as given to the run).")
+@click.argument("features", nargs=-1)
+@click.pass_context
+def approve_command(ctx: click.Context, project_dir: str, features: tuple[str, ...]) -> None:
+    """Land the work waiting on the review branch on your own branch (all of it, or the FEATURES
+    named, e.g. F001 F003), the gates run on the result; nothing moves when they fail."""
+    from session_scheduler.run import approval
+
+    _morning(
+        ctx,
+        project_dir,
+        lambda project, config, log: approval.approve(project, config, features, log, click.echo),
+    )
+
+
+@main.command("send-back")
+@click.option("--project-dir", required=True, help="The project's folder (as given to the run).")
+@click.option("--why", required=True, help="What is wrong, in your words: the review the next FIX answers.")
+@click.argument("feature")
+@click.pass_context
+def send_back_command(ctx: click.Context, project_dir: str, why: str, feature: str) -> None:
+    """Take FEATURE off the review branch and give it back to a FIX that answers your words;
+    the next run builds it again and it comes back for your approval."""
+    from session_scheduler.run import approval
+
+    _morning(
+        ctx,
+        project_dir,
+        lambda project, config, log: approval.send_back(project, config, feature, why, log, click.echo),
+    )
+
+
 @main.command("report")
 @click.option("--project-dir", required=True, help="The project's folder (as given to the run).")
 @click.option(
@@ -1049,6 +1118,11 @@ def report_command(ctx: click.Context, project_dir: str, output: Path | None, fm
 
     def write() -> None:
         project = existing_project(project_dir)
+        saved = progress.load_config(project)
+        if saved is not None and (project / ".git").is_dir():  # a killed run's landings get theirs
+            proofs.write_missing(
+                project, safe_git.open(project), trunk_of(merge_config(saved, {})), clock.now()
+            )
         data = gather(project, now=clock.now())
         target = output or (project / LOG_DIR / "report.html" if fmt == "html" else None)
         base = str(

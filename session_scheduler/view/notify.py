@@ -20,6 +20,7 @@ from pathlib import Path
 
 from session_scheduler.core.layout import LOG_DIR
 from session_scheduler.store.events import NOTIFY_KINDS, Event
+from session_scheduler.view import digest
 
 TIMEOUT_S = 60.0
 MAX_EVENT_BYTES = 16_384
@@ -55,7 +56,13 @@ class Notifier:
     def __call__(self, event: Event) -> None:
         if not wanted(event):
             return
-        data = json.dumps({**event, "project": str(self.project)}).encode("utf-8")[:MAX_EVENT_BYTES] + b"\n"
+        extra = (
+            {"digest": digest.lines(digest.digest_of(self.project))} if event["kind"] == "run_ended" else {}
+        )
+        data = (
+            json.dumps({**event, "project": str(self.project), **extra}).encode("utf-8")[:MAX_EVENT_BYTES]
+            + b"\n"
+        )
         try:
             self.log.parent.mkdir(parents=True, exist_ok=True)
             with self.log.open("ab") as out:

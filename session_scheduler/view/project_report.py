@@ -30,7 +30,7 @@ from session_scheduler.run import findings
 from session_scheduler.run.findings import Finding, SetAside
 from session_scheduler.store import events, statefile
 from session_scheduler.store.events import CUT_BY, Event, Totals, lane_of, role_order
-from session_scheduler.view import evidence_pages, proofs, review_evidence
+from session_scheduler.view import digest, evidence_pages, proofs, review_evidence
 from session_scheduler.view.evidence_pages import step_text
 from session_scheduler.view.markup import code as _code
 from session_scheduler.view.markup import cut as _cut
@@ -187,6 +187,8 @@ class ReportData:
     """The project's folder, absolute: the evidence's paths are relative to it."""
     proofs: tuple[str, ...] = ()
     """The features whose proof is written (view/proofs.py), in the features' order."""
+    digest: tuple[str, ...] = ()
+    """The morning digest's lines (view/digest.py): what landed, waits for the person, is blocked, cost."""
 
 
 def gather(project: Path, now: float | None = None) -> ReportData:
@@ -282,6 +284,7 @@ def gather(project: Path, now: float | None = None) -> ReportData:
         ),
         root=str(project.resolve()),
         proofs=proofs.written(project, (r.id for r in rows)),
+        digest=tuple(digest.lines(digest.digest_of(project, log))),
     )
 
 
@@ -643,7 +646,7 @@ def render_html(data: ReportData, base: str | None = None) -> str:
 <title>Report: {escape(data.name)}</title><style>{CSS}{evidence_pages.CSS}</style></head><body><main>
 <header><h1>{escape(data.name)} <span id="run-status" class="status {escape(data.status)}">{escape(data.status)}</span></h1>
 <div class="path">{escape(data.path)} · {escape(data.detail)} · made {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.generated_at))}</div>
-<div class="figures">{figures}</div>{f'<p class="note" id="cost-note">Cost: {escape(note)}.</p>' if note else ""}</header>
+<div class="figures">{figures}</div>{f'<p class="note" id="cost-note">Cost: {escape(note)}.</p>' if note else ""}</header>{_digest_html(data)}
 <section><h2>Features</h2>{_table("features", ["Feature", "Description", "Status", "Attempts", "Sessions", "Cost", "Merge", "Review", "Gates"], feature_rows, {3, 4, 5})}</section>{_proofs_html(data, base)}
 <section>{charts}{_table("roles", ["Role", "Sessions", "Failed", "Tokens", "Cost"], role_rows, {1, 2, 3, 4})}</section>
 <section><h2>Burndown</h2>{_burndown(data)}<p class=legend>Features not yet passing; a red dot marks a feature blocked.</p></section>
@@ -653,6 +656,15 @@ def render_html(data: ReportData, base: str | None = None) -> str:
 <section><h2>Sessions</h2>{_table("sessions", session_heads, session_rows, session_numeric)}</section>
 </main></body></html>
 """
+
+
+def _digest_html(data: ReportData) -> str:
+    """The morning digest, first thing after the header (nothing for a project without options)."""
+    if not data.digest:
+        return ""
+    heading, *rest = data.digest
+    items = "".join(f"<li>{escape(line.strip())}</li>" for line in rest)
+    return f'<section id="digest"><h2>{escape(heading.rstrip(":"))}</h2><ul>{items}</ul></section>'
 
 
 def _queue_words(queue: QueueWaits) -> tuple[str, str]:
@@ -798,6 +810,16 @@ def render_markdown(data: ReportData, base: str | None = None) -> str:
         f"{plural(data.sessions, 'session')} ({data.failed} failed) · {number(data.tokens)} tokens · "
         f"{money(data.cost_usd)}{' (' + _md(note) + ')' if note else ''}",
         "",
+        *(
+            [
+                f"### {data.digest[0].rstrip(':')}",
+                "",
+                *(f"- {_md(line.strip())}" for line in data.digest[1:]),
+                "",
+            ]
+            if data.digest
+            else []
+        ),
         "### Features",
         "",
     ]

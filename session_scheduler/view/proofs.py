@@ -21,6 +21,7 @@ from session_scheduler.core.errors import StateError
 from session_scheduler.core.evidence import is_web
 from session_scheduler.core.humane import duration, money, plural
 from session_scheduler.core.layout import LOG_DIR
+from session_scheduler.repo import landing
 from session_scheduler.run import findings
 from session_scheduler.run.findings import Finding
 from session_scheduler.store import events, handoff_history
@@ -50,6 +51,17 @@ def path_of(project: Path, feature_id: str) -> Path:
 def written(project: Path, feature_ids: Iterable[str]) -> tuple[str, ...]:
     """The features among `feature_ids` whose proof is written, in their order."""
     return tuple(f for f in feature_ids if FEATURE.match(f) and path_of(project, f).is_file())
+
+
+def write_missing(project: Path, repo: git.Repo, branch: str, now: float | None = None) -> tuple[str, ...]:
+    """The proof of every feature on `branch` (where work lands) that has none yet, written (at
+    the end of the run that landed it, or by `report` after a run that was killed); their ids."""
+    done = []
+    for item in landing.placed(project, repo, branch).values():
+        if FEATURE.match(item.feature) and not path_of(project, item.feature).is_file():
+            write(project, repo, item.feature, base=item.base, commit=item.merge, where=branch, now=now)
+            done.append(item.feature)
+    return tuple(done)
 
 
 def write(

@@ -20,6 +20,7 @@ from session_scheduler.store import events, statefile
 from session_scheduler.store.authority import FileAuthority, pid_alive
 from session_scheduler.store.events import CUT_BY, Event, Totals
 from session_scheduler.store.records import Records
+from session_scheduler.view import digest
 
 RECENT = 5
 
@@ -235,6 +236,7 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
             for entry in Queue(Records(project)).pending()
         ],
         "log": str(Path(LOG_DIR) / events.log_path(project).name),
+        "digest": digest.digest_of(project, log),
     }
 
 
@@ -249,7 +251,7 @@ def render(status: dict[str, Any]) -> list[str]:
         if status["running"]
         else "not running"
     )
-    lines = [f"{status['project']}: {state}, phase {status['phase']}"]
+    lines = [f"{status['project']}: {state}, phase {status['phase']}", *digest.lines(status.get("digest"))]
     flight, lanes, queue = status["in_flight"], status.get("lanes", {}), status.get("queue", [])
     if set(lanes) - {"0"} or queue:  # several lanes: each one's session, then the merge queue
         for lane, f in sorted(lanes.items(), key=lambda item: int(item[0])):

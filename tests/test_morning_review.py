@@ -1,0 +1,143 @@
+"""End-to-end: a night on a review branch, then the person's morning, through the real CLI on
+the offline demo (issue 31).
+
+A person's repository (branch `develop`, an uncommitted edit, an untracked file) is run with
+no landing option: it defaults to a review branch. The night leaves `develop`, the work tree and
+the stash list as they were; the work is on `agents/<date>` with a proof per feature, and
+`status` heads with the digest. Then, in order: bad input gets one line and changes nothing (an
+unknown feature, empty words, a dirty `develop`); `send-back` takes a feature off the review
+branch with the person's words (a feature landed later stays), and the next run's FIX answers them and the feature comes back;
+`approve` lands everything on `develop` with its gates; a second `approve` finds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_e2e import ENTRY, command, explain, product_env, run, session_dirs, write_scenario
+
+from session_scheduler.store import events
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
+
+PERSON = ("-c", "user.name=Person", "-c", "user.email=person@example.org")
+WORDS = "The list must show the newest task first"
+
+
+def git(project: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=project, capture_output=True, text=True, timeout=60, check=False
+    ).stdout.strip()
+
+
+def blob(project: Path, commit: str, path: str) -> str:
+    """The object `path` names in `commit` ("" when it has no such path)."""
+    return git(project, "rev-parse", "--verify", "-q", f"{commit}:{path}")
+
+
+def person_s_repository(project: Path) -> None:
+    project.mkdir(parents=True)
+    git(project, "init", "-q", "-b", "develop")
+    (project / "README.md").write_text("mine\n")
+    git(project, "add", "README.md")
+    git(project, *PERSON, "commit", "-qm", "the person's start")
+    (project / "README.md").write_text("mine\nan edit of mine\n")  # uncommitted
+    (project / "scratch.txt").write_text("untracked\n")
+
+
+def morning(project: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """One of the person's commands (`status`, `approve`, `send-back`) on the project."""
+    return run([sys.executable, ENTRY, args[0], "--project-dir", str(project), *args[1:]], env)
+
+
+def test_a_night_on_a_review_branch_then_send_back_and_approve(tmp_path: Path) -> None:
+    project = tmp_path / "generations" / "mine"
+    person_s_repository(project)
+    develop, status_before = git(project, "rev-parse", "develop"), git(project, "status", "--porcelain")
+    scenario = write_scenario(tmp_path / "scenario.json", {"features": 2})
+    env = product_env(tmp_path)
+    night = run(command(project, "--offline-demo", "--scenario", str(scenario)), env)
+    assert night.returncode == 0, explain(night)
+
+    # the night: develop, the work tree and the stashes as they were; the work on the review branch
+    review = json.loads((project / ".agent_config.json").read_text())["review_branch"]
+    assert review.startswith("agents/") and "your branch develop has not moved" in night.stdout
+    assert git(project, "rev-parse", "develop") == develop
+    assert git(project, "symbolic-ref", "--short", "HEAD") == "develop"
+    assert sorted(git(project, "status", "--porcelain").splitlines()) == sorted(
+        [*status_before.splitlines(), "?? app_spec.txt"]
+    )
+    assert git(project, "stash", "list") == ""
+    assert git(project, "merge-base", "--is-ancestor", develop, review) == ""
+    for feature in ("F001", "F002"):
+        proof = (project / ".agent_logs" / "proofs" / f"{feature}.md").read_text()
+        assert f"# {feature}: " in proof and f"Landed on `{review}`" in proof
+    shown = morning(project, env, "status")
+    assert "Morning digest" in shown.stdout and "waiting for you: F001, F002" in shown.stdout, explain(shown)
+
+    # bad input: one line, exit 2, nothing moved
+    tip = git(project, "rev-parse", review)
+    for args, said in (
+        (("approve", "F009"), "no feature F009 in this project"),
+        (("send-back", "F001", "--why", "  "), "--why is empty"),
+        (("send-back", "F009", "--why", "no"), "no feature F009 in this project"),
+    ):
+        refused = morning(project, env, *args)
+        assert refused.returncode == 2 and said in refused.stderr, explain(refused)
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    (project / "README.md").write_text("mine\nan edit of mine\n")
+    dirty = morning(project, env, "approve")
+    assert (
+        dirty.returncode == 2
+        and "your branch develop is checked out with 1 uncommitted change" in dirty.stderr
+    )
+    assert git(project, "rev-parse", "develop") == develop and git(project, "rev-parse", review) == tip
+    git(project, "checkout", "-q", "README.md")
+
+    # send-back: off the review branch (each file its change touched as before it), back to a FIX
+    sent = morning(project, env, "send-back", "F001", "--why", WORDS)
+    assert sent.returncode == 0 and "F001 sent back" in sent.stdout, explain(sent)
+    (f001,) = [
+        e["commit"]
+        for e in events.read(events.log_path(project))
+        if e["kind"] == "merge_verified" and e["feature"] == "F001"
+    ]
+    touched = git(project, "diff", "--name-only", f"{f001}^1", f001).splitlines()
+    assert touched
+    for path in touched:
+        assert blob(project, review, path) == blob(project, f"{f001}^1", path), path
+    again_refused = morning(project, env, "send-back", "F001", "--why", WORDS)
+    assert again_refused.returncode == 2 and "F001 is not on" in again_refused.stderr
+    reviews = json.loads((project / "reviews.json").read_text())["reviews"]
+    assert WORDS in reviews[-1]["issues"]["critical"][0] and reviews[-1]["feature_id"] == "F001"
+    again = run(command(project), env)
+    assert again.returncode == 0, explain(again)
+    fix = [d for d in session_dirs(project) if d.name.endswith("_FIX")][-1]
+    assert WORDS in (fix / "transcript.jsonl").read_text()
+    landed = [e for e in events.read(events.log_path(project)) if e["kind"] == "merge_verified"]
+    assert [e["feature"] for e in landed][-1] == "F001"
+    for path in touched:  # its change is back, with the FIX's
+        assert blob(project, review, path), path
+
+    # approve: everything lands on develop, the gates run there; then nothing waits
+    git(project, "stash", "-q")  # the person's edit out of the way, as a person would
+    approved = morning(project, env, "approve")
+    assert approved.returncode == 0 and "approved F002, F001: on develop" in approved.stdout, explain(
+        approved
+    )
+    assert git(project, "merge-base", "--is-ancestor", review, "develop") == ""
+    assert git(project, "status", "--porcelain", "--untracked-files=no") == ""
+    ran = [
+        e
+        for e in events.read(events.log_path(project))
+        if e["kind"] == "gates_ran" and e["where"] == "develop"
+    ]
+    assert ran and ran[-1]["passed"]
+    nothing = morning(project, env, "approve")
+    assert nothing.returncode == 2 and "nothing waits for you" in nothing.stderr
+    assert "waiting for you: nothing" in morning(project, env, "status").stdout
