@@ -17,6 +17,7 @@ from session_scheduler.core.layout import is_scheduler_path
 if TYPE_CHECKING:  # core/gates and core/app read core/schemas, which reads this module
     from session_scheduler.core.app import AppSpec
     from session_scheduler.core.gates import GateSet
+    from session_scheduler.core.risk import Rule
 
 
 class SessionType(enum.StrEnum):
@@ -136,6 +137,9 @@ class AgentConfig:
     adopted from a repository with commits defaults to `review`, a new one to `main`."""
     review_branch: str | None = None
     """With `land_on` `review`: the branch work lands on (`agents/<date>`), chosen once and saved."""
+    risk: dict[str, Any] | None = None
+    """The risk rules (`--risk FILE|default|none`, saved; core/risk.py) in their saved form: None
+    is the defaults, `{"rules": []}` none. Approved work a rule matches waits for the person."""
     engine: str | None = None
     """Where sessions run (`--engine`, saved; core/engine.py): None in this process, or
     `temporal://HOST:PORT` / `temporal://local` on Temporal workers."""
@@ -202,6 +206,10 @@ class AgentConfig:
             raise ValueError(
                 f"review_branch {self.review_branch!r} {review_branch_problem(self.review_branch)}"
             )
+        if self.risk is not None:
+            from session_scheduler.core.risk import rules_from_json
+
+            rules_from_json(self.risk)  # raises BadInput (one line) naming what is wrong
         for name in self.local_files:
             problem = local_file_problem(name)
             if problem is not None:
@@ -253,6 +261,13 @@ def review_branch_problem(name: object) -> str | None:
     ):
         return "must be agents/ and a name of letters, digits, '-', '.' or '_'"
     return None
+
+
+def risk_rules(config: AgentConfig) -> tuple[Rule, ...]:
+    """The rules that hold approved work for the person (core/risk.py)."""
+    from session_scheduler.core.risk import DEFAULT_RULES, rules_from_json
+
+    return DEFAULT_RULES if config.risk is None else rules_from_json(config.risk)
 
 
 def trunk_of(config: AgentConfig) -> str:

@@ -89,6 +89,9 @@ class Backlog:
     returned: tuple[tuple[WorkItem, int], ...] = ()
     """Lanes: work the merge queue sent back (a conflict or a red test), with the review that says
     why, for the next free lane to FIX, oldest first."""
+    held: tuple[tuple[str, str], ...] = ()
+    """Approved features a risk rule holds for the person (core/risk.py), with the rule's words:
+    they land only when the person approves them; what depends on them waits with them."""
 
     @property
     def completed(self) -> int:
@@ -96,18 +99,25 @@ class Backlog:
         return len(self.passing)
 
     def settled(self) -> bool:
-        """Every feature passes or is blocked (and a feature list exists), and the merge queue
-        holds nothing (lanes)."""
+        """Every feature passes, is blocked or waits for the person (and a feature list exists),
+        and the merge queue holds nothing (lanes)."""
         return (
             bool(self.features)
-            and (self.passing | self.blocked).issuperset(self.features)
+            and (self.passing | self.blocked | self.waiting_for_person()).issuperset(self.features)
             and not (self.landing or self.returned)
+        )
+
+    def waiting_for_person(self) -> frozenset[str]:
+        """The features held for the person and those that depend on them (not passing)."""
+        held = {f for f, _ in self.held}
+        return (
+            frozenset(held.union(*(self.dependents(f) for f in held)) - self.passing) if held else frozenset()
         )
 
     def next_open(self, held: frozenset[str] = frozenset()) -> str | None:
         """The first feature in list order that neither passes nor is blocked nor is `held` (by
         another lane), and whose dependencies all pass (are merged)."""
-        taken = self.passing | self.blocked | held | self._queued()
+        taken = self.passing | self.blocked | held | self._queued() | {f for f, _ in self.held}
         if not self.depends:
             return next(itertools.filterfalse(taken.__contains__, self.features), None)
         depends = dict(self.depends)

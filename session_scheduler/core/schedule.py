@@ -168,6 +168,32 @@ def landed(schedule: Schedule, work: WorkItem, config: AgentConfig) -> tuple[Sch
     return woken, (Merged(work), *events)
 
 
+def held(
+    schedule: Schedule, work: WorkItem, why: str, config: AgentConfig
+) -> tuple[Schedule, tuple[Event, ...]]:
+    """A risk rule holds approved work for the person (`why`: the rule's words): it leaves the
+    merge queue without landing, and lands when the person approves it (`released`)."""
+    assert work.feature_id is not None, "only a feature is held"
+    backlog = _unqueued(schedule.backlog, work)
+    backlog = replace(backlog, held=(*backlog.held, (work.feature_id, why)))
+    return wake(replace(schedule, backlog=backlog), config)
+
+
+def released(schedule: Schedule, feature_id: str, config: AgentConfig) -> tuple[Schedule, tuple[Event, ...]]:
+    """The person approved a held feature and it landed: it passes, and every lane that had
+    finished looks for work again (what depends on it may start)."""
+    backlog = schedule.backlog
+    if feature_id not in {f for f, _ in backlog.held}:
+        raise ValueError(f"{feature_id} is not held")
+    backlog = replace(
+        backlog,
+        held=tuple((f, why) for f, why in backlog.held if f != feature_id),
+        passing=backlog.passing | {feature_id},
+    )
+    lanes = tuple(Lane(T.WAIT) if lane.role is T.DONE else lane for lane in schedule.lanes)
+    return wake(replace(schedule, backlog=backlog, lanes=lanes), config)
+
+
 def sent_back(
     schedule: Schedule, work: WorkItem, review_id: int, config: AgentConfig, *, rejection: bool = True
 ) -> tuple[Schedule, tuple[Event, ...]]:

@@ -235,6 +235,14 @@ AGENT_STATE: dict[str, Any] = {
                         "properties": {"work": _WORK, "review_id": _POSITIVE},
                     },
                 },
+                "held": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["feature", "why"],
+                        "properties": {"feature": FEATURE_ID, "why": {"type": "string"}},
+                    },
+                },
             },
         },
         "lane": _LANE,
@@ -281,6 +289,9 @@ AGENT_CONFIG: dict[str, Any] = {
         "notify": NULLABLE_STR,
         "test_command": NULLABLE_STR,
         "gates": {"type": ["object", "null"]},  # its own schema: core/gates.GATES_SCHEMA, read by GateSet
+        "land_on": {"enum": ["main", "review"]},
+        "review_branch": NULLABLE_STR,
+        "risk": {"type": ["object", "null"]},  # its own schema: core/risk.RISK_SCHEMA
         "detect_gates": {"type": "boolean"},
         "app": {"type": ["object", "null"]},  # its own schema: core/app.APP_SCHEMA, read by AppSpec
         "allowed_domains": {"type": "array", "items": {"type": "string", "minLength": 1}},

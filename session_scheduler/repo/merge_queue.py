@@ -29,6 +29,7 @@ import git
 
 from session_scheduler.core.errors import GitError, StateError
 from session_scheduler.core.layout import LOG_DIR
+from session_scheduler.core.risk import FileChange
 from session_scheduler.repo import gitops
 from session_scheduler.store.progress import atomic_write_json, read_json
 from session_scheduler.store.records import Records
@@ -150,36 +151,90 @@ def _merge_tree(repo: git.Repo, main: str, tip: str) -> str | Conflict:
 
 
 class Queue:
-    """The approved work waiting to land, oldest first, in the records (crash-safe: every change
-    is one atomic write; a landing is removed only after `main` holds it)."""
+    """The approved work waiting to land, oldest first, and the work a risk rule holds for the
+    person, in the records (crash-safe: every change is one atomic write; a landing is removed
+    only after `main` holds it, or once it is held)."""
 
     def __init__(self, records: Records) -> None:
         self.path = records.path(QUEUE_FILE)
 
-    def pending(self) -> list[Landing]:
+    def _read(self) -> tuple[list[Landing], list[tuple[Landing, str]]]:
         if not self.path.exists():
-            return []
+            return [], []
         try:
             data = read_json(self.path)
-            return [Landing(**entry) for entry in data["waiting"]]
+            waiting = [Landing(**entry) for entry in data["waiting"]]
+            held = [
+                (Landing(**{k: v for k, v in entry.items() if k != "why"}), str(entry["why"]))
+                for entry in data.get("held", [])
+            ]
         except (KeyError, TypeError, StateError) as exc:
             raise StateError(
                 f"{self.path} is damaged ({exc}); delete it (the lanes' approved branches are kept, "
                 "and their REVIEW runs again) and run the same command again"
             ) from None
+        return waiting, held
+
+    def pending(self) -> list[Landing]:
+        return self._read()[0]
+
+    def held(self) -> list[tuple[Landing, str]]:
+        """The landings a risk rule holds for the person, with the rule's words, oldest first."""
+        return self._read()[1]
 
     def add(self, landing: Landing) -> None:
         """Queue approved work (a tip queued already is not queued twice)."""
-        waiting = self.pending()
+        waiting, held = self._read()
         if any(entry.tip == landing.tip for entry in waiting):
             return
-        self._write([*waiting, landing])
+        self._write([*waiting, landing], held)
 
     def done(self, landing: Landing) -> None:
         """Take a landing off the queue: it landed, or went back to its lane."""
-        self._write([entry for entry in self.pending() if entry != landing])
+        waiting, held = self._read()
+        self._write([entry for entry in waiting if entry != landing], held)
 
-    def _write(self, waiting: list[Landing]) -> None:
+    def hold(self, landing: Landing, why: str) -> None:
+        """Move a landing from the queue to the person's: it waits for their approval."""
+        waiting, held = self._read()
+        kept = [(entry, w) for entry, w in held if entry.feature != landing.feature]
+        self._write([entry for entry in waiting if entry != landing], [*kept, (landing, why)])
+
+    def release(self, feature: str) -> None:
+        """The person approved a held feature (it landed)."""
+        waiting, held = self._read()
+        self._write(waiting, [(entry, why) for entry, why in held if entry.feature != feature])
+
+    def _write(self, waiting: list[Landing], held: list[tuple[Landing, str]]) -> None:
         data: dict[str, Any] = {"waiting": [asdict(entry) for entry in waiting]}
+        if held:
+            data["held"] = [{**asdict(entry), "why": why} for entry, why in held]
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.path, data)
+
+
+NAMED_AT_MOST = 500
+"""`file_changes` names at most this many paths to `git ls-tree` (more: it lists the whole tree)."""
+
+
+def file_changes(repo: git.Repo, base: str, tip: str) -> list[FileChange]:
+    """What `tip` changes since `base`, file by file, as the risk rules see it (renames as a
+    removal and an addition; a binary file deletes no lines)."""
+    listing = str(repo.git.diff("--numstat", "-z", "--no-renames", base, tip, strip_newline_in_stdout=False))
+    deleted: dict[str, int] = {}
+    for entry in filter(None, listing.split("\0")):
+        _, gone, path = entry.split("\t", 2)
+        deleted[path] = int(gone) if gone.isdigit() else 0
+    if not deleted:
+        return []
+    sizes: dict[str, int] = {}
+    named = (
+        sorted(deleted) if len(deleted) <= NAMED_AT_MOST else []
+    )  # else the whole tree: no huge command line
+    tree = str(repo.git.ls_tree("-r", "-l", "-z", tip, "--", *named, strip_newline_in_stdout=False))
+    for entry in filter(None, tree.split("\0")):
+        header, path = entry.split("\t", 1)
+        size = header.split()[3]
+        if size.isdigit():
+            sizes[path] = int(size)
+    return [FileChange(path, gone, sizes.get(path)) for path, gone in deleted.items()]

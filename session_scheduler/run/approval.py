@@ -25,7 +25,7 @@ from session_scheduler.core.errors import BadInput, GitError
 from session_scheduler.core.humane import plural
 from session_scheduler.core.layout import LOG_DIR, SPEC_NAME
 from session_scheduler.core.machine import Lane, WorkItem
-from session_scheduler.core.schedule import wake
+from session_scheduler.core.schedule import released, wake
 from session_scheduler.guard import safe_git
 from session_scheduler.repo import gitops, landing, merge_queue
 from session_scheduler.run import gating
@@ -89,8 +89,112 @@ Say = Callable[[str], None]
 
 
 def approve(project: Path, config: AgentConfig, named: tuple[str, ...], log: EventLog, say: Say) -> str:
-    """Land waiting work on the person's branch (all of it, or the `named` features with what
-    they depend on approved already), the gates run on the result; the line that says what landed."""
+    """Approve what waits for the person (all of it, or the `named` features): work a risk rule
+    held lands where work lands, then, on a review branch, waiting work lands on the person's
+    branch; the gates run on each result. The line that says what landed."""
+    if not (project / ".git").is_dir():
+        raise BadInput(f"{project} has no git repository; run the project first")
+    repo = safe_git.open(project)
+    saved = statefile.load(project)
+    holds = dict(saved.schedule.backlog.held) if saved else {}
+    reviewing = config.land_on == "review" and config.review_branch is not None
+    if named:
+        unknown = [f for f in named if f not in _features(project)]
+        if unknown:
+            raise BadInput(f"no feature {', '.join(unknown)} in this project; `status` lists them")
+    if not holds and not reviewing:
+        raise BadInput(
+            "nothing waits for you: this project lands its work on main (--land-on main) and no risk rule "
+            "holds any; run it with --land-on review to review work before it reaches your branch"
+        )
+    releasing = [f for f in holds if not named or f in named]
+    if named and not reviewing:
+        others = [f for f in named if f not in holds]
+        if others:
+            raise BadInput(
+                f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} not held; waiting for you: "
+                f"{', '.join(holds) or 'nothing'}"
+            )
+    said = []
+    if releasing:
+        assert saved is not None
+        said.append(_release(project, config, repo, saved, releasing, log, say))
+    if reviewing:
+        try:
+            said.append(_approve_review(project, config, repo, named, log, say))
+        except BadInput:
+            if not said:
+                raise
+    return "; ".join(said)
+
+
+def _release(
+    project: Path,
+    config: AgentConfig,
+    repo: git.Repo,
+    saved: statefile.Saved,
+    features: list[str],
+    log: EventLog,
+    say: Say,
+) -> str:
+    """Land the held `features` where work lands, one by one (the gates run on each), and hand
+    the schedule on: each passes, and what depends on it may start in the next run."""
+    if saved.in_flight:
+        raise BadInput("a session of the last run is still to be finished; run the project, then approve")
+    trunk = trunk_of(config)
+    _refuse_dirty(repo, trunk, "approve")
+    records = Records(project)
+    queue = merge_queue.Queue(records)
+    entries = {entry.feature: entry for entry, _ in queue.held()}
+    keeper = gating.Gatekeeper.of(config)
+    schedule = saved.schedule
+    landed = []
+    for feature in features:
+        branch = WorkItem(feature_id=feature).branch
+        tip = gitops.head(repo, branch)
+        entry = entries.get(feature)
+        if entry is None or entry.tip != tip:
+            if tip is None:
+                raise GitError(
+                    f"{branch}, held for you, is gone; `send-back {feature} --why ...` builds it again"
+                )
+            entry = merge_queue.Landing(feature, branch, tip, 0, 0, 0.0)
+
+        def record(results: tuple[Any, ...], feature: str = feature) -> None:
+            gating.gated(log, results, "main", feature=feature, lane=None)
+
+        tests = gating.landing_tests(keeper, repo, gitops.head(repo, trunk), trunk, record, say)
+        verdict = merge_queue.land(repo, entry, tests, onto=trunk)
+        if isinstance(verdict, merge_queue.Conflict):
+            raise GitError(
+                f"{feature} conflicts with {trunk} in {', '.join(verdict.files)}; nothing of it moved. "
+                f'`send-back {feature} --why "merge {trunk} and resolve"` has a FIX do it'
+            )
+        if isinstance(verdict, merge_queue.Red):
+            raise GitError(
+                f"the gates fail on {trunk} with {feature} merged ({verdict.output.strip()[-300:]}); "
+                f"nothing of it moved; `send-back {feature} --why ...` returns it"
+            )
+        log.emit(
+            "merge_verified",
+            session=schedule.issued,
+            feature=feature,
+            branch=branch,
+            commit=verdict.commit,
+            tests="not configured" if tests is None else "passed",
+        )
+        schedule, _ = released(schedule, feature, config)
+        queue.release(feature)
+        statefile.save(records, schedule, saved.in_flight)
+        landed.append(feature)
+    progress.correct_passes(records, schedule.backlog.passing)
+    return f"released {', '.join(landed)} (held by a risk rule): landed on {trunk}"
+
+
+def _approve_review(
+    project: Path, config: AgentConfig, repo: git.Repo, named: tuple[str, ...], log: EventLog, say: Say
+) -> str:
+    """Land work waiting on the review branch on the person's branch (all, or the `named`)."""
     trunk, repo = _review_project(project, config, "approve")
     target = landing.person_branch(project)
     before = gitops.head(repo, target)
@@ -100,9 +204,6 @@ def approve(project: Path, config: AgentConfig, named: tuple[str, ...], log: Eve
     done = approvals(project)
     pending = _pending(repo, landed, done, before)
     if named:
-        unknown = [f for f in named if f not in landed and f not in _features(project)]
-        if unknown:
-            raise BadInput(f"no feature {', '.join(unknown)} in this project; `status` lists them")
         missing = [f for f in named if f not in landed]
         if missing:
             raise BadInput(
@@ -268,12 +369,14 @@ def send_back(project: Path, config: AgentConfig, feature: str, why: str, log: E
         raise BadInput(
             '--why is empty: say what is wrong, as you would in a review (--why "the list does not sort")'
         )
-    trunk, repo = _review_project(project, config, "send-back")
     saved = statefile.load(project)
     if saved is None:
         raise BadInput("the project has no schedule yet; run it first")
     if saved.in_flight:
         raise BadInput("a session of the last run is still to be finished; run the project, then send back")
+    if feature in dict(saved.schedule.backlog.held):
+        return _send_back_held(project, config, saved, feature, words, log)
+    trunk, repo = _review_project(project, config, "send-back")
     landed = landing.placed(project, repo, trunk)
     if feature not in landed:
         known = _features(project)
@@ -323,6 +426,27 @@ def send_back(project: Path, config: AgentConfig, feature: str, why: str, log: E
     progress.correct_passes(records, schedule.backlog.passing)
     log.emit("sent_back", feature=feature, branch=branch, why=landing.PERSON, review_id=review_id)
     return f"{feature} sent back: off {trunk}; the next run's FIX answers review {review_id} (your words)"
+
+
+def _send_back_held(
+    project: Path, config: AgentConfig, saved: statefile.Saved, feature: str, words: str, log: EventLog
+) -> str:
+    """A feature a risk rule held goes back to a FIX with the person's words (it never landed)."""
+    records = Records(project)
+    review_id = progress.scheduler_review(records, feature, f"The person sent it back: {words}", words)
+    schedule = saved.schedule
+    backlog = replace(
+        schedule.backlog,
+        held=tuple((f, why) for f, why in schedule.backlog.held if f != feature),
+        returned=(*schedule.backlog.returned, (WorkItem(feature_id=feature), review_id)),
+    )
+    lanes = tuple(Lane(T.WAIT) if lane.role in TERMINAL else lane for lane in schedule.lanes)
+    schedule, _ = wake(replace(schedule, backlog=backlog, lanes=lanes), config)
+    merge_queue.Queue(records).release(feature)
+    statefile.save(records, schedule, saved.in_flight)
+    branch = WorkItem(feature_id=feature).branch
+    log.emit("sent_back", feature=feature, branch=branch, why=landing.PERSON, review_id=review_id)
+    return f"{feature} sent back (it was held for you): the next run's FIX answers review {review_id} (your words)"
 
 
 def _review_project(project: Path, config: AgentConfig, command: str) -> tuple[str, git.Repo]:

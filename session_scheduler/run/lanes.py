@@ -23,8 +23,9 @@ from pathlib import Path
 
 import git
 
+from session_scheduler.core import risk
 from session_scheduler.core.clock import Clock, SystemClock
-from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType, trunk_of
+from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType, risk_rules, trunk_of
 from session_scheduler.core.errors import (
     BadInput,
     GitError,
@@ -54,6 +55,7 @@ from session_scheduler.core.policy import policy
 from session_scheduler.core.schedule import (
     IDLE,
     Schedule,
+    held,
     landed,
     resized,
     resumed,
@@ -307,9 +309,14 @@ class Lanes:
         backlog = state.backlog
         done = (
             f"all {plural(len(backlog.features), 'feature')} pass"
-            if not backlog.blocked
+            if not backlog.blocked and not backlog.held
             else f"{len(backlog.passing)} of {plural(len(backlog.features), 'feature')} pass, {len(backlog.blocked)} blocked"
         )
+        if backlog.held:
+            done += (
+                f", {plural(len(backlog.waiting_for_person()), 'feature')} waiting for you (held by a risk rule: "
+                f"{', '.join(f for f, _ in backlog.held)}; `approve` lands them)"
+            )
         return self._ran("done", state, done)
 
     def _ran(self, status: RunStatus, state: SessionState, message: str) -> RunReport:
@@ -1028,6 +1035,11 @@ class Lanes:
                     return
                 landing = self.queue.pending()[0]
             began = time.time()
+            why = self._risk(repo, landing)
+            if why is not None:
+                with self.lock:
+                    self._hold(repo, landing, why)
+                continue
             tests = self._tests(repo, landing)
             verdict = merge_queue.land(repo, landing, tests, guard=self.lock, onto=self.trunk)
             if isinstance(verdict, Landed):
@@ -1079,6 +1091,28 @@ class Lanes:
                 progress.correct_passes(self.records, self.schedule.backlog.passing)
                 self._save()
                 self.lock.notify_all()
+
+    def _risk(self, repo: git.Repo, landing: Landing) -> str | None:
+        """Why a risk rule holds this landing for the person (None: none does, or it is no feature's)."""
+        rules = risk_rules(self.config)
+        trunk = gitops.head(repo, self.trunk)
+        if not rules or _work_of(landing.branch).feature_id is None or trunk is None:
+            return None
+        base = str(repo.git.merge_base(trunk, landing.tip)).strip()
+        return risk.held_by(rules, merge_queue.file_changes(repo, base, landing.tip))
+
+    def _hold(self, repo: git.Repo, landing: Landing, why: str) -> None:
+        """The landing waits for the person (under the lock): off the queue, held in the schedule;
+        the lane that waited for it takes other work."""
+        work = _work_of(landing.branch)
+        self.schedule, events = held(self.schedule, work, why, self.config)
+        self.queue.hold(landing, why)
+        self.events.emit("held", feature=work.feature_id, branch=landing.branch, why=why)
+        self._say(None, f"{landing.branch} waits for you ({why}): `approve {work.feature_id}` lands it")
+        for event in events:
+            self._act(repo, None, event, self.schedule.issued)
+        self._save()
+        self.lock.notify_all()
 
     def _queue_done(self) -> bool:
         """The merge queue stops: on a failure, or once nothing waits to land and nothing more

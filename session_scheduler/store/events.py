@@ -44,6 +44,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "set_aside": ("ref", "message"),
     "sent_back": ("feature", "branch", "why", "review_id"),
     "approved": ("features", "onto", "commit"),
+    "held": ("feature", "branch", "why"),
     "gates_ran": ("where", "passed", "gates", "red"),
 }
 """Every kind of event and the fields it carries (besides v, ts, run, kind)."""

@@ -116,6 +116,10 @@ def _encoded_backlog(backlog: Backlog, memo: _Memo) -> tuple[dict[str, Any], Enc
             (backlog.returned,),
             lambda: [{"work": w.to_json(), "review_id": r} for w, r in backlog.returned],
         )
+    if backlog.held:
+        parts["held"] = _encoded(
+            memo, "held", (backlog.held,), lambda: [{"feature": f, "why": why} for f, why in backlog.held]
+        )
     data = {name: part[0] for name, part in parts.items()}
     return data, Encoded(
         "{" + ", ".join(f"{json.dumps(name)}: {part[1]}" for name, part in parts.items()) + "}"
@@ -198,6 +202,7 @@ def schedule_from_json(data: dict[str, Any]) -> Schedule:
             tuple((f, tuple(needs)) for f, needs in backlog.get("depends", {}).items()),
             tuple(_work(w) for w in backlog.get("landing", [])),
             tuple((_work(r["work"]), int(r["review_id"])) for r in backlog.get("returned", [])),
+            tuple((str(h["feature"]), str(h["why"])) for h in backlog.get("held", [])),
         ),
         lanes=lanes,
         architecture_checked_at=data.get("architecture_checked_at", 0),

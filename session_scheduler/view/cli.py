@@ -27,6 +27,7 @@ import click
 from rich.console import Console
 
 from scripted_model.scenario import DEMO, Scenario
+from session_scheduler.core import risk
 from session_scheduler.core.app import AppSpec
 from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import (
@@ -214,6 +215,15 @@ def read_gates(choice: str) -> tuple[dict[str, Any] | None, bool]:
     return GateSet.from_json(read_json_option("--gates", choice)).to_json(), False
 
 
+def read_risk(choice: str) -> dict[str, Any] | None:
+    """`--risk`: the rules' saved form (None: the defaults)."""
+    if choice == "default":
+        return None
+    if choice == "none":
+        return {"rules": []}
+    return risk.rules_to_json(risk.rules_from_json(read_json_option("--risk", choice)))
+
+
 def read_json_option(option: str, given: str) -> Any:
     """The JSON file an option names, read; a one-line error that says what to give instead."""
     try:
@@ -274,6 +284,9 @@ def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentCo
     choice = given.pop("gates_choice", None)
     if choice is not None:
         data["gates"], data["detect_gates"] = read_gates(choice)
+    risk_choice = given.pop("risk_choice", None)
+    if risk_choice is not None:
+        data["risk"] = read_risk(risk_choice)
     app = given.pop("app_choice", None)
     if app is not None:
         data["app"] = (
@@ -551,6 +564,14 @@ class OneLineErrors(click.Group):
     help="An untracked file of the project its app needs to run (a local config such as .env), given as a path "
     "in the project folder: copied into each lane's clone before every session and kept out of its commits "
     "(repeatable; saved; `--local-file none` forgets them). Nothing untracked reaches the lanes otherwise.",
+)
+@click.option(
+    "--risk",
+    "risk_choice",
+    metavar="FILE|default|none",
+    help="Rules that make approved work wait for you whatever --land-on says (saved): a JSON file (docs/risk.md), "
+    "`default` (dependency manifests, CI, migrations, auth and secrets, CLAUDE.md, large deletions and files), "
+    "or `none`. `approve FEATURE` lands what a rule held.",
 )
 @click.option(
     "--land-on",
@@ -1057,6 +1078,7 @@ def _morning(
         with seams.authority(project).hold():
             log = events.EventLog(project, events.new_run_id(seams.clock), clock=seams.clock.now)
             click.echo(act(project, config, log))
+            proofs.write_missing(project, safe_git.open(project), trunk_of(config), seams.clock.now())
 
     _one_line_errors(run)
 

@@ -16,7 +16,7 @@ from session_scheduler.core.errors import SchedulerError
 from session_scheduler.core.humane import money, plural
 from session_scheduler.repo import landing
 from session_scheduler.run import approval
-from session_scheduler.store import events, progress
+from session_scheduler.store import events, progress, statefile
 from session_scheduler.store.events import Event, Totals
 from session_scheduler.view import proofs
 
@@ -52,8 +52,10 @@ def digest_of(project: Path, log: list[Event] | None = None) -> dict[str, Any] |
             )
     try:
         waiting = approval.waiting(project, config)
+        state = statefile.load(project)
     except SchedulerError:
-        waiting = []
+        waiting, state = [], None
+    holds = state.schedule.backlog.held if state else ()
     return {
         "lands_on": trunk_of(config)
         if config.land_on == "main" or config.review_branch
@@ -61,8 +63,11 @@ def digest_of(project: Path, log: list[Event] | None = None) -> dict[str, Any] |
         "your_branch": landing.person_branch(project) if config.land_on == "review" else None,
         "landed": landed,
         "waiting_for_you": [
-            {"feature": f, "why": "on the review branch, not approved", "proof": _proof(project, f)}
-            for f in waiting
+            *({"feature": f, "why": f"held: {why}", "proof": _proof(project, f)} for f, why in holds),
+            *(
+                {"feature": f, "why": "on the review branch, not approved", "proof": _proof(project, f)}
+                for f in waiting
+            ),
         ],
         "blocked": [{"feature": f, "why": why} for f, why in blocked.items()],
         "cost_usd": round(ran.cost_usd, 6),
@@ -86,13 +91,18 @@ def lines(digest: dict[str, Any] | None) -> list[str]:
     where = digest["lands_on"]
     out.append(f"  landed on {where}: {', '.join(digest['landed']) or 'nothing'}")
     waiting = digest["waiting_for_you"]
-    if waiting:
-        names = ", ".join(w["feature"] for w in waiting)
+    held = [w for w in waiting if w["why"].startswith("held: ")]
+    for w in held:
+        out.append(f"  waiting for you: {w['feature']}, {w['why']} (`approve {w['feature']}` lands it)")
+    review = [w for w in waiting if w not in held]
+    if review:
+        names = ", ".join(w["feature"] for w in review)
         out.append(
             f"  waiting for you: {names} (on {where}, not on {digest['your_branch']}); `approve` lands "
-            f"{'it' if len(waiting) == 1 else 'them'}, `send-back FEATURE --why ...` returns one; proofs in "
-            f".agent_logs/{proofs.PROOFS_DIR}/"
+            f"{'it' if len(review) == 1 else 'them'}, `send-back FEATURE --why ...` returns one"
         )
+    if waiting:
+        out.append(f"  proofs: .agent_logs/{proofs.PROOFS_DIR}/ (one per feature)")
     elif digest["your_branch"]:
         out.append(f"  waiting for you: nothing (your branch {digest['your_branch']} has every feature)")
     if digest["blocked"]:

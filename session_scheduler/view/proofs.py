@@ -20,11 +20,12 @@ import git
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.evidence import is_web
 from session_scheduler.core.humane import duration, money, plural
-from session_scheduler.core.layout import LOG_DIR
-from session_scheduler.repo import landing
+from session_scheduler.core.layout import LOG_DIR, STATE_FILE
+from session_scheduler.core.machine import WorkItem
+from session_scheduler.repo import gitops, landing
 from session_scheduler.run import findings
 from session_scheduler.run.findings import Finding
-from session_scheduler.store import events, handoff_history
+from session_scheduler.store import events, handoff_history, statefile
 from session_scheduler.store.events import Event
 from session_scheduler.store.progress import atomic_write_text, load_handoff
 from session_scheduler.view import evidence_pages, review_evidence
@@ -54,14 +55,31 @@ def written(project: Path, feature_ids: Iterable[str]) -> tuple[str, ...]:
 
 
 def write_missing(project: Path, repo: git.Repo, branch: str, now: float | None = None) -> tuple[str, ...]:
-    """The proof of every feature on `branch` (where work lands) that has none yet, written (at
-    the end of the run that landed it, or by `report` after a run that was killed); their ids."""
+    """The proof of every feature on `branch` (where work lands) that has none yet, or one from
+    before it landed, written (at the end of the run that landed it, after `approve`, or by
+    `report` after a run that was killed); and the proof of every feature a risk rule holds for
+    the person, saying which rule. Their ids."""
     done = []
     for item in landing.placed(project, repo, branch).values():
-        if FEATURE.match(item.feature) and not path_of(project, item.feature).is_file():
+        path = path_of(project, item.feature) if FEATURE.match(item.feature) else None
+        if path is not None and (not path.is_file() or LANDED not in path.read_text(errors="replace")):
             write(project, repo, item.feature, base=item.base, commit=item.merge, where=branch, now=now)
             done.append(item.feature)
+    saved = statefile.load(project) if (project / STATE_FILE).is_file() else None
+    trunk = gitops.head(repo, branch)
+    for feature, why in saved.schedule.backlog.held if saved else ():
+        work = WorkItem(feature_id=feature).branch
+        tip = gitops.head(repo, work)
+        if tip is None or trunk is None or not FEATURE.match(feature) or path_of(project, feature).is_file():
+            continue
+        base = str(repo.git.merge_base(trunk, tip)).strip()
+        write(project, repo, feature, base=base, commit=tip, where=work, risk=why, now=now)
+        done.append(feature)
     return tuple(done)
+
+
+LANDED = "\nLanded on "
+"""What the proof of a landed feature says under its title (`_title`)."""
 
 
 def write(
@@ -141,7 +159,7 @@ def _title(
 ) -> list[str]:
     description = md(str(feature["description"])) if feature else "(no description recorded)"
     at = f"{code(where)} at {code(commit[:10])}"
-    line = f"Waits for a person: {md(risk)} (its work is on {at})." if risk else f"Landed on {at}."
+    line = f"Waits for a person: {md(risk)} (its work is on {at})." if risk else f"{LANDED.strip()} {at}."
     return [f"# {feature_id}: {description}", "", line]
 
 
