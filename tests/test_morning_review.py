@@ -141,3 +141,46 @@ def test_a_night_on_a_review_branch_then_send_back_and_approve(tmp_path: Path) -
     nothing = morning(project, env, "approve")
     assert nothing.returncode == 2 and "nothing waits for you" in nothing.stderr
     assert "waiting for you: nothing" in morning(project, env, "status").stdout
+
+
+def test_a_risky_change_waits_for_the_person_even_on_main(tmp_path: Path) -> None:
+    """A new project lands on main; a risk rule of the person's holds the feature that changes
+    todo/cmd_add.py: the night ends with it waiting (main without it), `approve F002` lands it
+    with its gates, and a bad rules file is refused in one line before anything is created."""
+    env = product_env(tmp_path)
+    scenario = write_scenario(tmp_path / "scenario.json", {"features": 2})
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"rules": [{"name": "x"}]}')
+    project = tmp_path / "generations" / "new"
+    refused = run(command(project, "--offline-demo", "--scenario", str(scenario), "--risk", str(bad)), env)
+    assert refused.returncode == 2 and "the risk rules are invalid" in refused.stderr, explain(refused)
+    assert len(refused.stderr.strip().splitlines()) == 1 and not project.exists()
+
+    rules = tmp_path / "risk.json"
+    rules.write_text(json.dumps({"rules": [{"name": "the add command", "paths": ["todo/cmd_add.py"]}]}))
+    night = run(command(project, "--offline-demo", "--scenario", str(scenario), "--risk", str(rules)), env)
+    assert night.returncode == 0, explain(night)
+    assert "feature/F002 waits for you (the add command: it changes todo/cmd_add.py)" in night.stdout
+    assert "1 of 2 features pass" in night.stdout and "1 feature waiting for you" in night.stdout
+    assert blob(project, "main", "todo/cmd_add.py") == "" and blob(project, "main", "todo/store.py")
+    proof = (project / ".agent_logs" / "proofs" / "F002.md").read_text()
+    assert "Waits for a person: the add command: it changes todo/cmd_add.py" in proof
+    shown = morning(project, env, "status")
+    assert "waiting for you: F002, held: the add command" in shown.stdout, explain(shown)
+    wrong = morning(project, env, "approve", "F001")
+    assert wrong.returncode == 2 and "F001 is not held; waiting for you: F002" in wrong.stderr
+
+    approved = morning(project, env, "approve", "F002")
+    assert approved.returncode == 0 and "released F002" in approved.stdout, explain(approved)
+    assert blob(project, "main", "todo/cmd_add.py")
+    assert "Landed on `main`" in (project / ".agent_logs" / "proofs" / "F002.md").read_text()
+    ran = [
+        e
+        for e in events.read(events.log_path(project))
+        if e["kind"] == "gates_ran" and e.get("feature") == "F002"
+    ]
+    assert ran and ran[-1]["where"] == "main" and ran[-1]["passed"]
+    again = run(command(project), env)
+    assert again.returncode == 0 and "all 2 features pass" in again.stdout, explain(again)
+    nothing = morning(project, env, "approve")
+    assert nothing.returncode == 2 and "nothing waits for you" in nothing.stderr
