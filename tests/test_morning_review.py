@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from github_standin import GitHubStandIn
 from test_e2e import ENTRY, command, explain, product_env, run, session_dirs, write_scenario
 
 from session_scheduler.store import events
@@ -184,3 +185,59 @@ def test_a_risky_change_waits_for_the_person_even_on_main(tmp_path: Path) -> Non
     assert again.returncode == 0 and "all 2 features pass" in again.stdout, explain(again)
     nothing = morning(project, env, "approve")
     assert nothing.returncode == 2 and "nothing waits for you" in nothing.stderr
+
+
+def test_pull_requests_on_a_stand_in_forge_and_what_the_person_did_there(tmp_path: Path) -> None:
+    """`--land-on pr`: each landed feature is pushed to the person's remote and opened as a draft
+    pull request whose body is its proof (a local stand-in of GitHub's API: no network here); the
+    next run counts a merged one as approved and sends a closed one back with its comment; a forge
+    that answers 401 is a warning, not a lost night."""
+    project = tmp_path / "generations" / "mine"
+    person_s_repository(project)
+    git(project, "checkout", "-q", "README.md")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(project, "remote", "add", "origin", str(remote))
+    git(project, "push", "-q", "origin", "develop")
+    develop = git(project, "rev-parse", "develop")
+    scenario = write_scenario(tmp_path / "scenario.json", {"features": 2})
+    with GitHubStandIn("me", "app", "token-1") as forge:
+        env = product_env(tmp_path, GITHUB_API_URL=forge.url, GITHUB_TOKEN="token-1")
+        opts = ("--offline-demo", "--scenario", str(scenario), "--land-on", "pr", "--forge", "github:me/app")
+        night = run(command(project, *opts), env)
+        assert night.returncode == 0, explain(night)
+        assert sorted(p["head"] for p in forge.pulls.values()) == ["agents/pr/F001", "agents/pr/F002"]
+        for pull in forge.pulls.values():
+            feature = pull["head"].removeprefix("agents/pr/")
+            assert (
+                pull["draft"] is True
+                and pull["base"] == "develop"
+                and pull["title"].startswith(f"{feature}: ")
+            )
+            assert pull["body"] == (project / ".agent_logs" / "proofs" / f"{feature}.md").read_text()
+            pushed = git(remote, "rev-parse", f"refs/heads/{pull['head']}")
+            assert git(remote, "rev-parse", f"{pushed}^") == develop  # one commit on the person's branch
+        assert git(project, "rev-parse", "develop") == develop == git(remote, "rev-parse", "develop")
+
+        # on the forge: the person merges F001's and closes F002's with a comment
+        by_feature = {p["head"].removeprefix("agents/pr/"): n for n, p in forge.pulls.items()}
+        forge.merge(by_feature["F001"], git(remote, "rev-parse", "refs/heads/agents/pr/F001"))
+        forge.close(by_feature["F002"], WORDS)
+        again = run(command(project), env)
+        assert again.returncode == 0, explain(again)
+        assert "F001: pull request" in again.stdout and "was merged: approved" in again.stdout
+        assert "F002 sent back" in again.stdout
+        fix = [d for d in session_dirs(project) if d.name.endswith("_FIX")][-1]
+        assert WORDS in (fix / "transcript.jsonl").read_text()
+        assert [p["head"] for p in forge.pulls.values()][-1] == f"agents/pr/F002-{by_feature['F002']}"
+        assert len(forge.pulls) == 3  # F001's is not opened again
+
+    with GitHubStandIn("me", "app", "another") as refusing:
+        env = product_env(tmp_path, GITHUB_API_URL=refusing.url, GITHUB_TOKEN="token-1")
+        git(project, "push", "-q", "origin", "--delete", "agents/pr/F001")
+        (project / ".agent_logs" / "pulls.json").unlink()
+        warned = run(command(project), env)
+        assert warned.returncode == 0, explain(warned)
+        assert (
+            "WARNING: pull requests: GitHub answered 401" in warned.stdout and "GITHUB_TOKEN" in warned.stdout
+        )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -132,11 +133,17 @@ class AgentConfig:
     of its commits (`--local-file`, saved). Nothing untracked reaches a lane otherwise."""
     land_on: str = "main"
     """Where verified work lands (`--land-on`, saved): `main` (the project's `main` moves, as in a
-    new project), or `review` (a review branch, `review_branch`, made from the person's branch
-    when the first run starts; the person's own branch moves only when they `approve`). A project
-    adopted from a repository with commits defaults to `review`, a new one to `main`."""
+    new project), `review` (a review branch, `review_branch`, made from the person's branch when
+    the first run starts; the person's own branch moves only when they `approve`), or `pr` (the
+    review branch, and a draft pull request per feature on the person's forge). A project adopted
+    from a repository with commits defaults to `review`, a new one to `main`."""
     review_branch: str | None = None
-    """With `land_on` `review`: the branch work lands on (`agents/<date>`), chosen once and saved."""
+    """With `land_on` `review` or `pr`: the branch work lands on (`agents/<date>`), chosen once and saved."""
+    forge: str | None = None
+    """With `land_on` `pr`: where pull requests are opened (`github:OWNER/REPO`; `--forge`, saved;
+    None: read from the remote's URL)."""
+    remote: str = "origin"
+    """With `land_on` `pr`: the person's remote each feature's branch is pushed to (`--remote`, saved)."""
     risk: dict[str, Any] | None = None
     """The risk rules (`--risk FILE|default|none`, saved; core/risk.py) in their saved form: None
     is the defaults, `{"rules": []}` none. Approved work a rule matches waits for the person."""
@@ -202,6 +209,8 @@ class AgentConfig:
                 )
         if self.land_on not in LAND_ON:
             raise ValueError(f"land_on must be one of {', '.join(LAND_ON)}, got {self.land_on!r}")
+        if self.forge is not None:
+            parse_forge(self.forge)  # raises ValueError with what to give instead
         if self.review_branch is not None and review_branch_problem(self.review_branch):
             raise ValueError(
                 f"review_branch {self.review_branch!r} {review_branch_problem(self.review_branch)}"
@@ -242,10 +251,22 @@ class AgentConfig:
         return cls(**values)
 
 
-LAND_ON = ("main", "review")
+LAND_ON = ("main", "review", "pr")
 """Where verified work may land (`AgentConfig.land_on`)."""
+REVIEWED = ("review", "pr")
+"""The landing places where work lands on a review branch and reaches the person's only by their approval."""
 REVIEW_PREFIX = "agents/"
 """Review branches are named `agents/<date>`: never a session's work branch (feature/, arch/)."""
+
+
+def parse_forge(spec: str) -> tuple[str, str, str]:
+    """`github:OWNER/REPO` as (kind, owner, repo); ValueError saying what to give instead."""
+    match = re.fullmatch(r"(github):([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)", spec)
+    if match is None:
+        raise ValueError(
+            f"--forge {spec!r}: give github:OWNER/REPO (the repository pull requests are opened in)"
+        )
+    return match.group(1), match.group(2), match.group(3)
 
 
 def review_branch_problem(name: object) -> str | None:
@@ -273,7 +294,7 @@ def risk_rules(config: AgentConfig) -> tuple[Rule, ...]:
 def trunk_of(config: AgentConfig) -> str:
     """The branch of the project's repository verified work lands on, what every lane's clone
     calls `main`: the project's `main`, or its review branch."""
-    if config.land_on == "review":
+    if config.land_on in REVIEWED:
         assert config.review_branch is not None, "a review branch is chosen before the run opens the project"
         return config.review_branch
     return "main"

@@ -6,7 +6,7 @@ from typing import Any
 
 import jsonschema
 
-from session_scheduler.core.config import ROLES, TERMINAL, SessionType
+from session_scheduler.core.config import LAND_ON, ROLES, TERMINAL, SessionType
 from session_scheduler.core.evidence import NAME as EVIDENCE_NAME
 from session_scheduler.core.standing import Standing
 
@@ -289,8 +289,10 @@ AGENT_CONFIG: dict[str, Any] = {
         "notify": NULLABLE_STR,
         "test_command": NULLABLE_STR,
         "gates": {"type": ["object", "null"]},  # its own schema: core/gates.GATES_SCHEMA, read by GateSet
-        "land_on": {"enum": ["main", "review"]},
+        "land_on": {"enum": list(LAND_ON)},
         "review_branch": NULLABLE_STR,
+        "forge": NULLABLE_STR,
+        "remote": {"type": "string", "minLength": 1},
         "risk": {"type": ["object", "null"]},  # its own schema: core/risk.RISK_SCHEMA
         "detect_gates": {"type": "boolean"},
         "app": {"type": ["object", "null"]},  # its own schema: core/app.APP_SCHEMA, read by AppSpec

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import git
 
-from session_scheduler.core.config import REVIEW_PREFIX, AgentConfig
+from session_scheduler.core.config import REVIEW_PREFIX, REVIEWED, AgentConfig
 from session_scheduler.core.errors import BadInput
 from session_scheduler.guard import safe_git
 from session_scheduler.repo import adoption, gitops, refs
@@ -64,14 +64,14 @@ def settle(
     if saved is None and given is None:
         config = replace(config, land_on=default_land_on(project))
     was = str(saved.get("land_on", "main")) if saved else None
-    if was == "review" and config.land_on == "main" and saved and saved.get("review_branch"):
+    if was in REVIEWED and config.land_on == "main" and saved and saved.get("review_branch"):
         waiting = unapproved(project, str(saved["review_branch"]))
         if waiting:
             raise BadInput(
                 f"--land-on main: {saved['review_branch']} holds {waiting} not on your branch yet; "
                 "`approve` them (or delete that branch) first, then switch"
             )
-    if config.land_on == "review" and config.review_branch is None:
+    if config.land_on in REVIEWED and config.review_branch is None:
         config = replace(config, review_branch=review_branch_name(project, now))
     return config
 

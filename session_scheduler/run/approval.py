@@ -20,7 +20,7 @@ from typing import Any
 
 import git
 
-from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType, trunk_of
+from session_scheduler.core.config import REVIEWED, TERMINAL, AgentConfig, SessionType, trunk_of
 from session_scheduler.core.errors import BadInput, GitError
 from session_scheduler.core.humane import plural
 from session_scheduler.core.layout import LOG_DIR, SPEC_NAME
@@ -47,7 +47,7 @@ def approvals(project: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in approved.items()} if isinstance(approved, dict) else {}
 
 
-def _approve_in_records(project: Path, features: Iterable[str], commit: str) -> None:
+def record_approval(project: Path, features: Iterable[str], commit: str) -> None:
     known = approvals(project)
     known.update(dict.fromkeys(features, commit))
     progress.atomic_write_json(project / APPROVALS, {"approved": known})
@@ -62,7 +62,7 @@ def _forget_approval(project: Path, feature: str) -> None:
 def waiting(project: Path, config: AgentConfig) -> list[str]:
     """The features on the review branch the person has not approved, in the order they landed
     ([] when the project lands on `main`)."""
-    if config.land_on != "review" or config.review_branch is None or not (project / ".git").is_dir():
+    if config.land_on not in REVIEWED or config.review_branch is None or not (project / ".git").is_dir():
         return []
     repo = safe_git.open(project)
     return _pending(
@@ -97,7 +97,7 @@ def approve(project: Path, config: AgentConfig, named: tuple[str, ...], log: Eve
     repo = safe_git.open(project)
     saved = statefile.load(project)
     holds = dict(saved.schedule.backlog.held) if saved else {}
-    reviewing = config.land_on == "review" and config.review_branch is not None
+    reviewing = config.land_on in REVIEWED and config.review_branch is not None
     if named:
         unknown = [f for f in named if f not in _features(project)]
         if unknown:
@@ -215,7 +215,7 @@ def _approve_review(
             raise BadInput(
                 f"{', '.join(named)}: approved already; waiting for you: {', '.join(pending) or 'nothing'}"
             )
-        depends = _depends(project)
+        depends = depends_of(project)
         for feature in chosen:
             needs = [d for d in depends.get(feature, ()) if d not in done and d not in chosen]
             if needs:
@@ -241,7 +241,7 @@ def _approve_review(
         if spec is not None and not (project / SPEC_NAME).exists():
             progress.atomic_write_bytes(project / SPEC_NAME, spec)
         raise
-    _approve_in_records(project, chosen, commit)
+    record_approval(project, chosen, commit)
     log.emit("approved", features=chosen, onto=target, commit=commit)
     return f"approved {', '.join(chosen)}: on {target} at {commit[:10]}"
 
@@ -289,7 +289,7 @@ def _land_chosen(
     """The chosen features landed on the person's branch `target`: the review branch merged
     whole, or each named feature's change applied in turn; the commit `target` is at after."""
     if named:
-        commit = _apply_each(repo, [landed[f] for f in chosen], target, tests, _descriptions(project))
+        commit = _apply_each(repo, [landed[f] for f in chosen], target, tests, descriptions(project))
     else:
         tip = gitops.head(repo, trunk)
         assert tip is not None
@@ -450,7 +450,7 @@ def _send_back_held(
 
 
 def _review_project(project: Path, config: AgentConfig, command: str) -> tuple[str, git.Repo]:
-    if config.land_on != "review" or config.review_branch is None:
+    if config.land_on not in REVIEWED or config.review_branch is None:
         raise BadInput(
             f"this project lands its work on {trunk_of(config)} (--land-on main): nothing waits for you to {command}; "
             "run it with --land-on review to review work before it reaches your branch"
@@ -497,11 +497,11 @@ def _features(project: Path) -> dict[str, dict[str, Any]]:
     return {str(f["id"]): f for f in features or () if isinstance(f, dict) and "id" in f}
 
 
-def _depends(project: Path) -> dict[str, tuple[str, ...]]:
+def depends_of(project: Path) -> dict[str, tuple[str, ...]]:
     return {k: tuple(str(d) for d in v.get("depends_on") or ()) for k, v in _features(project).items()}
 
 
-def _descriptions(project: Path) -> dict[str, str]:
+def descriptions(project: Path) -> dict[str, str]:
     return {
         k: str(v.get("description", "")).splitlines()[0][:72] if v.get("description") else ""
         for k, v in _features(project).items()

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,7 +34,9 @@ from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import (
     DEFAULT_ALLOWED_DOMAINS,
     DEFAULT_MODELS,
+    LAND_ON,
     MAX_LANES,
+    REVIEWED,
     ROLES,
     TERMINAL,
     AgentConfig,
@@ -59,8 +62,9 @@ from session_scheduler.core.schedule import lanes_refusal, resized
 from session_scheduler.core.version import VERSION
 from session_scheduler.guard import browser_box, safe_git
 from session_scheduler.guard.sandbox import Host, Preflight, preflight
-from session_scheduler.repo import adoption, landing, workdirs
-from session_scheduler.run import showing
+from session_scheduler.repo import adoption, forge, landing, workdirs
+from session_scheduler.repo.forge import Forge
+from session_scheduler.run import pulls, showing
 from session_scheduler.run.opening import local_file_missing
 from session_scheduler.run.plan import Planner, brief_for
 from session_scheduler.run.prompts import EXAMPLE_SPEC, template_path
@@ -575,10 +579,21 @@ class OneLineErrors(click.Group):
 )
 @click.option(
     "--land-on",
-    type=click.Choice(["main", "review"]),
-    help="Where verified work lands (saved): `main`, or `review`: a branch agents/<date> made from your branch, "
-    "which moves only when you `approve`. Default: review for an existing repository with commits, main for a "
-    "new project.",
+    type=click.Choice(list(LAND_ON)),
+    help="Where verified work lands (saved): `main`; `review`: a branch agents/<date> made from your branch, "
+    "which moves only when you `approve`; `pr`: that branch, and a draft pull request per feature on your "
+    "forge (--forge, --remote). Default: review for an existing repository with commits, main for a new project.",
+)
+@click.option(
+    "--forge",
+    metavar="github:OWNER/REPO",
+    help="With --land-on pr: where pull requests are opened (saved; default: read from the remote's URL). The "
+    "token comes from GITHUB_TOKEN or GH_TOKEN; GITHUB_API_URL names another API (GitHub Enterprise).",
+)
+@click.option(
+    "--remote",
+    metavar="NAME",
+    help="With --land-on pr: your remote each feature's branch is pushed to (saved; default origin).",
 )
 @click.option(
     "--allow-repo-code/--no-allow-repo-code",
@@ -832,6 +847,8 @@ def run_cli(
     probe = _SandboxCheck(config, seams, echo)
     try:
         with seams.authority(project).hold():  # the one owner of the lock: nothing is written before it
+            if _reconciled(project, config, seams, echo):  # what the person did on the forge may give work
+                starts = session_would_start(project, config)
             if starts:  # a project with nothing left to run is not probed (the probe runs the real CLI)
                 probe.once()
             place_spec(project, spec, echo)
@@ -890,10 +907,13 @@ def _run(
             if config.lanes > 1
             else f"Sessions work in a clone, {project.name}.lanes/lane-0 beside the project; work lands here once approved"
         )
-        if config.land_on == "review":
+        if config.land_on in REVIEWED:
             view.echo(
-                f"Work lands on {config.review_branch}; your branch moves only when you `approve` (--land-on main: lands on main)"
+                f"Work lands on {config.review_branch}; your branch moves only when you `approve`"
+                + (" or merge its pull request" if config.land_on == "pr" else "")
+                + " (--land-on main: lands on main)"
             )
+        place = _forge(project, config, lambda line: None)  # said once, by `_reconciled`
         lanes = Lanes(
             project,
             config,
@@ -914,7 +934,61 @@ def _run(
         written = proofs.write_missing(project, safe_git.open(project), trunk_of(config), seams.clock.now())
         if written:
             view.echo(f"Proofs written for {', '.join(written)}: {LOG_DIR}/{proofs.PROOFS_DIR}/")
+        if place is not None:
+            repo = safe_git.open(project)
+            _on_forge(
+                lambda: pulls.publish(
+                    project, config, repo, place, lambda f: proofs.body(project, repo, f, config), view.echo
+                ),
+                view.echo,
+            )
         return report
+
+
+def _forge(project: Path, config: AgentConfig, echo: Callable[[str], None]) -> Forge | None:
+    """The forge pull requests go to (`--land-on pr`): the one `--forge` names, else the one the
+    remote's URL names; None (said) when there is none to use."""
+    if config.land_on != "pr":
+        return None
+    spec = config.forge
+    if spec is None:
+        url = subprocess.run(
+            ["git", "remote", "get-url", config.remote],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        spec = forge.from_remote_url(url)
+    if spec is None:
+        echo(
+            f"WARNING: --land-on pr: no forge to open pull requests on (the remote {config.remote} names none); "
+            "give --forge github:OWNER/REPO. Work lands on the review branch meanwhile"
+        )
+        return None
+    return forge.forge_of(spec)
+
+
+def _reconciled(project: Path, config: AgentConfig, seams: Seams, echo: Callable[[str], None]) -> bool:
+    """`--land-on pr`, before the run: what the person did on the forge since the last one,
+    brought back (under the project's lock); whether anything changed."""
+    if config.land_on != "pr" or not (project / ".git").is_dir() or not (project / pulls.PULLS).is_file():
+        return False
+    place = _forge(project, config, echo)
+    if place is None:
+        return False
+    before = (project / pulls.PULLS).read_bytes()
+    log = events.EventLog(project, events.new_run_id(seams.clock), clock=seams.clock.now)
+    _on_forge(lambda: pulls.reconcile(project, config, safe_git.open(project), place, log, echo), echo)
+    return (project / pulls.PULLS).read_bytes() != before
+
+
+def _on_forge(action: Callable[[], object], echo: Callable[[str], None]) -> None:
+    """A call to the forge that cannot stop the night: what it refused is said, and tried again next run."""
+    try:
+        action()
+    except forge.ForgeError as exc:
+        echo(f"WARNING: pull requests: {exc}; the next run tries again")
 
 
 def refuse_lane_change(project: Path, lanes: int) -> None:
@@ -1001,7 +1075,9 @@ class _Guarded:
     check: _SandboxCheck
 
     async def run(self, request: SessionRequest) -> SessionResult:
-        self.check.once()
+        import anyio
+
+        await anyio.to_thread.run_sync(self.check.once)  # the probe runs an event loop of its own
         return await self.wrapped.run(request)
 
     def stop(self) -> None:

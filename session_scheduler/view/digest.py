@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from session_scheduler.core.config import AgentConfig, trunk_of
+from session_scheduler.core.config import REVIEWED, AgentConfig, trunk_of
 from session_scheduler.core.errors import SchedulerError
 from session_scheduler.core.humane import money, plural
 from session_scheduler.repo import landing
@@ -60,7 +60,7 @@ def digest_of(project: Path, log: list[Event] | None = None) -> dict[str, Any] |
         "lands_on": trunk_of(config)
         if config.land_on == "main" or config.review_branch
         else "a review branch",
-        "your_branch": landing.person_branch(project) if config.land_on == "review" else None,
+        "your_branch": landing.person_branch(project) if config.land_on in REVIEWED else None,
         "landed": landed,
         "waiting_for_you": [
             *({"feature": f, "why": f"held: {why}", "proof": _proof(project, f)} for f, why in holds),

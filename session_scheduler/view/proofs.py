@@ -17,6 +17,7 @@ from typing import Any
 
 import git
 
+from session_scheduler.core.config import AgentConfig, trunk_of
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.evidence import is_web
 from session_scheduler.core.humane import duration, money, plural
@@ -52,6 +53,16 @@ def path_of(project: Path, feature_id: str) -> Path:
 def written(project: Path, feature_ids: Iterable[str]) -> tuple[str, ...]:
     """The features among `feature_ids` whose proof is written, in their order."""
     return tuple(f for f in feature_ids if FEATURE.match(f) and path_of(project, f).is_file())
+
+
+def body(project: Path, repo: git.Repo, feature_id: str, config: AgentConfig) -> str:
+    """A pull request's body: the feature's proof (as written, else made now)."""
+    path = path_of(project, feature_id)
+    if path.is_file():
+        return path.read_text(encoding="utf-8", errors="replace")
+    trunk = trunk_of(config)
+    item = landing.placed(project, repo, trunk)[feature_id]
+    return text(project, repo, feature_id, base=item.base, commit=item.merge, where=trunk)
 
 
 def write_missing(project: Path, repo: git.Repo, branch: str, now: float | None = None) -> tuple[str, ...]:
