@@ -217,16 +217,19 @@ NAMED_AT_MOST = 500
 """`file_changes` names at most this many paths to `git ls-tree` (more: it lists the whole tree)."""
 
 
-def file_changes(repo: git.Repo, base: str, tip: str) -> list[FileChange]:
-    """What `tip` changes since `base`, file by file, as the risk rules see it (renames as a
-    removal and an addition; a binary file deletes no lines)."""
-    listing = str(repo.git.diff("--numstat", "-z", "--no-renames", base, tip, strip_newline_in_stdout=False))
+def file_changes(repo: git.Repo, base: str, tip: str, *, sizes_too: bool = True) -> list[FileChange]:
+    """What `tip` changes since it forked from `base` (their merge base), file by file, as the
+    risk rules see it (renames as a removal and an addition; a binary file deletes no lines);
+    `sizes_too`: each file's size after (else None, one git command fewer)."""
+    listing = str(
+        repo.git.diff("--numstat", "-z", "--no-renames", f"{base}...{tip}", "--", strip_newline_in_stdout=False)
+    )
     deleted: dict[str, int] = {}
     for entry in filter(None, listing.split("\0")):
         _, gone, path = entry.split("\t", 2)
         deleted[path] = int(gone) if gone.isdigit() else 0
-    if not deleted:
-        return []
+    if not deleted or not sizes_too:
+        return [FileChange(path, gone, None) for path, gone in deleted.items()]
     sizes: dict[str, int] = {}
     named = (
         sorted(deleted) if len(deleted) <= NAMED_AT_MOST else []

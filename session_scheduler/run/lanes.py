@@ -1098,8 +1098,8 @@ class Lanes:
         trunk = gitops.head(repo, self.trunk)
         if not rules or _work_of(landing.branch).feature_id is None or trunk is None:
             return None
-        base = str(repo.git.merge_base(trunk, landing.tip)).strip()
-        return risk.held_by(rules, merge_queue.file_changes(repo, base, landing.tip))
+        sizes = any(rule.file_bytes_over is not None for rule in rules)
+        return risk.held_by(rules, merge_queue.file_changes(repo, trunk, landing.tip, sizes_too=sizes))
 
     def _hold(self, repo: git.Repo, landing: Landing, why: str) -> None:
         """The landing waits for the person (under the lock): off the queue, held in the schedule;
