@@ -125,12 +125,23 @@ def test_a_night_on_a_review_branch_then_send_back_and_approve(tmp_path: Path) -
     for path in touched:  # its change is back, with the FIX's
         assert blob(project, review, path), path
 
-    # approve: everything lands on develop, the gates run there; then nothing waits
+    review_after_fix = [d for d in session_dirs(project) if d.name.endswith("_REVIEW")][-1]
+    assert review_after_fix.name > fix.name and WORDS in (review_after_fix / "transcript.jsonl").read_text()
+
+    # the person merges F002's landing by hand: it no longer waits
     git(project, "stash", "-q")  # the person's edit out of the way, as a person would
+    (f002,) = [
+        e["commit"]
+        for e in events.read(events.log_path(project))
+        if e["kind"] == "merge_verified" and e["feature"] == "F002"
+    ]
+    (project / "app_spec.txt").unlink()  # git would not write over the untracked copy
+    git(project, *PERSON, "merge", "-q", "--no-ff", "-m", "by hand", f002)
+    assert "waiting for you: F001 (on" in morning(project, env, "status").stdout
+
+    # approve: the rest lands on develop, the gates run there; then nothing waits
     approved = morning(project, env, "approve")
-    assert approved.returncode == 0 and "approved F002, F001: on develop" in approved.stdout, explain(
-        approved
-    )
+    assert approved.returncode == 0 and "approved F001: on develop" in approved.stdout, explain(approved)
     assert git(project, "merge-base", "--is-ancestor", review, "develop") == ""
     assert git(project, "status", "--porcelain", "--untracked-files=no") == ""
     ran = [
