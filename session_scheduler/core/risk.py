@@ -21,7 +21,7 @@ from session_scheduler.core.errors import BadInput
 from session_scheduler.core.gates import one_line
 from session_scheduler.core.schemas import schema_error
 
-RULE_NAME = "^[A-Za-z0-9][A-Za-z0-9 ._-]{0,60}$"
+RULE_NAME = "^[A-Za-z0-9][A-Za-z0-9 ._'-]{0,60}$"
 RISK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["rules"],
