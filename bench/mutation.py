@@ -55,6 +55,7 @@ TARGETS: dict[str, Target] = {
         0.85,
     ),
     "events": Target(("session_scheduler/store/events.py",), ("tests/test_events.py",), 0.85),
+    "risk": Target(("session_scheduler/core/risk.py",), ("tests/test_risk.py",), 0.85),
     "handoff": Target(
         ("session_scheduler/store/handoff_tools.py", "session_scheduler/store/handoff_history.py"),
         ("tests/test_brief_and_tools.py",),

@@ -504,3 +504,33 @@ def test_only_a_waiting_lane_waits_for_its_work_to_land() -> None:
     assert landing_of(working, 0) is None  # a lane at work holds its work, it does not wait for it
     landed_already = replace(waiting, backlog=Backlog(FEATURES, passing=frozenset({"F001"})))
     assert landing_of(landed_already, 0) is None
+
+
+def test_a_held_feature_leaves_the_queue_its_dependents_wait_and_the_rest_goes_on() -> None:
+    from session_scheduler.core.schedule import held as hold
+    from session_scheduler.core.schedule import released
+
+    depends = {"F002": ("F001",), "F003": ("F002",)}
+    schedule = Schedule(
+        Backlog(FEATURES, landing=(feature("F001"),), depends=tuple(depends.items())),
+        (Lane(T.WAIT, feature("F001")),),
+        cloned=True,
+    )
+    schedule, _ = hold(schedule, feature("F001"), "manifests: it changes package.json", CFG)
+    backlog = schedule.backlog
+    assert backlog.landing == () and backlog.held == (("F001", "manifests: it changes package.json"),)
+    assert schedule.lanes[0].work == feature("F004")  # the lane is free: F002, F003 wait with F001
+    assert backlog.waiting_for_person() == {"F001", "F002", "F003"}
+    assert not backlog.settled()  # F004 is still to pass
+    done = replace(backlog, passing=frozenset({"F004"}))
+    assert done.settled() and replace(done, held=()).settled() is False
+    assert done.next_open() is None  # a held feature is never claimed again
+
+    finished = replace(schedule, backlog=done, lanes=(Lane(T.DONE),))
+    schedule, _ = released(finished, "F001", CFG)
+    assert schedule.backlog.passing == {"F001", "F004"} and schedule.backlog.held == ()
+    assert schedule.lanes[0].work == feature("F002")  # a finished lane looks for work again
+    with pytest.raises(ValueError, match="F002 is not held"):
+        released(schedule, "F002", CFG)
+    with pytest.raises(ValueError, match="not in the merge queue"):
+        hold(schedule, feature("F003"), "x", CFG)

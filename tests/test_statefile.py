@@ -205,6 +205,7 @@ def test_a_schedule_of_several_lanes_is_saved_and_read_back_whole(tmp_path: Path
         depends=(("F002", ("F001",)),),
         landing=(feature("F001"),),
         returned=((architecture_fixes(4), 9),),
+        held=(("F002", "manifests: it changes package.json"),),
     )
     lanes = (
         Lane(SessionType.REVIEW, feature("F002")),
@@ -220,6 +221,7 @@ def test_a_schedule_of_several_lanes_is_saved_and_read_back_whole(tmp_path: Path
     assert written["issued"] == 11 and len(written["lanes"]) == 3 and written["lane"] == written["lanes"][0]
     assert written["backlog"]["landing"] == [{"feature": "F001"}]
     assert written["backlog"]["returned"] == [{"work": {"architecture_review": 4}, "review_id": 9}]
+    assert written["backlog"]["held"] == [{"feature": "F002", "why": "manifests: it changes package.json"}]
 
 
 def test_one_lane_saves_what_every_earlier_version_saved(tmp_path: Path) -> None:
