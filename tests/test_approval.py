@@ -452,19 +452,11 @@ def test_approve_refuses_a_change_that_conflicts_with_the_person_s_branch(
     assert (done.project / "F001.txt").read_text() == "the person's own F001.txt\n"
 
 
-RED_REF_BUG = (
-    "bug: approve of all waiting work with a red gate passes merge_queue.land a Landing whose feature is "
-    "'approved F001 F002' (spaces), so land's keep_ref(red/<feature>/...) fails with git's 'bad name' "
-    "GitCommandError instead of approval's one-line GitError 'the gates fail on develop', and the red "
-    "merge is not kept"
-)
-
-
 @needs_bwrap
 @pytest.mark.parametrize(
     "named",
     [
-        pytest.param((), id="all", marks=pytest.mark.xfail(strict=True, reason=RED_REF_BUG)),
+        pytest.param((), id="all"),
         pytest.param(("F001",), id="named"),
     ],
 )
@@ -493,7 +485,7 @@ def test_the_spec_in_the_person_s_work_tree_is_not_in_the_way(tmp_path: Path) ->
 
 @needs_bwrap
 def test_a_red_gate_on_the_whole_review_branch_moves_nothing_whatever_it_raises(tmp_path: Path) -> None:
-    """The rule the xfail above does not reach: `develop` stays where it was (see RED_REF_BUG for the error)."""
+    """Whatever the gate's refusal says, `develop` stays where it was and nothing is recorded."""
     require_runtime()
     done = night(tmp_path, test_command="test ! -e F001.txt")
     with pytest.raises((GitError, git_exc.GitCommandError)):
@@ -502,15 +494,6 @@ def test_a_red_gate_on_the_whole_review_branch_moves_nothing_whatever_it_raises(
     assert not (done.project / "F001.txt").exists() and kinds(done.project, "approved") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: approving named features removes the untracked app_spec.txt from the person's work tree "
-        "(_spec_in_the_way unlinks it whenever the review branch holds the same spec, but only the "
-        "whole-branch merge gives develop the spec; _apply_each applies the features' changes alone and "
-        "nothing puts the file back), so the next run finds no spec (without --spec: the example spec)"
-    ),
-)
 def test_approving_named_features_keeps_the_spec_in_the_person_s_work_tree(tmp_path: Path) -> None:
     done = night(tmp_path, spec=True)
     assert approve(done, "F001").startswith("approved F001")

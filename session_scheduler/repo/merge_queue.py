@@ -20,6 +20,7 @@ what was approved and nothing twice.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -121,7 +122,9 @@ def land(
         if tests is not None:
             passed, output = tests(commit)
             if not passed:
-                gitops.keep_ref(repo, f"red/{landing.feature}/{commit[:12]}", commit)
+                gitops.keep_ref(
+                    repo, f"red/{re.sub(r'[^A-Za-z0-9._-]+', '-', landing.feature)}/{commit[:12]}", commit
+                )
                 return Red(commit, output)
         with guard or contextlib.nullcontext():
             try:
@@ -222,7 +225,9 @@ def file_changes(repo: git.Repo, base: str, tip: str, *, sizes_too: bool = True)
     risk rules see it (renames as a removal and an addition; a binary file deletes no lines);
     `sizes_too`: each file's size after (else None, one git command fewer)."""
     listing = str(
-        repo.git.diff("--numstat", "-z", "--no-renames", f"{base}...{tip}", "--", strip_newline_in_stdout=False)
+        repo.git.diff(
+            "--numstat", "-z", "--no-renames", f"{base}...{tip}", "--", strip_newline_in_stdout=False
+        )
     )
     deleted: dict[str, int] = {}
     for entry in filter(None, listing.split("\0")):

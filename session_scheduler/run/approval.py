@@ -233,7 +233,9 @@ def _approve_review(
         gating.gated(log, results, target, feature=None, lane=None)
 
     tests = gating.landing_tests(keeper, repo, before, target, record, say)
-    spec = _spec_in_the_way(project, repo, target, trunk)
+    spec = (
+        None if named else _spec_in_the_way(project, repo, target, trunk)
+    )  # named: the spec stays untracked
     try:
         commit = _land_chosen(repo, trunk, target, chosen, landed, tests, project, named)
         _check_followed(repo, target, before, commit)
