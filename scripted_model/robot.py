@@ -264,6 +264,9 @@ def initializer(ctx: Ctx) -> Script:
     }
     start = last_line((yield [bash("git rev-parse HEAD")])[0])
     skeleton = {**demo_app.SKELETON, **(demo_web.WEB if ctx.scenario.web else {})}
+    (readme,) = yield [bash("cat README.md 2>/dev/null; true")]
+    if readme.strip():  # the person's README (an existing repository): the app's notes go after it
+        skeleton["README.md"] = readme.rstrip("\n") + "\n\n" + skeleton["README.md"]
     paths = yield from put(files, skeleton)
     if ctx.scenario.has_fault(ctx.session, "self_dependent"):  # its first feature needs itself
         first: dict[str, Any] = feature_list["features"][0]

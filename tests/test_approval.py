@@ -663,3 +663,31 @@ def test_a_sent_back_feature_can_then_be_sent_back_below_its_dependent(tmp_path:
     assert tree == ["F003.txt", "README.md"]
     saved = statefile.load(done.project)
     assert saved is not None and saved.schedule.backlog.passing == {"F003"}
+
+
+def test_a_named_approval_brings_the_review_branch_s_start_first(tmp_path: Path) -> None:
+    """What the review branch held before its first feature (the spec, the skeleton) comes with
+    the first named approval, as a merge; a later one does not bring it again."""
+    done = night(tmp_path, spec=True)
+    assert approve(done, "F001").startswith("approved F001")
+    start, _feature = git(done.project, "rev-list", "--parents", "-n", "2", "develop").splitlines()[::-1]
+    assert len(start.split()) == 3 and git(
+        done.project, "log", "-1", "--format=%s", start.split()[0]
+    ).startswith("Merge the review branch's start")
+    assert git(done.project, "ls-files", "app_spec.txt") == "app_spec.txt"
+    assert (done.project / "app_spec.txt").read_text() == SPEC
+    assert approve(done, "F002").startswith("approved F002")
+    assert len(git(done.project, "rev-list", "--parents", "-n", "1", "develop").split()) == 2  # one parent
+
+
+def test_a_skeleton_that_conflicts_with_the_person_s_branch_is_refused_in_one_line(tmp_path: Path) -> None:
+    done = night(tmp_path, spec=True)
+    (done.project / "app_spec.txt").unlink()
+    (done.project / "app_spec.txt").write_text("the person's own, different\n")
+    git(done.project, "add", "app_spec.txt")
+    git(done.project, "commit", "-qm", "mine")
+    before = git(done.project, "rev-parse", "develop")
+    with pytest.raises(GitError) as refused:
+        approve(done, "F001")
+    assert "the project's skeleton" in one_line(refused) and "app_spec.txt" in one_line(refused)
+    assert git(done.project, "rev-parse", "develop") == before

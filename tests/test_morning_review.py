@@ -173,7 +173,10 @@ def test_a_risky_change_waits_for_the_person_even_on_main(tmp_path: Path) -> Non
     night = run(command(project, "--offline-demo", "--scenario", str(scenario), "--risk", str(rules)), env)
     assert night.returncode == 0, explain(night)
     assert "feature/F002 waits for you (the add command: it changes todo/cmd_add.py)" in night.stdout
-    assert "1 of 2 features pass" in night.stdout and "1 feature waiting for you" in night.stdout
+    assert (
+        "1 of 2 features pass, 0 blocked; waiting for you, held by a risk rule: F002 (`approve F002` lands it)"
+        in night.stdout
+    )
     assert blob(project, "main", "todo/cmd_add.py") == "" and blob(project, "main", "todo/store.py")
     proof = (project / ".agent_logs" / "proofs" / "F002.md").read_text()
     assert "Waits for a person: the add command: it changes todo/cmd_add.py" in proof

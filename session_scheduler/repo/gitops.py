@@ -118,7 +118,9 @@ def open_repo(project: Path, trunk: str = MAIN) -> git.Repo:
     try:
         repo = safe_git.open(project) if (project / ".git").exists() else safe_git.init(project, MAIN)
         _ensure_identity(repo)
-        ensure_exclude(repo)  # first: a stash below must leave the scheduler's files where they are
+        ensure_exclude(
+            repo, SCHEDULER_PATHS
+        )  # first: a stash below must leave the scheduler's files where they are
         spec = project / SPEC_NAME
         spec_text = spec.read_bytes() if spec.is_file() else None
         if trunk != MAIN:
@@ -194,7 +196,7 @@ def _ensure_gitignore(repo: git.Repo, project: Path, *, commit_spec: bool = True
     left alone: only the spec is committed. Either happens the first time only, so a resumed run
     never moves `main` under a session.
     """
-    ensure_exclude(repo)
+    ensure_exclude(repo, SCHEDULER_PATHS)
     if repo.head.is_valid():
         if commit_spec and _spec_untracked(
             repo, project
@@ -211,13 +213,16 @@ def _ensure_gitignore(repo: git.Repo, project: Path, *, commit_spec: bool = True
     repo.git.commit("-m", SETUP_COMMIT, "--no-verify")
 
 
-def ensure_exclude(repo: git.Repo) -> None:
-    """The scheduler's paths in `.git/info/exclude`, which no commit can change."""
+def ensure_exclude(repo: git.Repo, names: tuple[str, ...] = EXCLUDED) -> None:
+    """The scheduler's paths in `.git/info/exclude`, which no commit can change: in a lane's
+    clone, `names` with the dotfiles a session's sandbox mounts placeholders over; in the
+    person's project, the scheduler's own files alone (`SCHEDULER_PATHS`: their `.vscode`,
+    `.claude` or `.mcp.json` still show in their `git status`)."""
     exclude = Path(repo.git_dir) / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
     known = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
-    if any(line not in known for line in EXCLUDED):
-        extra = [line for line in EXCLUDED if line not in known]
+    if any(line not in known for line in names):
+        extra = [line for line in names if line not in known]
         exclude.write_text("\n".join([*known, "# the scheduler's files", *extra]) + "\n", encoding="utf-8")
 
 

@@ -132,5 +132,4 @@ def placed(project: Path, repo: git.Repo, branch: str) -> dict[str, Placed]:
     return found
 
 
-PERSON = "person"
-"""The `why` of a `sent_back` event the person's `send-back` wrote."""
+PERSON = events.SENT_BACK_BY_PERSON

@@ -111,7 +111,7 @@ def land(
                     continue  # `main` moved meanwhile: merge onto the new one
                 gitops.follow_main(repo, main, landing.merge, onto)
             return Landed(landing.merge, reviewed=True)
-        merged = _merge_tree(repo, main, landing.tip)
+        merged = merged_tree(repo, main, landing.tip)
         if isinstance(merged, Conflict):
             return merged
         commit = str(
@@ -139,7 +139,7 @@ def land(
     )
 
 
-def _merge_tree(repo: git.Repo, main: str, tip: str) -> str | Conflict:
+def merged_tree(repo: git.Repo, main: str, tip: str) -> str | Conflict:
     """The merged tree of `main` and `tip`, or the conflict (no work tree, no index touched)."""
     status, out, err = repo.git.merge_tree(
         "--write-tree", "--name-only", main, tip, with_extended_output=True, with_exceptions=False

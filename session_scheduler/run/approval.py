@@ -94,6 +94,7 @@ def approve(project: Path, config: AgentConfig, named: tuple[str, ...], log: Eve
     branch; the gates run on each result. The line that says what landed."""
     if not (project / ".git").is_dir():
         raise BadInput(f"{project} has no git repository; run the project first")
+    named = tuple(f.upper() for f in named)  # f001 is F001
     repo = safe_git.open(project)
     saved = statefile.load(project)
     holds = dict(saved.schedule.backlog.held) if saved else {}
@@ -188,7 +189,12 @@ def _release(
         statefile.save(records, schedule, saved.in_flight)
         landed.append(feature)
     progress.correct_passes(records, schedule.backlog.passing)
-    return f"released {', '.join(landed)} (held by a risk rule): landed on {trunk}"
+    more = [
+        f for f in schedule.backlog.features if f not in schedule.backlog.passing | schedule.backlog.blocked
+    ]
+    return f"released {', '.join(landed)} (held by a risk rule): landed on {trunk}" + (
+        f"; run the project again to build the rest ({', '.join(more)})" if more else ""
+    )
 
 
 def _approve_review(
@@ -233,16 +239,13 @@ def _approve_review(
         gating.gated(log, results, target, feature=None, lane=None)
 
     tests = gating.landing_tests(keeper, repo, before, target, record, say)
-    spec = (
-        None if named else _spec_in_the_way(project, repo, target, trunk)
-    )  # named: the spec stays untracked
+    spec = _spec_in_the_way(project, repo, target, trunk)
     try:
         commit = _land_chosen(repo, trunk, target, chosen, landed, tests, project, named)
         _check_followed(repo, target, before, commit)
-    except BaseException:
+    finally:  # the person's copy stays, whatever became of the approval
         if spec is not None and not (project / SPEC_NAME).exists():
             progress.atomic_write_bytes(project / SPEC_NAME, spec)
-        raise
     record_approval(project, chosen, commit)
     log.emit("approved", features=chosen, onto=target, commit=commit)
     return f"approved {', '.join(chosen)}: on {target} at {commit[:10]}"
@@ -291,7 +294,12 @@ def _land_chosen(
     """The chosen features landed on the person's branch `target`: the review branch merged
     whole, or each named feature's change applied in turn; the commit `target` is at after."""
     if named:
-        commit = _apply_each(repo, [landed[f] for f in chosen], target, tests, descriptions(project))
+        first = next(
+            iter(landed.values())
+        )  # what the review branch held before any feature: the spec, the skeleton
+        commit = _apply_each(
+            repo, first.base, [landed[f] for f in chosen], target, tests, descriptions(project)
+        )
     else:
         tip = gitops.head(repo, trunk)
         assert tip is not None
@@ -303,8 +311,9 @@ def _land_chosen(
         )
         if isinstance(verdict, merge_queue.Conflict):
             raise GitError(
-                f"{trunk} conflicts with your branch {target} in {', '.join(verdict.files)}; merge {target} into "
-                f"{trunk} by hand (or approve features one by one), then approve again"
+                f"{trunk} conflicts with your branch {target} in {', '.join(verdict.files)}; nothing moved. Merge "
+                f"by hand: `git checkout {trunk} && git merge {target}`, resolve, commit, `git checkout {target}`, "
+                "then approve again"
             )
         if isinstance(verdict, merge_queue.Red):
             raise GitError(
@@ -317,17 +326,30 @@ def _land_chosen(
 
 def _apply_each(
     repo: git.Repo,
+    foundation: str,
     chosen: list[landing.Placed],
     target: str,
     tests: merge_queue.Tests | None,
     descriptions: dict[str, str],
 ) -> str:
     """Each chosen feature's change (what its landing added to the review branch) applied on
-    top of `target` in turn, one commit each, the gates run once on the last; `target` moves
+    top of `target` in turn, one commit each, after the review branch's `foundation` (what it
+    held before its first feature: the spec and the project's skeleton, which every feature
+    builds on) is merged when `target` lacks it; the gates run once on the last; `target` moves
     only after they pass (from the commit it was at)."""
     before = gitops.head(repo, target)
     assert before is not None
     tip = before
+    if not gitops.is_ancestor(repo, foundation, tip):
+        merged = merge_queue.merged_tree(repo, tip, foundation)
+        if isinstance(merged, merge_queue.Conflict):
+            raise GitError(
+                f"the project's skeleton (what the review branch held before its first feature) conflicts with "
+                f"your branch {target} in {', '.join(merged.files)}; merge {foundation[:10]} into {target} by hand, "
+                "then approve again"
+            )
+        message = "Merge the review branch's start: the spec and the project's skeleton"
+        tip = str(repo.git.commit_tree(merged, "-p", tip, "-p", foundation, "-m", message)).strip()
     for item in chosen:
         tree = three_way(repo, item.base, tip, item.merge)
         if isinstance(tree, tuple):
@@ -366,7 +388,7 @@ def three_way(repo: git.Repo, base: str, ours: str, theirs: str) -> str | tuple[
 def send_back(project: Path, config: AgentConfig, feature: str, why: str, log: EventLog, say: Say) -> str:
     """Take a feature off the review branch and give it back to a FIX that answers the person's
     words (`why`, a review of theirs the next REVIEW sees too); the line that says so."""
-    words = " ".join(why.split())
+    words, feature = " ".join(why.split()), feature.upper()
     if not words:
         raise BadInput(
             '--why is empty: say what is wrong, as you would in a review (--why "the list does not sort")'
@@ -475,7 +497,8 @@ def _refuse_dirty(repo: git.Repo, target: str, command: str) -> None:
     if changed:
         raise BadInput(
             f"your branch {target} is checked out with {plural(len(changed), 'uncommitted change')} "
-            f"({changed[0][3:]}{', ...' if len(changed) > 1 else ''}); commit or stash them, then {command} again"
+            f"({changed[0][3:]}{', ...' if len(changed) > 1 else ''}); commit or stash "
+            f"{'it' if len(changed) == 1 else 'them'}, then {command} again"
         )
 
 

@@ -313,9 +313,16 @@ class Lanes:
             else f"{len(backlog.passing)} of {plural(len(backlog.features), 'feature')} pass, {len(backlog.blocked)} blocked"
         )
         if backlog.held:
+            names = [f for f, _ in backlog.held]
+            after = len(backlog.waiting_for_person()) - len(names)
             done += (
-                f", {plural(len(backlog.waiting_for_person()), 'feature')} waiting for you (held by a risk rule: "
-                f"{', '.join(f for f, _ in backlog.held)}; `approve` lands them)"
+                f"; waiting for you, held by a risk rule: {', '.join(names)} (`approve {' '.join(names)}` "
+                f"lands {'it' if len(names) == 1 else 'them'})"
+                + (
+                    f", and {plural(after, 'feature')} that build{'s' if after == 1 else ''} on {'it' if len(names) == 1 else 'them'}"
+                    if after
+                    else ""
+                )
             )
         return self._ran("done", state, done)
 
@@ -993,7 +1000,7 @@ class Lanes:
                 else None
             )
             self.queue.add(Landing(name, event.work.branch, tip, lane or 0, review_id, time.time(), merge))
-            self._say(lane, f"{event.work.branch} approved: queued to land on main")
+            self._say(lane, f"{event.work.branch} approved: queued to land on {self.trunk}")
         elif isinstance(event, Rejected):
             tip = gitops.head(repo, event.work.branch)
             if tip is not None:
@@ -1068,7 +1075,7 @@ class Lanes:
                         lane=landing.lane,
                         **timing,
                     )
-                    self._say(None, f"{landing.branch} landed on main ({verdict.commit[:10]})")
+                    self._say(None, f"{landing.branch} landed on {self.trunk} ({verdict.commit[:10]})")
                 else:
                     review = self._scheduler_review(work, verdict)
                     self.schedule, events = sent_back(

@@ -48,6 +48,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "gates_ran": ("where", "passed", "gates", "red"),
 }
 """Every kind of event and the fields it carries (besides v, ts, run, kind)."""
+SENT_BACK_BY_PERSON = "person"
+"""The `why` of a `sent_back` event the person's `send-back` (or a closed pull request) wrote."""
 
 CUT_BY = {
     "kill": "killed with its run",
@@ -333,6 +335,10 @@ class Totals:
         if feature:
             self.passing[feature] = float(event["ts"])
             self.evidence.setdefault(feature, {}).update(commit=event["commit"], tests=event["tests"])
+
+    def _on_sent_back(self, event: Event) -> None:
+        if event.get("why") == SENT_BACK_BY_PERSON:  # taken off where it had landed: it passes no more
+            self.passing.pop(str(event["feature"]), None)
 
     def _on_feature_blocked(self, event: Event) -> None:
         self.blocked[event["feature"]] = float(event["ts"])

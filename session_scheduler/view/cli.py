@@ -225,21 +225,18 @@ def read_risk(choice: str) -> dict[str, Any] | None:
         return None
     if choice == "none":
         return {"rules": []}
-    return risk.rules_to_json(risk.rules_from_json(read_json_option("--risk", choice)))
+    return risk.rules_to_json(risk.rules_from_json(read_json_option("--risk", choice, "docs/risk.md")))
 
 
-def read_json_option(option: str, given: str) -> Any:
-    """The JSON file an option names, read; a one-line error that says what to give instead."""
+def read_json_option(option: str, given: str, doc: str = "docs/gates.md") -> Any:
+    """The JSON file an option names, read; a one-line error that says what to give instead
+    (`doc`: where its format is described)."""
     try:
         return json.loads(Path(given).expanduser().read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise BadInput(
-            f"{option} {given}: no such file; give a JSON file (docs/gates.md) or `none`"
-        ) from None
+        raise BadInput(f"{option} {given}: no such file; give a JSON file ({doc}) or `none`") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(
-            f"{option} {given}: not readable JSON ({exc}); see docs/gates.md for the format"
-        ) from None
+        raise BadInput(f"{option} {given}: not readable JSON ({exc}); see {doc} for the format") from None
 
 
 def weaker_gates(saved: dict[str, Any] | None, config: AgentConfig) -> list[str]:

@@ -67,13 +67,14 @@ def body(project: Path, repo: git.Repo, feature_id: str, config: AgentConfig) ->
 
 def write_missing(project: Path, repo: git.Repo, branch: str, now: float | None = None) -> tuple[str, ...]:
     """The proof of every feature on `branch` (where work lands) that has none yet, or one from
-    before it landed, written (at the end of the run that landed it, after `approve`, or by
+    before it landed (held) or from an earlier landing (sent back, built again), written (at the end of the run that landed it, after `approve`, or by
     `report` after a run that was killed); and the proof of every feature a risk rule holds for
     the person, saying which rule. Their ids."""
     done = []
     for item in landing.placed(project, repo, branch).values():
         path = path_of(project, item.feature) if FEATURE.match(item.feature) else None
-        if path is not None and (not path.is_file() or LANDED not in path.read_text(errors="replace")):
+        said = f"{LANDED}{code(branch)} at {code(item.merge[:10])}"  # as `_title` says it
+        if path is not None and (not path.is_file() or said not in path.read_text(errors="replace")):
             write(project, repo, item.feature, base=item.base, commit=item.merge, where=branch, now=now)
             done.append(item.feature)
     saved = statefile.load(project) if (project / STATE_FILE).is_file() else None
