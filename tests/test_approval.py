@@ -691,3 +691,12 @@ def test_a_skeleton_that_conflicts_with_the_person_s_branch_is_refused_in_one_li
         approve(done, "F001")
     assert "the project's skeleton" in one_line(refused) and "app_spec.txt" in one_line(refused)
     assert git(done.project, "rev-parse", "develop") == before
+
+
+def test_a_project_the_scheduler_ran_before_options_were_saved_keeps_main(tmp_path: Path) -> None:
+    project = tmp_path / "old"
+    person_s_repository(project)
+    (project / ".agent_state.json").write_text("{}")  # adopted: a state file of an older release
+    assert landing.settle(project, None, AgentConfig(), None, 0.0).land_on == "main"
+    (project / ".agent_state.json").unlink()
+    assert landing.settle(project, None, AgentConfig(), None, 0.0).land_on == "review"

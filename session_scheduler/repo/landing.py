@@ -61,8 +61,8 @@ def settle(
 ) -> AgentConfig:
     """The run's landing place: the default for a project the scheduler has not seen, the review
     branch named when first needed, and a change the project cannot make refused (one line)."""
-    if saved is None and given is None:
-        config = replace(config, land_on=default_land_on(project))
+    if saved is None and given is None:  # a project the scheduler ran before options were saved keeps main
+        config = replace(config, land_on="main" if adoption.adopted(project) else default_land_on(project))
     was = str(saved.get("land_on", "main")) if saved else None
     if was in REVIEWED and config.land_on == "main" and saved and saved.get("review_branch"):
         waiting = unapproved(project, str(saved["review_branch"]))
