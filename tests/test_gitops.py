@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from session_scheduler.guard import safe_git
 from session_scheduler.repo import gitops
 from session_scheduler.store.records import Records
 
@@ -390,22 +391,37 @@ def test_main_gets_a_ref_file_of_its_own_and_packed_refs_exists(tmp_path: Path) 
     assert repo.git.rev_parse("main") == sha and not gitops.keep_loose(repo, "no-such-branch")
 
 
-def test_a_config_lock_left_by_a_killed_run_does_not_stop_the_next(tmp_path: Path) -> None:
-    """A run killed while it wrote the repository's identity leaves `.git/config.lock`: the next
-    run removes it and writes the identity; once the identity is there, opening the repository does
-    not lock the config at all (so no later kill can leave the lock)."""
+def test_opening_a_repository_writes_nothing_into_its_config_and_commits_as_the_person(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scheduler's commits are by the repository's identity, else the person's (their global
+    config), else the default; none is written into the repository's config (the person's own
+    commits there stay theirs), and a config.lock of someone else's is left alone."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     project = tmp_path / "p"
     project.mkdir()
     subprocess.run(["git", "init", "-q", "-b", "main", str(project)], check=True)
-    (project / ".git" / "config.lock").write_text("[half written\n")
-    gitops.open_repo(project)
-    assert sh(project, "config", "--local", "user.name") != ""
-    assert not (project / ".git" / "config.lock").exists()
     config = project / ".git" / "config"
-    before = config.stat().st_mtime_ns
+    before = config.read_bytes()
     (project / ".git" / "config.lock").write_text("[someone else's\n")
+    (project / "app_spec.txt").write_text("spec\n")
     gitops.open_repo(project)
-    assert config.stat().st_mtime_ns == before and (project / ".git" / "config.lock").exists()
+    assert config.read_bytes() == before and (project / ".git" / "config.lock").exists()
+    assert (
+        sh(project, "log", "-1", "--format=%an <%ae>").strip()
+        == "autonomous-agent <autonomous-agent@localhost>"
+    )
+    (home / ".gitconfig").write_text("[user]\n\tname = Person\n\temail = person@example.org\n")
+    assert safe_git.identity(safe_git.open(project)) == ("Person", "person@example.org")
+    (project / ".git" / "config.lock").unlink()
+    sh(project, "config", "user.name", "Project")
+    assert safe_git.identity(safe_git.open(project)) == ("Project", "person@example.org")
+    (home / ".gitconfig").write_text("[user\n broken")
+    sh(project, "config", "--unset", "user.name")
+    assert safe_git.identity(safe_git.open(project)) == safe_git.DEFAULT_IDENTITY
 
 
 def test_the_first_run_on_main_commits_the_spec_alone_and_sets_nothing_aside(tmp_path: Path) -> None:

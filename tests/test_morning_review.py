@@ -70,9 +70,10 @@ def test_a_night_on_a_review_branch_then_send_back_and_approve(tmp_path: Path) -
     assert review.startswith("agents/") and "your branch develop has not moved" in night.stdout
     assert git(project, "rev-parse", "develop") == develop
     assert git(project, "symbolic-ref", "--short", "HEAD") == "develop"
-    assert sorted(git(project, "status", "--porcelain").splitlines()) == sorted(
-        [*status_before.splitlines(), "?? app_spec.txt"]
-    )
+    assert git(project, "status", "--porcelain") == status_before  # the spec's copy is excluded
+    exclude = (project / ".git" / "info" / "exclude").read_text().splitlines()
+    assert "/app_spec.txt" in exclude and ".agent_logs" in exclude and ".claude" not in exclude
+    assert git(project, "config", "--local", "user.name") == ""  # the person's config is theirs
     assert git(project, "stash", "list") == ""
     assert git(project, "merge-base", "--is-ancestor", develop, review) == ""
     for feature in ("F001", "F002"):
@@ -129,13 +130,12 @@ def test_a_night_on_a_review_branch_then_send_back_and_approve(tmp_path: Path) -
     assert review_after_fix.name > fix.name and WORDS in (review_after_fix / "transcript.jsonl").read_text()
 
     # the person merges F002's landing by hand: it no longer waits
-    git(project, "stash", "-q")  # the person's edit out of the way, as a person would
+    git(project, *PERSON, "stash", "-q")  # the person's edit out of the way, as a person would
     (f002,) = [
         e["commit"]
         for e in events.read(events.log_path(project))
         if e["kind"] == "merge_verified" and e["feature"] == "F002"
     ]
-    (project / "app_spec.txt").unlink()  # git would not write over the untracked copy
     git(project, *PERSON, "merge", "-q", "--no-ff", "-m", "by hand", f002)
     assert "waiting for you: F001 (on" in morning(project, env, "status").stdout
 

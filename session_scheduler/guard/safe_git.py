@@ -243,13 +243,35 @@ def remembered(table: dict[K, V], key: K, make: Callable[[], V]) -> V:
 
 
 class HardenedRepo(git.Repo):
-    """A repository whose every git command runs through `HardenedGit`."""
+    """A repository whose every git command runs through `HardenedGit`, committing as
+    `identity` says (through the environment: nothing is written into the repository's config)."""
 
     GitCommandWrapperType = HardenedGit
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.memo = GitMemo()
+        name, email = identity(self)
+        self.git.update_environment(
+            GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name, GIT_COMMITTER_EMAIL=email
+        )
+
+
+DEFAULT_IDENTITY = ("autonomous-agent", "autonomous-agent@localhost")
+"""Who the scheduler's commits are by when neither the repository nor the person names anyone."""
+
+
+def identity(repo: git.Repo) -> tuple[str, str]:
+    """Who the scheduler's commits in `repo` are by: its own `user.name` and `user.email`, else
+    the person's (their global config, read as a file: the scheduler's git reads none), else
+    `DEFAULT_IDENTITY`. A config that cannot be read gives the default."""
+    try:
+        reader = repo.config_reader()
+        name = str(reader.get_value("user", "name", DEFAULT_IDENTITY[0])) or DEFAULT_IDENTITY[0]
+        email = str(reader.get_value("user", "email", DEFAULT_IDENTITY[1])) or DEFAULT_IDENTITY[1]
+    except Exception:
+        return DEFAULT_IDENTITY
+    return name, email
 
 
 def open(project: Path) -> git.Repo:

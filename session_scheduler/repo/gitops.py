@@ -17,7 +17,7 @@ import git
 
 from session_scheduler.core.config import DEFAULT_ALLOWED_DOMAINS
 from session_scheduler.core.errors import GitError
-from session_scheduler.core.layout import NEVER_IN_GIT, SPEC_NAME, ignore_pattern
+from session_scheduler.core.layout import CLAUDE_DIR, NEVER_IN_GIT, SPEC_NAME, ignore_pattern
 from session_scheduler.guard import command_sandbox, safe_git
 from session_scheduler.repo import refs
 from session_scheduler.store import crashpoints, filestat
@@ -40,6 +40,9 @@ SANDBOX_PLACEHOLDERS = (
 )
 """Dotfiles Claude Code's sandbox mounts placeholders over where the project has none (character
 devices: `git add -A` fails on them, "can only add regular files"); the CLI's list, as bundled."""
+PROJECT_EXCLUDED = tuple(path for path in SCHEDULER_PATHS if path != ignore_pattern(CLAUDE_DIR))
+"""What the person's own `.git/info/exclude` gets: the scheduler's records and state (`.claude` is
+theirs there: no session runs in their folder)."""
 EXCLUDED = (*SCHEDULER_PATHS, *SANDBOX_PLACEHOLDERS)
 """What `.git/info/exclude` holds: enough, in a repository whose `.gitignore` the scheduler never
 changes (an existing one), for an agent's `git add -A` to stage nothing of the scheduler's."""
@@ -117,13 +120,15 @@ def open_repo(project: Path, trunk: str = MAIN) -> git.Repo:
     a commit of its own, the person's work tree, index and branch untouched."""
     try:
         repo = safe_git.open(project) if (project / ".git").exists() else safe_git.init(project, MAIN)
-        _ensure_identity(repo)
         ensure_exclude(
-            repo, SCHEDULER_PATHS
+            repo, PROJECT_EXCLUDED
         )  # first: a stash below must leave the scheduler's files where they are
         spec = project / SPEC_NAME
         spec_text = spec.read_bytes() if spec.is_file() else None
         if trunk != MAIN:
+            ensure_exclude(
+                repo, (f"/{SPEC_NAME}",)
+            )  # the scheduler's copy, committed on the review branch alone
             _ensure_gitignore(repo, project, commit_spec=False)  # a new repository's setup commit
             if head(repo, trunk) is None:
                 repo.git.branch(trunk, "HEAD")
@@ -167,22 +172,6 @@ def _with_input(repo: git.Repo, data: bytes, *command: str) -> str:
         return str(repo.git.execute(["git", *command], istream=stream)).strip()
 
 
-def _ensure_identity(repo: git.Repo) -> None:
-    """Give the repository its own committer identity: agents run with a private HOME."""
-    local = repo.config_reader("repository")
-    defaults = {"name": "autonomous-agent", "email": "autonomous-agent@localhost"}
-    missing = {key: fallback for key, fallback in defaults.items() if not local.has_option("user", key)}
-    if not missing:  # every later run: the config is not even locked, so a kill here leaves nothing
-        return
-    effective = repo.config_reader()
-    stale = Path(repo.git_dir) / "config.lock"
-    if stale.is_file():  # left by a run killed while it wrote the identity (we hold the project lock)
-        stale.unlink()
-    with repo.config_writer() as writer:
-        for key, fallback in missing.items():
-            writer.set_value("user", key, str(effective.get_value("user", key, fallback)))
-
-
 def _spec_untracked(repo: git.Repo, project: Path) -> bool:
     return (project / SPEC_NAME).exists() and not repo.git.ls_files(SPEC_NAME)
 
@@ -196,7 +185,7 @@ def _ensure_gitignore(repo: git.Repo, project: Path, *, commit_spec: bool = True
     left alone: only the spec is committed. Either happens the first time only, so a resumed run
     never moves `main` under a session.
     """
-    ensure_exclude(repo, SCHEDULER_PATHS)
+    ensure_exclude(repo, PROJECT_EXCLUDED)
     if repo.head.is_valid():
         if commit_spec and _spec_untracked(
             repo, project

@@ -123,8 +123,8 @@ def ensure(
         ) from None
     clone = safe_git.open(path)
     gitops.ensure_exclude(clone)  # the hand-off and scheduler files stay out of the lane's commits too
-    for key in ("name", "email"):
-        clone.git.config(f"user.{key}", project_repo.git.config(f"user.{key}"))
+    for key, value in zip(("name", "email"), safe_git.identity(project_repo), strict=True):
+        clone.git.config(f"user.{key}", value)  # the agent's commits: its HOME is private
     clone.git.checkout("-q", "-B", gitops.MAIN, f"origin/{trunk}")
     return clone, None if problem == "it is missing" else problem
 
