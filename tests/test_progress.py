@@ -208,11 +208,10 @@ def test_an_existing_repository_gets_main_and_the_ignore_rules_and_keeps_its_wor
     assert gitops.head(repo, "main") == gitops.head(repo, "master")
     assert gitops.current_branch(repo) == "master" and git("status", "--porcelain") == "?? notes.txt\n"
     assert gitops.stashes(tmp_path) == []
-    assert git("check-ignore", "progress.json", ".agent_state.json", ".bashrc").split() == [
+    assert git("check-ignore", "progress.json", ".agent_state.json", ".bashrc", ".claude").split() == [
         "progress.json",
         ".agent_state.json",
-        ".bashrc",
-    ]
+    ]  # the scheduler's files; the person's dotfiles are theirs (a lane's clone excludes those too)
     (tmp_path / "app_spec.txt").write_text("an app\n")  # the first run: the spec is committed on main
     repo = gitops.open_repo(tmp_path)
     assert gitops.current_branch(repo) == "main" and git("status", "--porcelain") == ""

@@ -412,7 +412,8 @@ def send_back(project: Path, config: AgentConfig, feature: str, why: str, log: E
     later = [f for f in saved.schedule.backlog.dependents(feature) if f in landed]
     if later:
         raise BadInput(
-            f"{', '.join(later)} on {trunk} build on {feature}: send {'it' if len(later) == 1 else 'them'} back first"
+            f"{', '.join(later)} on {trunk} build{'s' if len(later) == 1 else ''} on {feature}: "
+            f"send {'it' if len(later) == 1 else 'them'} back first"
         )
     item, tip = landed[feature], gitops.head(repo, trunk)
     assert tip is not None
@@ -430,7 +431,7 @@ def send_back(project: Path, config: AgentConfig, feature: str, why: str, log: E
     branch = WorkItem(feature_id=feature).branch
     old = gitops.head(repo, branch)
     records = Records(project)
-    review_id = progress.scheduler_review(records, feature, f"The person sent it back: {words}", words)
+    review_id = progress.scheduler_review(records, feature, f"The person sent it back: {words}", "")
     try:
         repo.git.update_ref(f"refs/heads/{trunk}", revert, tip)
     except git.GitCommandError:
@@ -457,7 +458,7 @@ def _send_back_held(
 ) -> str:
     """A feature a risk rule held goes back to a FIX with the person's words (it never landed)."""
     records = Records(project)
-    review_id = progress.scheduler_review(records, feature, f"The person sent it back: {words}", words)
+    review_id = progress.scheduler_review(records, feature, f"The person sent it back: {words}", "")
     schedule = saved.schedule
     backlog = replace(
         schedule.backlog,

@@ -600,7 +600,7 @@ def scheduler_review(
             "kind": "feature" if feature_id else "architecture",
             "verdict": "REQUEST_CHANGES",
             "issues": {"critical": [finding], "major": [], "minor": []},
-            "scheduler_findings": [detail.strip()[-1500:]],
+            **({"scheduler_findings": [detail.strip()[-1500:]]} if detail.strip() else {}),
             **({"session_id": session} if session is not None else {}),
         }
     )
