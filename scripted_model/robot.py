@@ -262,9 +262,10 @@ def initializer(ctx: Ctx) -> Script:
             for f in chosen
         ]
     }
-    start = last_line((yield [bash("git rev-parse HEAD")])[0])
+    (head,) = yield [bash("cat README.md 2>/dev/null; git rev-parse HEAD")]
+    start = last_line(head)
     skeleton = {**demo_app.SKELETON, **(demo_web.WEB if ctx.scenario.web else {})}
-    (readme,) = yield [bash("cat README.md 2>/dev/null; true")]
+    readme = head.rstrip("\n").rpartition("\n")[0]
     if readme.strip():  # the person's README (an existing repository): the app's notes go after it
         skeleton["README.md"] = readme.rstrip("\n") + "\n\n" + skeleton["README.md"]
     paths = yield from put(files, skeleton)
