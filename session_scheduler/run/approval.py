@@ -78,11 +78,11 @@ def _pending(
 ) -> list[str]:
     """Of the features on the review branch, those neither approved nor on the person's branch
     already (`yours`: its commit; a branch the review branch was made from holds earlier work)."""
-    return [
-        f
-        for f, item in landed.items()
-        if f not in done and (yours is None or not gitops.is_ancestor(repo, item.merge, yours))
-    ]
+    left = [f for f in landed if f not in done]
+    if not left or yours is None:
+        return left
+    held = set(str(repo.git.rev_list(yours, "--")).split())  # one walk, however many features
+    return [f for f in left if landed[f].merge not in held]
 
 
 Say = Callable[[str], None]
