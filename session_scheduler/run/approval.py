@@ -102,7 +102,7 @@ def approve(project: Path, config: AgentConfig, named: tuple[str, ...], log: Eve
     if named:
         unknown = [f for f in named if f not in _features(project)]
         if unknown:
-            raise BadInput(f"no feature {', '.join(unknown)} in this project; `status` lists them")
+            raise BadInput(f"no feature {', '.join(unknown)} in this project; {_known(project)}")
     if not holds and not reviewing:
         raise BadInput(
             "nothing waits for you: this project lands its work on main (--land-on main) and no risk rule "
@@ -405,7 +405,7 @@ def send_back(project: Path, config: AgentConfig, feature: str, why: str, log: E
     if feature not in landed:
         known = _features(project)
         if feature not in known:
-            raise BadInput(f"no feature {feature} in this project; `status` lists them")
+            raise BadInput(f"no feature {feature} in this project; {_known(project)}")
         raise BadInput(f"{feature} is not on {trunk}; only work waiting for you there can be sent back")
     if feature in approvals(project):
         raise BadInput(f"{feature} is approved already (on your branch): revert it there with git")
@@ -515,6 +515,15 @@ def _check_followed(repo: git.Repo, target: str, before: str, after: str) -> Non
         f"untracked files in your work tree are in the way of the approved work, so {target} did not move; "
         "move them aside (`git status`), then approve again"
     )
+
+
+def _known(project: Path) -> str:
+    """The project's feature ids in a few words (feature_list.json lists them with their descriptions)."""
+    ids = list(_features(project))
+    if not ids:
+        return "it has no feature list yet"
+    shown = ", ".join(ids) if len(ids) <= 12 else f"{', '.join(ids[:10])} ... {ids[-1]}"
+    return f"its features are {shown} (feature_list.json says what each is)"
 
 
 def _features(project: Path) -> dict[str, dict[str, Any]]:
