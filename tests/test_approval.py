@@ -376,7 +376,7 @@ def test_approve_refuses_a_feature_whose_dependency_is_neither_approved_nor_name
 @pytest.mark.parametrize(
     ("named", "said"),
     [
-        (("F009",), "no feature F009 in this project"),
+        (("F009",), "no feature F009 in this project; its features are F001, F002"),
         (("F003",), f"F003 is not on {REVIEW}; waiting for you: F001, F002"),
     ],
 )
