@@ -117,15 +117,15 @@ def test_a_feature_is_taken_only_once_the_features_it_depends_on_are_merged() ->
 
 def test_a_rejection_releases_the_claim_and_a_blocked_feature_blocks_what_depends_on_it() -> None:
     schedule = listed(2, {"F003": ("F002",), "F004": ("F003",)})
-    assert held(schedule) == ["F001", "F002"]
+    assert held(schedule) == ["F002", "F001"]  # the chain F002 -> F003 -> F004 starts first
     for _ in range(2):  # F002 rejected twice (max_rejections): blocked, and F003, F004 with it
-        schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)
-        schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "REJECT"), CFG)
+        schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
+        schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "REJECT"), CFG)
         assert Rejected(feature("F002")) in events
     assert events[-2:] == (Blocked("F003", because="F002"), Blocked("F004", because="F002"))
-    assert schedule.backlog.blocked == {"F002", "F003", "F004"} and held(schedule) == ["F001", "WAIT"]
-    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
-    schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
+    assert schedule.backlog.blocked == {"F002", "F003", "F004"} and held(schedule) == ["WAIT", "F001"]
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)
+    schedule, events = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), CFG)
     assert held(schedule) == ["WAIT", "WAIT"] and not schedule.settled  # until the queue lands it
     schedule, events = landed(schedule, feature("F001"), CFG)
     assert held(schedule) == ["DONE", "DONE"] and schedule.settled
@@ -534,3 +534,51 @@ def test_a_held_feature_leaves_the_queue_its_dependents_wait_and_the_rest_goes_o
         released(schedule, "F002", CFG)
     with pytest.raises(ValueError, match="not in the merge queue"):
         hold(schedule, feature("F003"), "x", CFG)
+
+
+def test_a_free_lane_takes_the_feature_on_the_critical_path() -> None:
+    """The longest chain still to pass below it first; ties: more features depending on it, then
+    list order (issue 33: chains start first instead of finishing on one lane at the end)."""
+    ids = ("F001", "F002", "F003", "F004", "F005", "F006")
+    depends = (("F004", ("F003",)), ("F005", ("F004",)), ("F006", ("F002",)))
+    backlog = Backlog(ids, depends=depends)
+    assert backlog.next_open() == "F003"  # F003 -> F004 -> F005: a chain of two below it
+    assert backlog.next_open(frozenset({"F003"})) == "F002"  # one below it, as F001 has none
+    assert backlog.next_open(frozenset({"F003", "F002"})) == "F001"  # then list order
+    tied = Backlog(("F001", "F002", "F003", "F004"), depends=(("F003", ("F002",)), ("F004", ("F002",))))
+    assert tied.next_open() == "F002"  # two features depend on it, none on F001
+    done = replace(backlog, passing=frozenset({"F004", "F005"}))  # what passed no longer counts
+    assert done.chains()[0].get("F003", 0) == 0 and done.next_open() == "F002"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_no_claim_order_takes_a_feature_twice_or_before_its_dependencies_landed(data: st.DataObject) -> None:
+    """Lanes claiming and landing in any order: each feature is claimed once, only after every
+    feature it depends on passed, and every feature is claimed in the end."""
+    count = data.draw(st.integers(min_value=1, max_value=9))
+    ids = tuple(f"F{n:03d}" for n in range(1, count + 1))
+    depends = tuple(
+        (f, needs)
+        for n, f in enumerate(ids)
+        if (needs := tuple(data.draw(st.sets(st.sampled_from(ids[:n]), max_size=3)) if n else ()))
+    )
+    backlog = Backlog(ids, depends=depends)
+    claimed: list[str] = []
+    working: set[str] = set()
+    while len(claimed) < count:
+        free = data.draw(st.booleans()) or not working
+        if free:
+            chosen = backlog.next_open(frozenset(working))
+            if chosen is None:
+                assert working, "nothing claimable, nothing in flight: the schedule is stuck"
+                free = False
+            else:
+                assert chosen not in claimed and backlog.passing.issuperset(dict(depends).get(chosen, ()))
+                claimed.append(chosen)
+                working.add(chosen)
+                continue
+        done = data.draw(st.sampled_from(sorted(working)))
+        working.discard(done)
+        backlog = replace(backlog, passing=backlog.passing | {done})
+    assert sorted(claimed) == sorted(ids)

@@ -115,16 +115,45 @@ class Backlog:
         )
 
     def next_open(self, held: frozenset[str] = frozenset()) -> str | None:
-        """The first feature in list order that neither passes nor is blocked nor is `held` (by
-        another lane), and whose dependencies all pass (are merged)."""
+        """Of the features that neither pass nor are blocked nor `held` (by another lane) and
+        whose dependencies all pass (are merged), the one on the critical path: whose chain of
+        features still to pass that depend on it is longest (ties: more such features, then
+        list order), so that chains start first and do not finish on one lane while others idle."""
         taken = self.passing | self.blocked | held | self._queued() | {f for f, _ in self.held}
         if not self.depends:
             return next(itertools.filterfalse(taken.__contains__, self.features), None)
         depends = dict(self.depends)
-        return next(
-            (f for f in self.features if f not in taken and self.passing.issuperset(depends.get(f, ()))),
-            None,
-        )
+        ready = [f for f in self.features if f not in taken and self.passing.issuperset(depends.get(f, ()))]
+        if len(ready) < 2:
+            return ready[0] if ready else None
+        chain, after = self.chains()
+        place = {f: n for n, f in enumerate(self.features)}
+        return min(ready, key=lambda f: (-chain.get(f, 0), -after.get(f, 0), place[f]))
+
+    def chains(self) -> tuple[dict[str, int], dict[str, int]]:
+        """For each feature with features still to pass that depend on it: the longest chain of
+        them below it, and how many they are, directly or not."""
+        left = set(self.features) - self.passing - self.blocked
+        users: dict[str, list[str]] = {}
+        for f, needs in self.depends:
+            if f in left:
+                for need in needs:
+                    users.setdefault(need, []).append(f)
+        chain: dict[str, int] = {}
+        reach: dict[str, frozenset[str]] = {}
+
+        def walk(f: str, path: frozenset[str]) -> None:
+            if f in chain:
+                return
+            below = [u for u in users.get(f, ()) if u not in path]  # a cycle (refused upstream) ends here
+            for u in below:
+                walk(u, path | {f})
+            chain[f] = max((chain[u] + 1 for u in below), default=0)
+            reach[f] = frozenset(below).union(*(reach[u] for u in below))
+
+        for f in list(users):
+            walk(f, frozenset())
+        return chain, {f: len(r) for f, r in reach.items()}
 
     def _queued(self) -> frozenset[str]:
         """The features in the merge queue's hands: landing, or sent back for a FIX."""
