@@ -537,18 +537,20 @@ def test_a_held_feature_leaves_the_queue_its_dependents_wait_and_the_rest_goes_o
 
 
 def test_a_free_lane_takes_the_feature_on_the_critical_path() -> None:
-    """The longest chain still to pass below it first; ties: more features depending on it, then
-    list order (issue 33: chains start first instead of finishing on one lane at the end)."""
+    """With several lanes, the longest chain still to pass below it first; ties: more features
+    depending on it, then list order (issue 33: chains start first instead of finishing on one lane
+    at the end). One lane keeps the list's order."""
     ids = ("F001", "F002", "F003", "F004", "F005", "F006")
     depends = (("F004", ("F003",)), ("F005", ("F004",)), ("F006", ("F002",)))
     backlog = Backlog(ids, depends=depends)
-    assert backlog.next_open() == "F003"  # F003 -> F004 -> F005: a chain of two below it
-    assert backlog.next_open(frozenset({"F003"})) == "F002"  # one below it, as F001 has none
-    assert backlog.next_open(frozenset({"F003", "F002"})) == "F001"  # then list order
+    assert backlog.next_open() == "F001"  # one lane: list order (it may hold undeclared dependencies)
+    assert backlog.next_open(critical=True) == "F003"  # F003 -> F004 -> F005: a chain of two below it
+    assert backlog.next_open(frozenset({"F003"}), critical=True) == "F002"  # one below it, none below F001
+    assert backlog.next_open(frozenset({"F003", "F002"}), critical=True) == "F001"  # then list order
     tied = Backlog(("F001", "F002", "F003", "F004"), depends=(("F003", ("F002",)), ("F004", ("F002",))))
-    assert tied.next_open() == "F002"  # two features depend on it, none on F001
+    assert tied.next_open(critical=True) == "F002"  # two features depend on it, none on F001
     done = replace(backlog, passing=frozenset({"F004", "F005"}))  # what passed no longer counts
-    assert done.chains()[0].get("F003", 0) == 0 and done.next_open() == "F002"
+    assert done.chains()[0].get("F003", 0) == 0 and done.next_open(critical=True) == "F002"
 
 
 @settings(max_examples=150, deadline=None)
@@ -556,7 +558,7 @@ def test_a_free_lane_takes_the_feature_on_the_critical_path() -> None:
 def test_no_claim_order_takes_a_feature_twice_or_before_its_dependencies_landed(data: st.DataObject) -> None:
     """Lanes claiming and landing in any order: each feature is claimed once, only after every
     feature it depends on passed, and every feature is claimed in the end."""
-    count = data.draw(st.integers(min_value=1, max_value=9))
+    count, critical = data.draw(st.integers(min_value=1, max_value=9)), data.draw(st.booleans())
     ids = tuple(f"F{n:03d}" for n in range(1, count + 1))
     depends = tuple(
         (f, needs)
@@ -569,7 +571,7 @@ def test_no_claim_order_takes_a_feature_twice_or_before_its_dependencies_landed(
     while len(claimed) < count:
         free = data.draw(st.booleans()) or not working
         if free:
-            chosen = backlog.next_open(frozenset(working))
+            chosen = backlog.next_open(frozenset(working), critical=critical)
             if chosen is None:
                 assert working, "nothing claimable, nothing in flight: the schedule is stuck"
                 free = False

@@ -114,17 +114,18 @@ class Backlog:
             frozenset(held.union(*(self.dependents(f) for f in held)) - self.passing) if held else frozenset()
         )
 
-    def next_open(self, held: frozenset[str] = frozenset()) -> str | None:
+    def next_open(self, held: frozenset[str] = frozenset(), *, critical: bool = False) -> str | None:
         """Of the features that neither pass nor are blocked nor `held` (by another lane) and
-        whose dependencies all pass (are merged), the one on the critical path: whose chain of
-        features still to pass that depend on it is longest (ties: more such features, then
-        list order), so that chains start first and do not finish on one lane while others idle."""
+        whose dependencies all pass (are merged): the first in list order, or with `critical`
+        (several lanes) the one on the critical path: whose chain of features still to pass that
+        depend on it is longest (ties: more such features, then list order), so that chains
+        start first and do not finish on one lane while the others idle."""
         taken = self.passing | self.blocked | held | self._queued() | {f for f, _ in self.held}
         if not self.depends:
             return next(itertools.filterfalse(taken.__contains__, self.features), None)
         depends = dict(self.depends)
         ready = [f for f in self.features if f not in taken and self.passing.issuperset(depends.get(f, ()))]
-        if len(ready) < 2:
+        if len(ready) < 2 or not critical:
             return ready[0] if ready else None
         chain, after = self.chains()
         place = {f: n for n, f in enumerate(self.features)}
@@ -205,6 +206,8 @@ class Others:
     """The features other lanes work on: not to be taken."""
     busy: bool = False
     """Another lane holds work: an architecture review waits for a quiet `main`."""
+    lanes: int = 1
+    """How many lanes the project runs: with several, a free lane claims by the critical path."""
 
 
 @dataclass(frozen=True)
@@ -452,7 +455,7 @@ def choose_work(state: SessionState, config: AgentConfig, *events: Event) -> Ste
             return Step(replace(state, lane=Lane(T.WAIT)), events)
         due = ArchitectureDue(backlog.completed)
         return Step(replace(state, lane=Lane(T.ARCHITECTURE)), (*events, due))
-    next_feature = backlog.next_open(state.others.held)
+    next_feature = backlog.next_open(state.others.held, critical=state.others.lanes > 1)
     if next_feature is None:  # lanes: what is left is held or waits for its dependencies
         return Step(replace(state, lane=Lane(T.WAIT)), events)
     return Step(replace(state, lane=Lane(T.IMPLEMENT, feature(next_feature))), events)

@@ -93,7 +93,7 @@ class Schedule:
             self.architecture_checked_at,
             self.session_count,
             self.halt_reason,
-            Others(held, busy),
+            Others(held, busy, len(self.lanes)),
         )
 
     @property
