@@ -153,18 +153,18 @@ def commit_spec_on(repo: git.Repo, branch: str, spec: bytes) -> None:
     or the index (the person's are left as they are), unless its tree holds that spec already."""
     tip = head(repo, branch)
     assert tip is not None
-    blob = _with_input(repo, spec, "hash-object", "-w", "--no-filters", "--stdin")
+    blob = with_input(repo, spec, "hash-object", "-w", "--no-filters", "--stdin")
     listing = str(repo.git.ls_tree(tip)).splitlines()
     entry = f"100644 blob {blob}\t{SPEC_NAME}"
     if entry in listing:
         return
     kept = [line for line in listing if line.split("\t", 1)[-1] != SPEC_NAME]
-    tree = _with_input(repo, ("\n".join([*kept, entry]) + "\n").encode(), "mktree")
+    tree = with_input(repo, ("\n".join([*kept, entry]) + "\n").encode(), "mktree")
     commit = str(repo.git.commit_tree(tree, "-p", tip, "-m", SPEC_COMMIT)).strip()
     repo.git.update_ref(f"refs/heads/{branch}", commit, tip)
 
 
-def _with_input(repo: git.Repo, data: bytes, *command: str) -> str:
+def with_input(repo: git.Repo, data: bytes, *command: str) -> str:
     """A git command's output, `data` on its input."""
     with tempfile.TemporaryFile() as stream:
         stream.write(data)

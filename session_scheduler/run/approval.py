@@ -122,7 +122,7 @@ def approve(project: Path, config: AgentConfig, named: tuple[str, ...], log: Eve
         said.append(_release(project, config, repo, saved, releasing, log, say))
     if reviewing:
         try:
-            said.append(_approve_review(project, config, repo, named, log, say))
+            said.append(_approve_review(project, config, named, log, say))
         except BadInput:
             if not said:
                 raise
@@ -198,7 +198,7 @@ def _release(
 
 
 def _approve_review(
-    project: Path, config: AgentConfig, repo: git.Repo, named: tuple[str, ...], log: EventLog, say: Say
+    project: Path, config: AgentConfig, named: tuple[str, ...], log: EventLog, say: Say
 ) -> str:
     """Land work waiting on the review branch on the person's branch (all, or the `named`)."""
     trunk, repo = _review_project(project, config, "approve")
@@ -263,22 +263,15 @@ def _spec_in_the_way(project: Path, repo: git.Repo, target: str, trunk: str) -> 
     data = path.read_bytes()
     theirs = gitops.ref_sha(repo, f"refs/heads/{trunk}")
     try:
-        same = theirs is not None and repo.git.rev_parse(f"{theirs}:{SPEC_NAME}") == _blob_name(repo, data)
+        same = theirs is not None and repo.git.rev_parse(f"{theirs}:{SPEC_NAME}") == gitops.with_input(
+            repo, data, "hash-object", "--no-filters", "--stdin"
+        )
     except git.GitCommandError:
         return None
     if not same:
         return None
     path.unlink()
     return data
-
-
-def _blob_name(repo: git.Repo, data: bytes) -> str:
-    with tempfile.TemporaryFile() as stream:
-        stream.write(data)
-        stream.seek(0)
-        return str(
-            repo.git.execute(["git", "hash-object", "--no-filters", "--stdin"], istream=stream)
-        ).strip()
 
 
 def _land_chosen(
