@@ -584,3 +584,20 @@ def test_no_claim_order_takes_a_feature_twice_or_before_its_dependencies_landed(
         working.discard(done)
         backlog = replace(backlog, passing=backlog.passing | {done})
     assert sorted(claimed) == sorted(ids)
+
+
+def test_equal_chains_go_to_the_feature_more_features_depend_on() -> None:
+    ids = ("F001", "F002", "F003", "F004", "F005")
+    backlog = Backlog(ids, depends=(("F003", ("F001",)), ("F004", ("F002",)), ("F005", ("F002",))))
+    chain, after = backlog.chains()
+    assert (chain["F001"], chain["F002"], after["F001"], after["F002"]) == (1, 1, 1, 2)
+    assert backlog.next_open(critical=True) == "F002" and backlog.next_open() == "F001"
+
+
+def test_a_release_wakes_finished_lanes_and_leaves_a_working_one_at_its_work() -> None:
+    from session_scheduler.core.schedule import released
+
+    backlog = Backlog(FEATURES, passing=frozenset({"F003"}), held=(("F001", "manifests"),))
+    working = Lane(T.IMPLEMENT, feature("F004"))
+    schedule, _ = released(Schedule(backlog, (Lane(T.DONE), working), cloned=True), "F001", CFG)
+    assert schedule.lanes[1] == working and schedule.lanes[0].work == feature("F002")
