@@ -244,6 +244,8 @@ def commit(paths: str, message: str, ctx: Ctx | None = None) -> ToolCall:
 
 def initializer(ctx: Ctx) -> Script:
     files, (spec,) = yield from orient([bash("cat app_spec.txt")])
+    if files.facts.get("form") == "extend":
+        return (yield from extend(ctx, files))
     chosen = demo_app.FEATURES[: ctx.scenario.features] + demo_web.WEB_FEATURES[: ctx.scenario.web_features]
     feature_list = {
         "features": [
@@ -278,6 +280,47 @@ def initializer(ctx: Ctx) -> Script:
     yield from faults(ctx, files)
     yield from end_session(ctx, "INITIALIZED", [], start, end)
     return f"Wrote {len(chosen)} features, init.sh and the skeleton ({len(spec)} bytes of spec read)."
+
+
+_ADDED_COMMAND = re.compile(r"^\+.*?`([a-z]+)\b", re.MULTILINE)
+"""A command a line the spec's diff adds names first (`- `count [--all]`: ...`)."""
+
+
+def extend(ctx: Ctx, files: Files) -> Script:
+    """The INITIALIZER's extend form: the demo features whose command a line the spec's diff adds
+    names, appended after the list the project has (read first), checked, and no commit."""
+    (brief, listing, head) = yield [
+        handoff("brief"),
+        read(files.path("feature_list.json")),
+        bash("git rev-parse HEAD"),
+    ]
+    listed = parse_json(listing)
+    have = {f["id"] for f in listed.get("features", [])}
+    named = set(_ADDED_COMMAND.findall(brief))
+    new = [
+        item
+        for item in demo_app.FEATURES
+        if item.id not in have
+        and item.description.startswith("`")
+        and item.description[1:].split()[0].strip("`") in named
+    ]
+    listed["features"] = [
+        *listed.get("features", []),
+        *(
+            {
+                "id": f.id,
+                "category": f.category,
+                "description": f.description,
+                "steps": list(f.steps),
+                "passes": False,
+            }
+            for f in new
+        ),
+    ]
+    yield from checked_feature_list(files, listed)
+    start = last_line(head)
+    yield from end_session(ctx, "INITIALIZED", [], start, start)
+    return f"Added {len(new)} features for the new spec: {', '.join(f.id for f in new)}."
 
 
 def add_readme_line(files: Files, line: str) -> Steps:

@@ -70,7 +70,7 @@ def test_the_example_spec_is_what_a_new_project_without_spec_gets(tmp_path: Path
     from session_scheduler.view.cli import place_spec
 
     lines: list[str] = []
-    place_spec(tmp_path, None, lines.append)
+    place_spec(tmp_path, None, lines.append, 0.0)
     assert (tmp_path / "app_spec.txt").read_bytes() == (PROMPTS_DIR / "app_spec.txt").read_bytes()
     assert len((tmp_path / "app_spec.txt").read_text().split()) > 50 and "example spec" in lines[0]
 

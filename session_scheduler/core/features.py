@@ -55,3 +55,54 @@ def feature_list_problems(features: Sequence[Mapping[str, Any]]) -> list[str]:
         if not MIN_STEPS <= len(f["steps"]) <= MAX_STEPS
     ]
     return problems + dependency_problems(features)
+
+
+def _number(feature_id: str) -> int:
+    return int(feature_id[1:]) if feature_id[1:].isdigit() else -1
+
+
+def extension_problems(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every problem of `after` as an extension of the list `before` (empty when it extends it):
+    a feature the project has was removed, edited, moved or had its `passes` changed; no feature
+    was added; a new feature's id is not after the last id, or it is marked passing. Each is said
+    so that the session can correct its list in place (extension_problems runs in its check tool
+    and again in verification)."""
+    problems: list[str] = []
+    kept = {f["id"]: f for f in after}
+    last = before[-1]["id"] if before else "F000"
+    gone = [f["id"] for f in before if f["id"] not in kept]
+    if gone:
+        problems.append(
+            f"feature_list.json no longer lists {', '.join(gone)}: a feature is never removed; put each back "
+            "exactly as it was"
+        )
+    edited = [f["id"] for f in before if f["id"] in kept and dict(kept[f["id"]]) != dict(f)]
+    if edited:
+        problems.append(
+            f"feature_list.json changes {', '.join(edited)}: a listed feature is never edited (its passes "
+            "included); put each back exactly as it was, and add a new feature that says what it changes"
+        )
+    if not gone and [f["id"] for f in after[: len(before)]] != [f["id"] for f in before]:
+        problems.append(
+            f"feature_list.json moves listed features: keep them first, in their order, and add the new "
+            f"ones after {last}"
+        )
+    new = [f for f in after if f["id"] not in {g["id"] for g in before}]
+    if not new:
+        problems.append(
+            f"feature_list.json adds no feature: append the features the new spec asks for after {last}, "
+            f"numbered from F{_number(last) + 1:03d}"
+        )
+    early = [f["id"] for f in new if _number(f["id"]) <= _number(last)]
+    if early:
+        problems.append(
+            f"feature_list.json gives new features ids at or before the last listed one ({last}): "
+            f"{', '.join(early)}; number new features from F{_number(last) + 1:03d} on"
+        )
+    done = [f["id"] for f in new if f.get("passes")]
+    if done:
+        problems.append(
+            f"feature_list.json marks new features as passing ({', '.join(done)}): a new feature starts "
+            "with passes false"
+        )
+    return problems

@@ -6,7 +6,9 @@ names them, and progress reads and writes them; all from the tuples below.
 
 from __future__ import annotations
 
-HANDOFF_FILES: tuple[str, ...] = ("feature_list.json", "progress.json", "reviews.json")
+FEATURES_FILE = "feature_list.json"
+"""The features, their acceptance steps and whether each passes (written by the INITIALIZER)."""
+HANDOFF_FILES: tuple[str, ...] = (FEATURES_FILE, "progress.json", "reviews.json")
 """The files sessions hand work over in (git-ignored, so checkouts never change them)."""
 STATE_FILE = ".agent_state.json"
 CONFIG_FILE = ".agent_config.json"

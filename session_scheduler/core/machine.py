@@ -92,6 +92,9 @@ class Backlog:
     held: tuple[tuple[str, str], ...] = ()
     """Approved features a risk rule holds for the person (core/risk.py), with the rule's words:
     they land only when the person approves them; what depends on them waits with them."""
+    to_plan: bool = False
+    """A newer spec waits to be planned: the next lane free to choose runs the INITIALIZER in its
+    extend form, which appends the new features to the list (store/specs.py)."""
 
     @property
     def completed(self) -> int:
@@ -103,6 +106,7 @@ class Backlog:
         and the merge queue holds nothing (lanes)."""
         return (
             bool(self.features)
+            and not self.to_plan
             and (self.passing | self.blocked | self.waiting_for_person()).issuperset(self.features)
             and not (self.landing or self.returned)
         )
@@ -208,6 +212,8 @@ class Others:
     """Another lane holds work: an architecture review waits for a quiet `main`."""
     lanes: int = 1
     """How many lanes the project runs: with several, a free lane claims by the critical path."""
+    planning: bool = False
+    """Another lane plans a newer spec's features: a lane with nothing left waits for them."""
 
 
 @dataclass(frozen=True)
@@ -368,6 +374,8 @@ def _failed(state: SessionState, outcome: Outcome, config: AgentConfig) -> Step:
         retry = replace(lane, attempts=lane.attempts + 1)
         return Step(replace(state, lane=retry), (Retry(lane.role, lane.attempts + 2, outcome.reason),))
     gave_up = GaveUp(lane.role, outcome.reason)
+    if lane.role is T.INITIALIZER and state.backlog.features:  # an extension: the list stands as it was
+        return choose_work(state, config, gave_up)
     if lane.role is T.INITIALIZER:  # never skipped: without a feature list nothing can run
         reason = f"{lane.role.value} failed {plural(config.max_attempts, 'time')}: {outcome.reason}"
         return Step(replace(state, lane=Lane(T.HALTED), halt_reason=reason), (gave_up, Halted(reason)))
@@ -444,6 +452,10 @@ def choose_work(state: SessionState, config: AgentConfig, *events: Event) -> Ste
     """No review cycle is open: DONE, a due ARCHITECTURE review (on a quiet `main`: a lane waits
     while another holds work), the next feature it may take, or (lanes) WAIT."""
     backlog = state.backlog
+    if backlog.to_plan:  # a newer spec: this lane plans it (the INITIALIZER's extend form)
+        return Step(replace(state, backlog=replace(backlog, to_plan=False), lane=Lane(T.INITIALIZER)), events)
+    if backlog.settled() and state.others.planning:  # what another lane plans may be this lane's
+        return Step(replace(state, lane=Lane(T.WAIT)), events)
     if backlog.settled():
         return Step(replace(state, lane=Lane(T.DONE)), (*events, Done()))
     if backlog.returned:  # lanes: work the merge queue sent back comes first, as a FIX
@@ -459,6 +471,12 @@ def choose_work(state: SessionState, config: AgentConfig, *events: Event) -> Ste
     if next_feature is None:  # lanes: what is left is held or waits for its dependencies
         return Step(replace(state, lane=Lane(T.WAIT)), events)
     return Step(replace(state, lane=Lane(T.IMPLEMENT, feature(next_feature))), events)
+
+
+def extends(state: SessionState) -> bool:
+    """The session about to run is the INITIALIZER's extend form: it appends the features of a
+    newer spec to the list the project has (the first form writes the list)."""
+    return state.lane.role is T.INITIALIZER and bool(state.backlog.features)
 
 
 def architecture_due(state: SessionState, config: AgentConfig) -> bool:

@@ -93,7 +93,7 @@ class Schedule:
             self.architecture_checked_at,
             self.session_count,
             self.halt_reason,
-            Others(held, busy, len(self.lanes)),
+            Others(held, busy, len(self.lanes), any(o.role is T.INITIALIZER for o in others)),
         )
 
     @property
@@ -294,6 +294,23 @@ def resumed(schedule: Schedule) -> Schedule:
         return schedule
     waiting = (Lane(T.WAIT),) * (len(schedule.lanes) - 1)
     return replace(schedule, lanes=(Lane(T.INITIALIZER), *waiting), halt_reason="")
+
+
+def planning(schedule: Schedule) -> bool:
+    """A lane plans the features of a spec, or will when it is next free."""
+    return schedule.backlog.to_plan or any(lane.role is T.INITIALIZER for lane in schedule.lanes)
+
+
+def extended(schedule: Schedule, config: AgentConfig) -> Schedule:
+    """The schedule once a newer spec waits to be planned into features: the next lane free to
+    choose plans it (a finished project's lanes look for work again), the others go on with the
+    features already listed. A schedule that plans already, or has no feature list yet (its
+    first INITIALIZER reads the newest spec), is returned as it is."""
+    if planning(schedule) or not schedule.backlog.features or schedule.halt_reason:
+        return schedule
+    backlog = replace(schedule.backlog, to_plan=True)
+    lanes = tuple(Lane(T.WAIT) if lane.role is T.DONE else lane for lane in schedule.lanes)
+    return wake(replace(schedule, backlog=backlog, lanes=lanes), config)[0]
 
 
 def resized(schedule: Schedule, lanes: int) -> Schedule:

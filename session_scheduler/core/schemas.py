@@ -243,6 +243,7 @@ AGENT_STATE: dict[str, Any] = {
                         "properties": {"feature": FEATURE_ID, "why": {"type": "string"}},
                     },
                 },
+                "to_plan": {"type": "boolean"},
             },
         },
         "lane": _LANE,

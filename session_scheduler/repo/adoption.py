@@ -12,13 +12,13 @@ person had checked out, which a run names when it ends on `main` (run/opening.na
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import git
 
 from session_scheduler.core.errors import GitError
-from session_scheduler.core.layout import ADOPTION_FILE, LOG_DIR, STATE_FILE
+from session_scheduler.core.layout import ADOPTION_FILE, LOG_DIR, SPEC_NAME, STATE_FILE
 from session_scheduler.guard import safe_git
 from session_scheduler.repo import gitops
 from session_scheduler.store.progress import atomic_write_json
@@ -28,6 +28,8 @@ NAME = "CLAUDE.md"
 MAX_CHARS = 8000
 """At most this much of it reaches a session (the rest is cut, and the cut is said)."""
 HEADING = "# The project's own conventions (its CLAUDE.md)"
+OURS = frozenset({SPEC_NAME, ".gitignore"})
+"""What a repository may hold of the scheduler's own before it counts as having code."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,10 @@ class Adoption:
     """Where it was read: `work tree`, `HEAD <sha>`, or `none`."""
     branch: str | None = None
     """The branch checked out before the first run (None: a new repository, or HEAD detached)."""
+    files: int = 0
+    """Files the person's HEAD held when the project was adopted (its own code; 0: a new repository)."""
+    commit: str | None = None
+    """That HEAD: the code the first INITIALIZER is shown a map of (None: no commit yet)."""
 
 
 NONE = Adoption("", "none")
@@ -60,13 +66,22 @@ def found(project: Path) -> Adoption:
             branch = None
         committed = Adoption("", "none", branch)
         try:
+            commit = str(repo.git.rev_parse("--verify", "--quiet", "HEAD^{commit}"))
+            names = str(repo.git.ls_tree("-r", "--name-only", "-z", commit)).split("\0")
+            own = [n for n in names if n and n not in OURS]
+            committed = Adoption("", "none", branch, len(own), commit)
+        except git.GitCommandError:  # no commit yet
+            pass
+        try:
             entry = str(repo.git.ls_tree("HEAD", "--", NAME)).split()
             if len(entry) >= 3 and entry[0] == "100644" and entry[1] == "blob":  # a link's target is not read
                 data = repo.git.cat_file(
                     "blob", entry[2], stdout_as_string=False, strip_newline_in_stdout=False
                 )
-                committed = Adoption(
-                    _bounded(bytes(data)), f"HEAD {str(repo.git.rev_parse('HEAD'))[:12]}", branch
+                committed = replace(
+                    committed,
+                    conventions=_bounded(bytes(data)),
+                    source=f"HEAD {str(repo.git.rev_parse('HEAD'))[:12]}",
                 )
         except git.GitCommandError:  # no commit yet
             pass
@@ -78,7 +93,7 @@ def found(project: Path) -> Adoption:
 def _with_file(project: Path, committed: Adoption) -> Adoption:
     file = project / NAME
     if file.is_file() and not file.is_symlink():
-        return Adoption(_bounded(file.read_bytes()), "work tree", committed.branch)
+        return replace(committed, conventions=_bounded(file.read_bytes()), source="work tree")
     return committed
 
 
@@ -112,7 +127,11 @@ def record(project: Path, adoption: Adoption) -> None:
     path(project).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(
         path(project),
-        {"claude_md": {"source": adoption.source, "text": adoption.conventions}, "branch": adoption.branch},
+        {
+            "claude_md": {"source": adoption.source, "text": adoption.conventions},
+            "branch": adoption.branch,
+            "code": {"commit": adoption.commit, "files": adoption.files},
+        },
     )
 
 
@@ -121,8 +140,13 @@ def load(project: Path) -> Adoption:
     try:
         data = json.loads(path(project).read_text(encoding="utf-8"))
         branch = data.get("branch")
+        code = data.get("code") or {}
         return Adoption(
-            str(data["claude_md"]["text"]), str(data["claude_md"]["source"]), str(branch) if branch else None
+            str(data["claude_md"]["text"]),
+            str(data["claude_md"]["source"]),
+            str(branch) if branch else None,
+            int(code.get("files") or 0),
+            str(code["commit"]) if code.get("commit") else None,
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return NONE

@@ -69,6 +69,8 @@ TRACKED = (".gitignore", SPEC_NAME)
 
 SETUP_COMMIT = "chore: app spec and .gitignore for the scheduler's files"
 SPEC_COMMIT = "chore: app spec for the scheduler"
+SPEC_VERSION_COMMIT = "chore: a new version of the app spec"
+"""The commit of a spec that changed since the last run (a project that grows)."""
 """The setup commit in an existing repository: the spec alone (its .gitignore is the person's)."""
 
 UNFINISHED = (
@@ -143,6 +145,9 @@ def open_repo(project: Path, trunk: str = MAIN) -> git.Repo:
         if spec_text is not None and not spec.exists():  # set aside with a user's uncommitted work
             spec.write_bytes(spec_text)
         _ensure_gitignore(repo, project)
+        if _spec_edited(repo):  # a newer version (store/specs.py): on main, where every clone reads it
+            repo.git.add("--", SPEC_NAME)
+            repo.git.commit("-m", SPEC_VERSION_COMMIT, "--no-verify", "--", SPEC_NAME)
         return repo
     except git.GitCommandError as exc:
         raise GitError(f"git failed in {project}: {exc.stderr.strip() or exc}") from None
@@ -170,6 +175,17 @@ def with_input(repo: git.Repo, data: bytes, *command: str) -> str:
         stream.write(data)
         stream.seek(0)
         return str(repo.git.execute(["git", *command], istream=stream)).strip()
+
+
+def _spec_edited(repo: git.Repo) -> bool:
+    """`main` is checked out and the spec in its work tree differs from the one committed there."""
+    if current_branch(repo) != MAIN or not repo.git.ls_files("--", SPEC_NAME):
+        return False
+    try:
+        repo.git.diff("--quiet", "HEAD", "--", SPEC_NAME)
+    except git.GitCommandError:
+        return True
+    return False
 
 
 def _spec_untracked(repo: git.Repo, project: Path) -> bool:

@@ -22,6 +22,8 @@ from session_scheduler.store.records import Records, records_of
 
 BUDGET = 6_000
 """Bytes a brief may take, whatever the number of features or sessions."""
+MAP_BUDGET = 8_000
+"""Bytes of the repository map a brief may carry besides its own BUDGET (repo/repomap.py)."""
 FIELD = 500
 """Characters of one description, note or issue."""
 STEP = 240
@@ -63,6 +65,14 @@ class Facts:
     """A web feature's REVIEW: the app's address as its browser reaches it."""
     last_fix: dict[str, Any] | None = None
     """A REVIEW after a FIX: that fix's entry (what it fixed, what it left and why)."""
+    form: str | None = None
+    """The INITIALIZER's form: `new`, `existing` (a codebase the person had) or `extend` (a newer spec)."""
+    spec_change: str = ""
+    """`extend`: the spec's diff since the last version planned (store/specs.change)."""
+    last_features: list[tuple[str, str]] = field(default_factory=list)
+    """`extend`: the last features listed (id, description), the newest last."""
+    repo_map: str = ""
+    """`existing`: the map of the person's code (repo/repomap.py), cut to its own budget."""
 
 
 def _issues(review: dict[str, Any]) -> dict[str, list[str]]:
@@ -99,6 +109,10 @@ def render(facts: Facts) -> str:
             lines.append(f"(steps cut to fit the brief: `show_feature {feature['id']}` has them whole)")
     elif facts.branch:
         lines += ["", f"## Your branch: `{facts.branch}`"]
+    if facts.form == "extend":
+        lines += _extension(facts)
+    if facts.repo_map:
+        lines += ["", facts.repo_map.rstrip("\n")]
     if facts.browser:
         lines += ["", BROWSER.format(url=facts.browser)]
     if facts.neighbours:
@@ -151,16 +165,19 @@ def render(facts: Facts) -> str:
         "earlier_reviews": facts.earlier_review_count,
         "test_command": clip(facts.test_command, 200) if facts.test_command else None,
         **({"browser": facts.browser} if facts.browser else {}),
+        **({"form": facts.form} if facts.form else {}),
+        **({"next_id": next_id(facts.features_total, facts.last_features)} if facts.form == "extend" else {}),
     }
 
     def whole(body: list[str]) -> str:
         return "\n".join([*body, "", "```json", json.dumps(data, ensure_ascii=False), "```", ""])
 
+    budget = BUDGET + min(len(facts.repo_map.encode("utf-8")), MAP_BUDGET)  # the map has a budget of its own
     text = whole(lines)
-    while len(text.encode("utf-8")) > BUDGET and len(lines) > 4:  # drop from the least needed end
+    while len(text.encode("utf-8")) > budget and len(lines) > 4:  # drop from the least needed end
         lines.pop(-1)
         text = whole([*lines, "- (cut to fit the brief)"])
-    if len(text.encode("utf-8")) > BUDGET and data["open_review"]:  # the issues are in the lines kept above
+    if len(text.encode("utf-8")) > budget and data["open_review"]:  # the issues are in the lines kept above
         data["open_review"] = {
             "review_id": data["open_review"]["review_id"],
             "failed_steps": data["open_review"]["failed_steps"],
@@ -170,15 +187,46 @@ def render(facts: Facts) -> str:
     return text
 
 
+def next_id(total: int, last: list[tuple[str, str]]) -> str:
+    """The first id after the list's last (`F` and at least three digits, as the list numbers them)."""
+    number = max((int(i[1:]) for i, _ in last if i[1:].isdigit()), default=total)
+    return f"F{number + 1:03d}"
+
+
+def _extension(facts: Facts) -> list[str]:
+    """The extend form's part of the brief: what changed, where the list ends, the next id."""
+    lines = [
+        "",
+        "## The spec changed: plan its new features",
+        f"The project lists {facts.features_total} features; the last ones are:",
+        *(f"- {i}: {clip(d, 160)}" for i, d in facts.last_features),
+        f"Number the new features from {next_id(facts.features_total, facts.last_features)} on.",
+        "",
+        "What changed in app_spec.txt (`+` lines are new, `-` lines are gone):",
+        "```diff",
+        facts.spec_change or "(no earlier version is kept: compare app_spec.txt with the features listed)",
+        "```",
+    ]
+    return lines
+
+
+LAST_FEATURES = 5
+"""Features the extend form's brief names at the end of the list (the rest are in feature_list.json)."""
+
+
 def gather(
     where: Records | Path,
     state: SessionState,
     number: int,
     test_command: str | None,
     browser: str | None = None,
+    *,
+    spec_change: str = "",
+    repo_map: str = "",
 ) -> Facts:
     """The facts of the session about to run in `state`, from the hand-off files (the records');
-    `browser`: the app's address for a web REVIEW's browser."""
+    `browser`: the app's address for a web REVIEW's browser; `spec_change` and `repo_map`, what an
+    INITIALIZER is told of a newer spec and of an existing codebase (read by the caller)."""
     records = records_of(where)
     project = records.root
     role, lane = state.lane.role.value, state.lane
@@ -216,7 +264,16 @@ def gather(
         open_review = found[-1] if found else None
     ids = {r.get("review_id") for r in mine}
     fixes = [f for f in handoff.fix_list() if f.get("review_id") in ids] if role == "REVIEW" else []
+    form = None
+    if role == "INITIALIZER":
+        form = "extend" if features else ("existing" if repo_map else "new")
     return Facts(
+        form=form,
+        spec_change=spec_change if form == "extend" else "",
+        last_features=[(str(f.get("id")), str(f.get("description", ""))) for f in features[-LAST_FEATURES:]]
+        if form == "extend"
+        else [],
+        repo_map=repo_map if role in ("INITIALIZER", "ARCHITECTURE") else "",
         last_fix=fixes[-1] if fixes else None,
         role=role,
         session=number,

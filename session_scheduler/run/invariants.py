@@ -9,7 +9,7 @@ import itertools
 import operator
 
 from session_scheduler.core.config import SessionType
-from session_scheduler.core.features import feature_list_problems
+from session_scheduler.core.features import extension_problems, feature_list_problems
 from session_scheduler.core.policy import POLICIES, policy
 from session_scheduler.store.progress import Handoff, only_passes_differ
 
@@ -19,8 +19,11 @@ def _holders(right: str) -> str:
     return " or ".join(role.value for role, rights in POLICIES.items() if getattr(rights, right))
 
 
-def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list[str]:
-    """Violations of the hand-off contract by a session of `role` (empty when clean)."""
+def check_invariants(
+    before: Handoff, after: Handoff, role: SessionType, *, extension: bool = False
+) -> list[str]:
+    """Violations of the hand-off contract by a session of `role` (empty when clean). `extension`:
+    the INITIALIZER's extend form, which may append features and do nothing else to the list."""
     rights = policy(role)
     problems: list[str] = []
     unchanged = before.feature_list is not None and before.feature_list is after.feature_list
@@ -32,7 +35,9 @@ def check_invariants(before: Handoff, after: Handoff, role: SessionType) -> list
     ids = [] if same_features else list(map(operator.itemgetter("id"), after.features()))
     if ids:
         problems.extend(feature_list_problems(after.features()))
-    if before.feature_list is not None:
+    if before.feature_list is not None and extension and not same_features:
+        problems.extend(extension_problems(before.features(), after.features()))
+    elif before.feature_list is not None:
         if not same_features:
             problems.append("features were added, removed or edited after the INITIALIZER")
         if not unchanged and before.passing() != after.passing() and not rights.sets_passes:

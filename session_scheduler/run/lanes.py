@@ -36,7 +36,7 @@ from session_scheduler.core.errors import (
 )
 from session_scheduler.core.gates import GateResult
 from session_scheduler.core.humane import duration, money, plural
-from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE, STATE_FILE
+from session_scheduler.core.layout import FEATURES_FILE, LOG_DIR, SETTINGS_FILE, STATE_FILE
 from session_scheduler.core.machine import (
     ARCHITECTURE_BRANCH,
     FEATURE_BRANCH,
@@ -50,13 +50,16 @@ from session_scheduler.core.machine import (
     Retry,
     SessionState,
     WorkItem,
+    extends,
 )
 from session_scheduler.core.policy import policy
 from session_scheduler.core.schedule import (
     IDLE,
     Schedule,
+    extended,
     held,
     landed,
+    planning,
     resized,
     resumed,
     sent_back,
@@ -94,7 +97,7 @@ from session_scheduler.run.opening import (
 from session_scheduler.run.plan import Planner, SessionPlan, brief_for, outage_so_far, write_plan
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
-from session_scheduler.store import crashpoints, events, handoff_check, progress, statefile
+from session_scheduler.store import crashpoints, events, handoff_check, progress, specs, statefile
 from session_scheduler.store.events import EventLog, Totals, new_run_id
 from session_scheduler.store.outbox import OUTBOX, apply, open_outbox
 from session_scheduler.store.records import Records
@@ -243,6 +246,11 @@ class Lanes:
         if schedule.lanes[0].role is T.HALTED:
             self.echo(f"The last run halted ({schedule.halt_reason}); trying the INITIALIZER again")
             schedule = resumed(schedule)
+        added = specs.note(self.records, self.clock.now(), listed=bool(schedule.backlog.features))
+        if specs.unplanned(self.records) and not planning(schedule) and schedule.backlog.features:
+            version = added or specs.history(self.records)[-1]
+            self.echo(f"The spec has a new version ({version.number}): its features are planned first")
+            schedule = extended(schedule, self.config)
         if state.session_count == 0 and not (saved and saved.in_flight):  # perhaps an existing repository
             set_aside_foreign_branches(repo, self.events, self.echo)
         if not state.backlog.features:
@@ -355,7 +363,12 @@ class Lanes:
             progress.restore(self.records, Path(flight.copies), self.schedule.backlog.passing)
             crashpoints.reached("recover_restored")
             main = gitops.head(repo, self.trunk)
-            if role is T.INITIALIZER and main is not None and main != flight.main:  # its skeleton, taken
+            if (
+                role is T.INITIALIZER
+                and not self.schedule.backlog.features
+                and main is not None
+                and main != flight.main
+            ):  # its skeleton, taken (an extension commits nothing: main moved by the queue stays)
                 gitops.keep_ref(repo, f"undone/session-{flight.number}/{gitops.MAIN}", main)
                 gitops.move_main(repo, flight.main, main, self.trunk)
             work = self.schedule.lanes[lane].work
@@ -592,6 +605,10 @@ class Lanes:
                 main = gitops.head(repo, self.trunk)  # read with the clone made: the queue may have moved it
                 assert main is not None
                 clone, workdir = self._ready(repo, lane, role, work, main, number)
+                if extends(state):  # the list as it is, for the session to append to
+                    progress.atomic_write_bytes(
+                        workdir / FEATURES_FILE, outbox.path(FEATURES_FILE).read_bytes(), durable=False
+                    )
                 crashpoints.reached("git_prepared")
         else:
             workdir = workdirs.path_of(self.project, lane)
@@ -601,7 +618,13 @@ class Lanes:
             if held is None
             else None
         )
-        brief = brief_for(state, self.config, outbox, APP_ORIGIN if browser else None)
+        brief = brief_for(
+            state,
+            self.config,
+            outbox,
+            APP_ORIGIN if browser else None,
+            spec_change=specs.change(self.records) if extends(state) else "",
+        )
         assert self._planner is not None, "no session is planned before the run opens the project"
         with self.lock:  # the outage so far is the authority's
             outage_s = outage_so_far(self.outage_since, self.clock.now())
@@ -680,9 +703,9 @@ class Lanes:
         if cut is not None:
             self._cut(lane, number, state, plan, result, cut)
             return
-        listed = workdir / "feature_list.json"
+        listed = workdir / FEATURES_FILE
         if role is T.INITIALIZER and listed.is_file() and not listed.is_symlink():  # written, not sent
-            progress.atomic_write_bytes(outbox.path("feature_list.json"), progress.read_regular(listed))
+            progress.atomic_write_bytes(outbox.path(FEATURES_FILE), progress.read_regular(listed))
         outcome = verify_session(
             outbox, clone, state, pre, self.config, lambda line: self._say(lane, line), folder=folder.path
         )
@@ -695,7 +718,7 @@ class Lanes:
                 progress.snapshot(self.records, applying)
                 self.flights[lane] = replace(flight, copies=str(applying))
                 self._save()
-            applied = apply(outbox, self.records, number)
+            applied = apply(outbox, self.records, number, extension=extends(state) and outcome.ok)
             if classified.standing.counted:  # the records' newest good copies (restore/post, its folder)
                 progress.snapshot(self.records, progress.restore_point(self.records, SessionFolder.POST))
                 progress.snapshot(self.records, folder.path / SessionFolder.POST, progress.KEPT_PER_SESSION)
@@ -711,7 +734,11 @@ class Lanes:
                 )
             if work is not None:
                 workdirs.bring_back(repo, clone, work.branch, self.trunk)
-            if role is T.INITIALIZER and outcome.ok:  # its skeleton: main is quiet while it runs alone
+            if role is T.INITIALIZER and outcome.ok:  # every spec so far is planned into features
+                specs.planned(self.records, number)
+            if (
+                role is T.INITIALIZER and outcome.ok and not extends(state)
+            ):  # its skeleton: main is quiet while it runs alone
                 skeleton = workdirs.take_main(repo, clone, trunk=self.trunk)
                 before = gitops.head(repo, self.trunk)
                 assert before is not None, "the project has a main from its setup commit on"
@@ -800,7 +827,12 @@ class Lanes:
         if not outcome.ok:
             return
         if role is T.INITIALIZER:
-            self.events.emit("features_listed", session=number, features=list(outcome.feature_ids))
+            had = set(self.schedule.backlog.features)  # before the transition: the list it extended
+            added = [f for f in outcome.feature_ids if f not in had]
+            more = {"added": added} if had else {}
+            self.events.emit("features_listed", session=number, features=list(outcome.feature_ids), **more)
+            if had:
+                self.echo(f"  planned {plural(len(added), 'new feature')} for the new spec: {', '.join(added)}")
         where = "main" if role is T.REVIEW else "branch"  # the REVIEW's merge onto main, in its clone
         gated(
             self.events,

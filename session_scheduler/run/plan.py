@@ -26,7 +26,7 @@ from session_scheduler.guard.sandbox import Host, lane_project, sandbox_settings
 from session_scheduler.guard.security import scope_rules, settings_for, validate_settings
 from session_scheduler.repo.adoption import Adoption, section
 from session_scheduler.run import brief as briefs
-from session_scheduler.run.prompts import READS, kickoff, render, role_variables
+from session_scheduler.run.prompts import READS, initializer_form, kickoff, render, role_variables
 from session_scheduler.store.progress import atomic_write_json
 from session_scheduler.store.records import Records
 
@@ -113,7 +113,9 @@ def plan_session(
         role=role,
         model=get_model_for_session(role, config),
         work=work,
-        instructions=render(role, role_variables(name, config, state)),
+        instructions=render(
+            role, role_variables(name, config, state), form=initializer_form(state, adopted.files > 0)
+        ),
         scope=scope_rules(role, work),
         kickoff=kickoff(role, state.next_number, brief),
         brief=brief,
@@ -164,11 +166,27 @@ def outage_so_far(since: float | None, now: float) -> float:
 
 
 def brief_for(
-    state: SessionState, config: AgentConfig, records: Records | Path, browser: str | None = None
+    state: SessionState,
+    config: AgentConfig,
+    records: Records | Path,
+    browser: str | None = None,
+    *,
+    spec_change: str = "",
+    repo_map: str = "",
 ) -> str:
     """The brief of the session about to run in `state`, read from the project's hand-off files
-    (`browser`: the app's address, for a web REVIEW given a browser)."""
-    return briefs.render(briefs.gather(records, state, state.next_number, config.test_command, browser))
+    (`browser`: the app's address, for a web REVIEW given a browser; `spec_change`, a newer
+    spec's diff for the INITIALIZER's extend form; `repo_map`, the map of a person's code)."""
+    facts = briefs.gather(
+        records,
+        state,
+        state.next_number,
+        config.test_command,
+        browser,
+        spec_change=spec_change,
+        repo_map=repo_map,
+    )
+    return briefs.render(facts)
 
 
 def write_plan(plan: SessionPlan, folder: Path) -> Path:

@@ -20,6 +20,12 @@ TEMPLATES: dict[SessionType, str] = {
     SessionType.FIX: "fix_prompt.md",
     SessionType.ARCHITECTURE: "architecture_reviewer_prompt.md",
 }
+FORMS: dict[str, str] = {
+    "existing": "initializer_existing_prompt.md",
+    "extend": "initializer_extend_prompt.md",
+}
+"""The INITIALIZER's other forms (its first form, `new`, is TEMPLATES'): planning on a codebase
+the person had, and appending the features of a newer spec to a built project's list."""
 ROLE_LINE = "# YOUR ROLE - {} AGENT"
 DEFAULT_TEST_COMMAND = "./init.sh"
 """What the prompts tell agents to run when the project sets no --test-command."""
@@ -27,7 +33,20 @@ _VAR = re.compile(r"\{\{\s*([A-Za-z0-9_]*)\s*\}\}")
 _NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
-def template_path(role: SessionType, prompts_dir: Path = PROMPTS_DIR) -> Path:
+def initializer_form(state: SessionState, existing_code: bool) -> str | None:
+    """The INITIALIZER's form for the session about to run in `state` (None: another role):
+    `extend` over a list the project has, `existing` on a codebase the person had when the
+    project was adopted (`existing_code`), else `new`."""
+    if state.lane.role is not SessionType.INITIALIZER:
+        return None
+    if state.backlog.features:
+        return "extend"
+    return "existing" if existing_code else "new"
+
+
+def template_path(role: SessionType, prompts_dir: Path = PROMPTS_DIR, form: str | None = None) -> Path:
+    if form in FORMS:
+        return prompts_dir / FORMS[form]
     try:
         return prompts_dir / TEMPLATES[role]
     except KeyError:
@@ -55,10 +74,13 @@ def substitute(template: str, variables: Mapping[str, str | int | None], name: s
 
 
 def render(
-    role: SessionType, variables: Mapping[str, str | int | None], prompts_dir: Path = PROMPTS_DIR
+    role: SessionType,
+    variables: Mapping[str, str | int | None],
+    prompts_dir: Path = PROMPTS_DIR,
+    form: str | None = None,
 ) -> str:
-    """The role's full instructions, checked to begin with its role line."""
-    path = template_path(role, prompts_dir)
+    """The role's full instructions (in its `form`, for an INITIALIZER), checked to begin with its role line."""
+    path = template_path(role, prompts_dir, form)
     try:
         template = path.read_text(encoding="utf-8")
     except OSError as exc:

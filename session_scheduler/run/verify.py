@@ -21,7 +21,7 @@ from session_scheduler.core.errors import StateError
 from session_scheduler.core.features import depends_of
 from session_scheduler.core.gates import GateResult, finding
 from session_scheduler.core.layout import is_scheduler_path
-from session_scheduler.core.machine import Outcome, SessionState, WorkItem
+from session_scheduler.core.machine import Outcome, SessionState, WorkItem, extends
 from session_scheduler.core.policy import FAILED, policy
 from session_scheduler.repo import gitops, refs
 from session_scheduler.run import browsing, gating
@@ -174,7 +174,7 @@ def verify_session(
             after = load_handoff(records)
         except StateError as exc:
             raise ClaimRefused(str(exc)) from None
-        problems = check_invariants(pre.handoff, after, role)
+        problems = check_invariants(pre.handoff, after, role, extension=extends(state))
         if problems:
             raise ClaimRefused("; ".join(problems))
         reported_failure(pre.handoff, after, role)
@@ -322,6 +322,8 @@ class Ran:
 def _initializer(ran: Ran) -> Outcome:
     if ran.after.feature_list is None:
         raise ClaimRefused("no feature_list.json was written")
+    if extends(ran.state):
+        return _extension(ran)
     if ran.after.passing():
         raise ClaimRefused("the INITIALIZER marked features as passing")
     ran.only_own_branches_changed()
@@ -330,6 +332,17 @@ def _initializer(ran: Ran) -> Outcome:
         raise ClaimRefused("nothing was committed on `main`")
     ran.no_scheduler_files_committed(ran.pre.main, main)
     ran.no_repo_code_committed(ran.pre.main, main)
+    features = ran.after.features()
+    return ran.outcome(feature_ids=tuple(f["id"] for f in features), depends=depends_of(features))
+
+
+def _extension(ran: Ran) -> Outcome:
+    """The extend form: new features appended after the list the project has (check_invariants
+    checked the list), the project's git left as it was (it plans; it builds nothing)."""
+    if len(ran.after.features()) == len(ran.pre.handoff.features()):
+        raise ClaimRefused("feature_list.json adds no feature for the new spec")
+    ran.main_untouched()
+    ran.only_own_branches_changed()
     features = ran.after.features()
     return ran.outcome(feature_ids=tuple(f["id"] for f in features), depends=depends_of(features))
 

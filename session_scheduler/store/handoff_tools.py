@@ -23,7 +23,8 @@ from session_scheduler.core import acceptance
 from session_scheduler.core.config import SessionType
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.evidence import CitedEvidence, note
-from session_scheduler.core.features import feature_list_problems
+from session_scheduler.core.features import extension_problems, feature_list_problems
+from session_scheduler.core.layout import FEATURES_FILE
 from session_scheduler.core.machine import WorkItem
 from session_scheduler.core.policy import FAILED, RolePolicy, policy
 from session_scheduler.core.schemas import ACCEPTANCE, FEATURE_LIST, VERDICTS, schema_errors
@@ -248,7 +249,7 @@ class HandoffTools:
         raise Refused(f"no feature {wanted!r} in feature_list.json")
 
     def _check_feature_list(self, args: dict[str, Any]) -> str:
-        path = self.workdir / "feature_list.json"
+        path = self.workdir / FEATURES_FILE
         try:
             data = read_json(path)
         except StateError as exc:
@@ -257,6 +258,12 @@ class HandoffTools:
             )
         problems = schema_errors(data, FEATURE_LIST)
         problems = [f"feature_list.json {p}" for p in problems] or feature_list_problems(data["features"])
+        listed_before = self._load(FEATURES_FILE).get("features")
+        if listed_before and not problems:  # the extend form: the list the project has, then new features
+            problems = extension_problems(listed_before, data["features"])
+        if not problems and listed_before:
+            added = len(data["features"]) - len(listed_before)
+            return f"feature_list.json is valid: {len(data['features'])} features, {added} of them new"
         if not problems:
             return f"feature_list.json is valid: {len(data['features'])} features"
         listed = "\n".join(f"- {p}" for p in problems)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from session_scheduler.core.layout import HANDOFF_FILES, HISTORY_FILES
+from session_scheduler.core.layout import FEATURES_FILE, HANDOFF_FILES, HISTORY_FILES
 from session_scheduler.core.schemas import HANDOFF_SCHEMAS
 from session_scheduler.store.handoff_history import largest_archived_id
 from session_scheduler.store.progress import atomic_write_json, carry, load_handoff, validate
@@ -68,12 +68,19 @@ class Applied:
     """Entries added to the records (0: the session's were there already)."""
 
 
-def apply(outbox: Records, records: Records, session: int) -> Applied:
-    """What session `session` added in its outbox, appended to the records (see the module)."""
+def apply(outbox: Records, records: Records, session: int, *, extension: bool = False) -> Applied:
+    """What session `session` added in its outbox, appended to the records (see the module).
+    `extension`: a verified INITIALIZER's extend form, whose new features (those the records do
+    not list) are appended to the records' list as it is now (its `passes` the schedule's)."""
     added = load_handoff(outbox)
     current = load_handoff(records)
     if current.feature_list is None and added.feature_list is not None:  # the INITIALIZER's list
-        atomic_write_json(records.path("feature_list.json"), added.feature_list)
+        atomic_write_json(records.path(FEATURES_FILE), added.feature_list)
+    elif extension and current.feature_list is not None and added.feature_list is not None:
+        known = {f["id"] for f in current.features()}
+        new = [f for f in added.features() if f["id"] not in known]
+        if new:
+            _write(records, FEATURES_FILE, {**current.feature_list, "features": [*current.features(), *new]})
     entries = 0
     progress = dict(current.progress or {})
     mine = [e for e in (added.progress or {}).get("sessions", []) if e.get("session_id") == session]

@@ -120,6 +120,8 @@ def _encoded_backlog(backlog: Backlog, memo: _Memo) -> tuple[dict[str, Any], Enc
         parts["held"] = _encoded(
             memo, "held", (backlog.held,), lambda: [{"feature": f, "why": why} for f, why in backlog.held]
         )
+    if backlog.to_plan:
+        parts["to_plan"] = (True, "true")
     data = {name: part[0] for name, part in parts.items()}
     return data, Encoded(
         "{" + ", ".join(f"{json.dumps(name)}: {part[1]}" for name, part in parts.items()) + "}"
@@ -203,6 +205,7 @@ def schedule_from_json(data: dict[str, Any]) -> Schedule:
             tuple(_work(w) for w in backlog.get("landing", [])),
             tuple((_work(r["work"]), int(r["review_id"])) for r in backlog.get("returned", [])),
             tuple((str(h["feature"]), str(h["why"])) for h in backlog.get("held", [])),
+            bool(backlog.get("to_plan", False)),
         ),
         lanes=lanes,
         architecture_checked_at=data.get("architecture_checked_at", 0),

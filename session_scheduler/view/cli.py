@@ -68,7 +68,7 @@ from session_scheduler.run import pulls, showing
 from session_scheduler.run.opening import local_file_missing
 from session_scheduler.run.plan import Planner, brief_for
 from session_scheduler.run.prompts import EXAMPLE_SPEC, template_path
-from session_scheduler.store import crashpoints, events, progress, statefile
+from session_scheduler.store import crashpoints, events, progress, specs, statefile
 from session_scheduler.store.authority import Authority, FileAuthority
 from session_scheduler.store.records import Records
 from session_scheduler.view import proofs, status
@@ -137,15 +137,37 @@ def looks_like_text(data: bytes) -> bool:
     return b"\x00" not in data and controls <= len(data) // 100
 
 
-def place_spec(project: Path, spec: Path | None, echo: Callable[[str], None]) -> None:
-    """Copy the spec in on the first run; on resume accept the same spec, refuse another."""
+def spec_change(project: Path, spec: Path | None) -> bytes | None:
+    """The new text of a project's spec when `spec` differs from the one it holds (None: a new
+    project, no --spec, or the same spec). A changed spec adds to the project: refused in one
+    line when it only takes text away (a built feature is never removed)."""
     target = project / SPEC_NAME
+    if spec is None or not target.exists():
+        return None
+    data = read_spec(spec)
+    old = target.read_bytes()
+    if hashlib.sha256(data).hexdigest() == hashlib.sha256(old).hexdigest():
+        return None
+    if not specs.added_lines(old.decode("utf-8", "replace"), data.decode("utf-8", "replace")):
+        raise BadInput(
+            f"{spec} only takes text away from the spec this project was built from ({target}); features "
+            "are never removed from a project: give a spec that adds what you want built (a changed "
+            "requirement is a changed line), or start a new project with --project-dir"
+        )
+    return data
+
+
+def place_spec(project: Path, spec: Path | None, echo: Callable[[str], None], now: float) -> None:
+    """Copy the spec in on the first run; on resume keep the same spec, or take a changed one as
+    the spec's next version (the run plans its new features first: store/specs.py)."""
+    target = project / SPEC_NAME
+    changed = spec_change(project, spec)
+    if changed is not None:
+        specs.note(project, now, listed=(project / "feature_list.json").exists())  # the one it replaces
+        progress.atomic_write_bytes(target, changed)
+        echo(f"  the spec changed: {spec} replaces {SPEC_NAME}; its new features are planned first")
+        return
     if target.exists():
-        if spec is not None and hashlib.sha256(read_spec(spec)).hexdigest() != _sha(target):
-            raise BadInput(
-                f"{spec} differs from the spec this project was started with ({target}); "
-                "resume without --spec, or start a new project with --project-dir"
-            )
         return
     if spec is None:
         echo(f"No --spec given: using the example spec {EXAMPLE_SPEC}")
@@ -797,11 +819,11 @@ def run_cli(
     for line in weaker_gates(saved, config):  # never weaker without a line saying so
         console.print(f"Gates weaker: {line}", markup=False)
     if dry:
-        if project.exists() and spec is not None and (project / SPEC_NAME).exists():
-            place_spec(project, spec, console.print)  # refuses a different spec
+        if project.exists():  # a spec that cannot be added is refused as the run would refuse it
+            spec_change(project, spec)
         dry_run(console, project, config, show)
         return EXIT_DONE
-    starts = session_would_start(project, config)
+    starts = session_would_start(project, config, spec_change(project, spec) is not None)
     if starts:  # a person's half-done merge: refused before anything is written into the project
         adoption.refuse_unfinished(project)
         too_many = lanes_refusal(config.lanes, seams.memory())
@@ -845,10 +867,10 @@ def run_cli(
     try:
         with seams.authority(project).hold():  # the one owner of the lock: nothing is written before it
             if _reconciled(project, config, seams, echo):  # what the person did on the forge may give work
-                starts = session_would_start(project, config)
+                starts = session_would_start(project, config, spec_change(project, spec) is not None)
             if starts:  # a project with nothing left to run is not probed (the probe runs the real CLI)
                 probe.once()
-            place_spec(project, spec, echo)
+            place_spec(project, spec, echo, seams.clock.now())
             crashpoints.reached("spec_placed")
             progress.save_config(project, config.to_json())
             report = _run(
@@ -1016,14 +1038,16 @@ def _error(line: str, style: str = "bold red") -> None:
     Console(stderr=True, highlight=False, soft_wrap=True).print(line, markup=False, style=style)
 
 
-def session_would_start(project: Path, config: AgentConfig) -> bool:
+def session_would_start(project: Path, config: AgentConfig, new_spec: bool = False) -> bool:
     """Whether a run of the project would start a session: not when every feature passes or is
-    blocked, nor when the project budget cannot cover one (the scheduler's own limits, read ahead
-    so that such a run neither probes the sandbox nor asks for credentials)."""
+    blocked and no newer spec waits to be planned (`new_spec`: one given now), nor when the
+    project budget cannot cover one (the scheduler's own limits, read ahead so that such a run
+    neither probes the sandbox nor asks for credentials)."""
     saved = statefile.load(project) if project.exists() else None
     if saved is None:
         return True
-    if resume(saved.state).lane.role in TERMINAL and not saved.in_flight:
+    settled = resume(saved.state).lane.role in TERMINAL and not saved.in_flight
+    if settled and not (new_spec or specs.pending(project)):
         return False
     budget, cap = config.max_budget_usd, config.max_session_budget_usd
     if budget is None:
