@@ -10,6 +10,7 @@ from click.testing import CliRunner, Result
 from helpers import cli_seams
 
 from scripted_model.scenario import Scenario
+from session_scheduler.store import specs
 from session_scheduler.store.authority import FileAuthority
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 from session_scheduler.view.cli import main, resolve_project
@@ -104,15 +105,27 @@ def test_unwritable_project_dir(tmp_path: Path) -> None:
     assert "cannot create project dir" in result.output
 
 
-def test_a_different_spec_on_resume_is_refused(spec_file: Path, tmp_path: Path) -> None:
+def test_a_spec_on_resume_that_only_takes_text_away_is_refused_and_one_that_adds_is_a_new_version(
+    spec_file: Path, tmp_path: Path
+) -> None:
     assert invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1").exit_code == 3
-    other = tmp_path / "other.txt"
-    other.write_text("A different application.\n")
-    result = invoke("--project-dir", "app", "--spec", str(other))
+    project = resolve_project("app")
+    held = (project / "app_spec.txt").read_bytes()
+    shorter = tmp_path / "shorter.txt"
+    shorter.write_text("".join(spec_file.read_text().splitlines(True)[:-3]))
+    result = invoke("--project-dir", "app", "--spec", str(shorter))
     assert result.exit_code == 2
-    assert "differs from the spec this project was started with" in result.output
+    assert "only takes text away from the spec this project was built from" in result.output
+    assert (project / "app_spec.txt").read_bytes() == held  # nothing changed
+    assert invoke("--project-dir", "app", "--spec", str(shorter), "--dry-run").exit_code == 2
     same = invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1")
     assert same.exit_code == 3, same.output
+    longer = tmp_path / "longer.txt"
+    longer.write_text(spec_file.read_text() + "- `count`: print how many tasks there are.\n")
+    grown = invoke("--project-dir", "app", "--spec", str(longer), "--max-iterations", "1")
+    assert grown.exit_code == 3, grown.output
+    assert "the spec changed" in grown.output and (project / "app_spec.txt").read_text() == longer.read_text()
+    assert [v.number for v in specs.history(project)] == [1, 2]
 
 
 def test_a_second_instance_is_refused_at_once(spec_file: Path) -> None:
