@@ -295,3 +295,46 @@ def test_a_project_dir_that_is_a_file_is_refused_in_one_line_and_kept(tmp_path: 
     result = invoke("--project-dir", str(afile))
     assert result.exit_code == 1 and f"--project-dir {afile} is a file, not a folder" in result.output
     assert afile.read_text() == "mine\n"
+
+
+def _tree(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+def test_a_bad_task_spec_is_one_line_on_stderr_and_leaves_the_project_as_it_was(
+    spec_file: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "issues.json"
+    broken.write_text('[\n  {"number": 1, "title": "Add"}\n  {"number": 2, "title": "List"}\n]\n')
+    checked = tmp_path / "todo.md"
+    checked.write_text("# Todo\n\n- [x] Add a task\n- [x] List the tasks\n")
+    for spec, said in (
+        (
+            broken,
+            f"error: spec {broken} does not parse as JSON (Expecting ',' delimiter at line 3, column 3)",
+        ),
+        (checked, f"error: spec {checked}: every task of its list is checked (done)"),
+    ):
+        new = invoke("--project-dir", "fresh", "--spec", str(spec))
+        assert new.exit_code == 2 and new.stdout == "", new.output
+        assert new.stderr.startswith(said) and len(new.stderr.strip().splitlines()) == 1, new.stderr
+        assert not resolve_project("fresh").exists()
+    assert invoke("--project-dir", "app", "--spec", str(spec_file), "--max-iterations", "1").exit_code == 3
+    project = resolve_project("app")
+    before = _tree(project)
+    for args in (("--spec", str(broken)), ("--spec", str(checked), "--dry-run")):
+        result = invoke("--project-dir", "app", *args)
+        assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
+        assert _tree(project) == before
+
+
+def test_a_task_list_spec_is_taken_and_kept(tmp_path: Path) -> None:
+    spec = tmp_path / "issues.json"
+    spec.write_text(json.dumps([{"number": 4, "title": "Add a task", "body": "", "labels": []}]))
+    result = invoke("--project-dir", "app", "--spec", str(spec), "--max-iterations", "1")
+    assert result.exit_code == 3, result.output
+    assert (resolve_project("app") / "app_spec.txt").read_bytes() == spec.read_bytes()

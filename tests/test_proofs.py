@@ -405,3 +405,46 @@ def test_the_report_links_every_proof_written(landed: tuple[Path, str, str]) -> 
     assert '<section id="proofs"><h2>Proofs</h2><ul><li><a href="proofs/F002.md">F002</a>' in render_html(
         data
     )
+
+
+def _closing(project: Path, task: str, spec: str) -> None:
+    """F002 builds the spec's task `task`; the spec (as the project keeps it) is `spec`."""
+    listed = json.loads((project / "feature_list.json").read_text())
+    listed["features"][1]["task"] = task
+    (project / "feature_list.json").write_text(json.dumps(listed))
+    (project / "app_spec.txt").write_text(spec)
+
+
+def test_the_proof_says_which_task_the_feature_closes(landed: tuple[Path, str, str]) -> None:
+    project = landed[0]
+    export = [{"number": 12, "title": "Add tasks <fast>", "body": "", "labels": [{"name": "ui"}]}]
+    _closing(project, "#12", json.dumps(export))
+    lines = _proof(landed).splitlines()
+    assert lines[2].startswith("Landed on `main`") and lines[3:5] == [
+        "",
+        r"Closes: #12 (Add tasks \<fast\>).",
+    ]
+    _closing(project, "task 2", "# Todo\n\n- [x] Save tasks\n- [ ] Add a task\n  in the page\n")
+    assert _proof(landed).splitlines()[4] == "Closes: task 2 (Add a task)."
+    _closing(project, "task 9", "- [ ] Add a task\n")
+    assert _proof(landed).splitlines()[4] == "Closes: task 9 (not in the spec)."
+    (project / "app_spec.txt").write_text("[]")  # a spec that no longer reads: the ref alone
+    assert _proof(landed).splitlines()[4] == "Closes: task 9 (not in the spec)."
+
+
+def test_a_feature_without_a_task_closes_none(landed: tuple[Path, str, str]) -> None:
+    (landed[0] / "app_spec.txt").write_text("- [ ] Add a task\n")
+    assert "Closes:" not in _proof(landed)
+
+
+def test_the_report_names_the_task_a_feature_closes(landed: tuple[Path, str, str]) -> None:
+    project = landed[0]
+    events.EventLog(project, "run-1", clock=lambda: T0 + 900).emit(
+        "features_listed", session=0, features=["F001", "F002"]
+    )
+    _closing(project, "#12", json.dumps([{"number": 12, "title": "Add", "body": ""}]))
+    data = gather(project)
+    assert [f.task for f in data.features] == ["", "#12"]
+    assert "| F002 | Add a task in the page \\<b\\>now\\</b\\> (closes #12) |" in render_markdown(data)
+    assert "| F001 | Save tasks |" in render_markdown(data)
+    assert "Add a task in the page &lt;b&gt;now&lt;/b&gt; (closes #12)</td>" in render_html(data)

@@ -32,6 +32,11 @@ class BadInput(ConfigError):
     exit_code = EXIT_USAGE
 
 
+class SpecError(BadInput):
+    """A spec whose task list or issues export cannot be used (core/tasks.py): said in one line
+    with where and how to fix it; exit 2 like any other --spec that cannot be used."""
+
+
 class StateError(SchedulerError):
     """A scheduler or hand-off file that is missing, corrupt or invalid."""
 

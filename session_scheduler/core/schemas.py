@@ -9,6 +9,7 @@ import jsonschema
 from session_scheduler.core.config import LAND_ON, ROLES, TERMINAL, SessionType
 from session_scheduler.core.evidence import NAME as EVIDENCE_NAME
 from session_scheduler.core.standing import Standing
+from session_scheduler.core.tasks import REF as TASK_REF
 
 ROLE_NAMES = [role.value for role in ROLES]
 FEATURE_ID = {"type": "string", "pattern": "^F[0-9]+$"}
@@ -55,6 +56,7 @@ FEATURE_LIST: dict[str, Any] = {
                     "steps": {"type": "array", "items": {"type": "string"}},
                     "passes": {"type": "boolean"},
                     "depends_on": {"type": "array", "items": FEATURE_ID, "uniqueItems": True},
+                    "task": {"type": "string", "pattern": TASK_REF.pattern},
                 },
             },
         }

@@ -28,7 +28,7 @@ import click
 from rich.console import Console
 
 from scripted_model.scenario import DEMO, Scenario
-from session_scheduler.core import risk
+from session_scheduler.core import risk, tasks
 from session_scheduler.core.app import AppSpec
 from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import (
@@ -128,7 +128,7 @@ def read_spec(spec: Path) -> bytes:
         raise BadInput(
             f"spec {spec} is not text (it holds binary data); pass a text file that describes the application"
         )
-    return data
+    return tasks.checked_spec(data, str(spec))  # a task list or an issues export must read
 
 
 def looks_like_text(data: bytes) -> bool:

@@ -68,6 +68,13 @@ class FeatureRow:
     """'#7 PASS': the last verdict on the feature."""
     tests: str
     passed_at: float | None
+    task: str = ""
+    """The spec's task it builds (`#12`, `task 3`: core/tasks.py), '' when the spec is text."""
+
+    @property
+    def closes(self) -> str:
+        """What its description ends with: the task it closes, if any."""
+        return f" (closes {self.task})" if self.task else ""
 
 
 @dataclass(frozen=True)
@@ -229,6 +236,7 @@ def gather(project: Path, now: float | None = None) -> ReportData:
                 review,
                 gated.get(fid) or str(ev.get("tests") or ""),
                 totals.passing.get(fid),
+                str(listing.get(fid, {}).get("task") or ""),
             )
         )
     starts: dict[int, tuple[float, int]] = {}
@@ -582,7 +590,7 @@ def render_html(data: ReportData, base: str | None = None) -> str:
             f.status,
             [
                 escape(f.id),
-                escape(f.description),
+                escape(f.description + f.closes),
                 escape(f.status),
                 str(f.attempts),
                 str(f.sessions),
@@ -828,7 +836,7 @@ def render_markdown(data: ReportData, base: str | None = None) -> str:
         [
             [
                 _md(f.id),
-                _md(f.description[:100] + ("…" if len(f.description) > 100 else "")),
+                _md(f.description[:100] + ("…" if len(f.description) > 100 else "") + f.closes),
                 f.status,
                 str(f.attempts),
                 str(f.sessions),

@@ -17,11 +17,12 @@ from typing import Any
 
 import git
 
+from session_scheduler.core import tasks
 from session_scheduler.core.config import AgentConfig, trunk_of
-from session_scheduler.core.errors import StateError
+from session_scheduler.core.errors import SpecError, StateError
 from session_scheduler.core.evidence import is_web
 from session_scheduler.core.humane import duration, money, plural
-from session_scheduler.core.layout import LOG_DIR, STATE_FILE
+from session_scheduler.core.layout import LOG_DIR, SPEC_NAME, STATE_FILE
 from session_scheduler.core.machine import WorkItem
 from session_scheduler.repo import gitops, landing
 from session_scheduler.run import findings
@@ -129,7 +130,7 @@ def text(
     feature, fixes, problem = _records(project, feature_id)
     reviews = [f for f in findings.reviews(project) if f.subject == feature_id]
     sections = [
-        _title(feature_id, feature, commit, where, risk),
+        _title(feature_id, feature, commit, where, risk) + _closes(project, feature),
         _asked(feature_id, feature, problem),
         _seen(project, log, feature_id, feature, reviews),
         _rounds(log, reviews, fixes),
@@ -173,6 +174,19 @@ def _title(
     at = f"{code(where)} at {code(commit[:10])}"
     line = f"Waits for a person: {md(risk)} (its work is on {at})." if risk else f"{LANDED.strip()} {at}."
     return [f"# {feature_id}: {description}", "", line]
+
+
+def _closes(project: Path, feature: dict[str, Any] | None) -> list[str]:
+    """The task of the spec the feature closes (its `task`), with the title the spec gives it."""
+    ref = str((feature or {}).get("task") or "")
+    if not ref:
+        return []
+    try:
+        listed = tasks.read_tasks((project / SPEC_NAME).read_bytes(), SPEC_NAME)[1]
+    except (OSError, SpecError):
+        listed = ()
+    title = next((t.title for t in listed if t.ref == ref), None)
+    return ["", f"Closes: {md(ref)} ({md(title)})." if title else f"Closes: {md(ref)} (not in the spec)."]
 
 
 def _asked(feature_id: str, feature: dict[str, Any] | None, problem: str) -> list[str]:
