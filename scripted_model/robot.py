@@ -47,6 +47,8 @@ class Files:
 
     cwd: str
     facts: dict[str, Any]
+    brief: str = ""
+    """The brief's text, as the session got it."""
 
     def path(self, rel: str) -> str:
         return f"{self.cwd}/{rel}"
@@ -129,7 +131,7 @@ def last_line(text: str) -> str:
 def orient(first: list[ToolCall] | None = None) -> Steps:
     """`pwd` and the brief (plus any first commands); returns (Files, results)."""
     results = yield [bash("pwd"), handoff("brief"), *(first or [])]
-    return Files(last_line(results[0]), brief_facts(results[1])), results[2:]
+    return Files(last_line(results[0]), brief_facts(results[1]), results[1]), results[2:]
 
 
 def put(files: Files, contents: dict[str, str]) -> Steps:
@@ -264,6 +266,17 @@ def initializer(ctx: Ctx) -> Script:
             for f in chosen
         ]
     }
+    for ref, title in _TASK.findall(files.brief):  # a task list: each task one feature's `task`
+        named = next(
+            (
+                f
+                for f in feature_list["features"]
+                if _command(f["description"]) and _command(f["description"]) in title
+            ),
+            None,
+        )
+        if named is not None and "task" not in named:
+            named["task"] = ref
     (head,) = yield [bash("cat README.md 2>/dev/null; git rev-parse HEAD")]
     start = last_line(head)
     skeleton = {**demo_app.SKELETON, **(demo_web.WEB if ctx.scenario.web else {})}
@@ -280,6 +293,15 @@ def initializer(ctx: Ctx) -> Script:
     yield from faults(ctx, files)
     yield from end_session(ctx, "INITIALIZED", [], start, end)
     return f"Wrote {len(chosen)} features, init.sh and the skeleton ({len(spec)} bytes of spec read)."
+
+
+_TASK = re.compile(r"^- `(#[0-9]+|task [0-9]+)`: (.*)$", re.MULTILINE)
+"""A task the brief lists (brief._tasks): its ref and its title."""
+
+
+def _command(description: str) -> str:
+    """The command a demo feature's description starts with (`add TITLE ...` -> `add`; "" for none)."""
+    return description[1:].split()[0].strip("`") if description.startswith("`") else ""
 
 
 _ADDED_COMMAND = re.compile(r"^\+.*?`([a-z]+)\b", re.MULTILINE)

@@ -95,3 +95,57 @@ def test_a_built_project_gets_an_amended_spec_and_builds_the_new_features_on_top
     assert len([e for e in events.read(events.log_path(project)) if e["kind"] == "session_started"]) == len(
         [e for e in log if e["kind"] == "session_started"]
     )
+
+
+TASK_LIST = """# todo: the tasks
+
+- [x] Set up the repository
+- [ ] `add TITLE [--due DATE]`: add a task and print its id
+  An empty title is an error.
+- [ ] `list [--all]`: print the open tasks, one per line
+"""
+EXPORT = [
+    {"number": 12, "title": "`add TITLE` should add a task", "body": "Print its id.", "labels": [{"name": "cli"}]},
+    {"number": 15, "title": "`list` prints the open tasks", "body": "", "labels": []},
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "refs"),
+    [("tasks.md", TASK_LIST, ["task 2", "task 3"]), ("issues.json", json.dumps(EXPORT), ["#12", "#15"])],
+)
+def test_a_task_list_and_an_issues_export_each_become_features_that_name_their_task(
+    tmp_path: Path, name: str, text: str, refs: list[str]
+) -> None:
+    project = tmp_path / "generations" / "todo"
+    spec = tmp_path / name
+    spec.write_text(text, encoding="utf-8")
+    scenario = write_scenario(tmp_path / "scenario.json", {"features": 3})
+    env = product_env(tmp_path)
+    night = run(command(project, "--offline-demo", "--scenario", str(scenario), "--spec", str(spec)), env)
+    assert night.returncode == 0, explain(night)
+    features = json.loads((project / "feature_list.json").read_text())["features"]
+    assert [f.get("task") for f in features] == [None, *refs]  # the storage foundation closes no task
+    assert all(f["passes"] for f in features)
+    proof = (project / ".agent_logs" / "proofs" / "F002.md").read_text()
+    assert f"Closes: {refs[0]}" in proof
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        ("issues.json", '[{"number": 1, "title": "a"', "does not parse as JSON"),
+        ("issues.json", "[]", "is an empty issues export"),
+        ("tasks.md", "# tasks\n- [x] done already\n", "every task of its list is checked"),
+    ],
+)
+def test_a_task_spec_that_cannot_be_used_is_one_line_and_changes_nothing(
+    tmp_path: Path, name: str, text: str, said: str
+) -> None:
+    project = tmp_path / "generations" / "todo"
+    spec = tmp_path / name
+    spec.write_text(text, encoding="utf-8")
+    refused = run(command(project, "--offline-demo", "--spec", str(spec)), product_env(tmp_path))
+    assert refused.returncode == 2, explain(refused)
+    assert said in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert not project.exists()

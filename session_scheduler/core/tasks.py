@@ -226,3 +226,15 @@ def _body(body: str) -> str:
 
 def _short(title: str, width: int = 60) -> str:
     return title if len(title) <= width else title[: width - 1] + "…"
+
+
+def extension_coverage(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]], tasks: tuple[Task, ...]
+) -> list[str]:
+    """`coverage_problems` of a list that extends `before` (the INITIALIZER's extend form): a
+    listed feature whose task the newer spec no longer has (closed: built) is not held to it;
+    each task the spec has is still exactly one feature's, old or new."""
+    refs = {t.ref for t in tasks}
+    listed = {f["id"] for f in before}
+    kept = [f for f in after if f["id"] not in listed or f.get("task") is None or f["task"] in refs]
+    return coverage_problems(kept, tasks) if tasks or any(f.get("task") for f in kept) else []

@@ -16,6 +16,7 @@ from typing import Any
 
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.machine import SessionState
+from session_scheduler.core.tasks import Task
 from session_scheduler.store.handoff_history import archived_review_counts, read_history
 from session_scheduler.store.progress import Handoff, load_handoff
 from session_scheduler.store.records import Records, records_of
@@ -46,6 +47,25 @@ def clip(text: Any, limit: int = FIELD) -> str:
 
 
 @dataclass(frozen=True)
+class Planning:
+    """What a planning session (the INITIALIZER in any form, an ARCHITECTURE review) is told
+    beyond the hand-off files, read by the caller (run/planning.py)."""
+
+    existing: bool = False
+    """The first INITIALIZER plans on a codebase the person had (its `existing` form)."""
+    spec_change: str = ""
+    """The extend form: the spec's diff since the last version planned (store/specs.change)."""
+    tasks: tuple[Task, ...] = ()
+    """The spec's open tasks, when it is a task list or an issues export (core/tasks.py)."""
+    repo_map: str = ""
+    """The map of the code (repo/repomap.py): the person's, for the existing form; main's, for
+    an ARCHITECTURE review."""
+
+
+NO_PLANNING = Planning()
+
+
+@dataclass(frozen=True)
 class Facts:
     """What the brief says, as plain values."""
 
@@ -72,7 +92,9 @@ class Facts:
     last_features: list[tuple[str, str]] = field(default_factory=list)
     """`extend`: the last features listed (id, description), the newest last."""
     repo_map: str = ""
-    """`existing`: the map of the person's code (repo/repomap.py), cut to its own budget."""
+    """`existing` and ARCHITECTURE: the map of the code (repo/repomap.py), cut to its own budget."""
+    tasks: list[tuple[str, str]] = field(default_factory=list)
+    """The INITIALIZER of a task list: each open task (ref, title), in the spec's order."""
 
 
 def _issues(review: dict[str, Any]) -> dict[str, list[str]]:
@@ -111,6 +133,8 @@ def render(facts: Facts) -> str:
         lines += ["", f"## Your branch: `{facts.branch}`"]
     if facts.form == "extend":
         lines += _extension(facts)
+    if facts.tasks:
+        lines += _tasks(facts)
     if facts.repo_map:
         lines += ["", facts.repo_map.rstrip("\n")]
     if facts.browser:
@@ -210,6 +234,20 @@ def _extension(facts: Facts) -> list[str]:
     return lines
 
 
+def _tasks(facts: Facts) -> list[str]:
+    """The tasks a task-list spec holds: each becomes one feature that names it in `task`."""
+    return [
+        "",
+        f"## The spec is a task list: {len(facts.tasks)} open tasks",
+        "Each task below becomes exactly one feature whose `task` is the task's ref (a feature may "
+        "also have no task: a foundation others build on). The tasks' bodies are in app_spec.txt.",
+        *(f"- `{ref}`: {clip(title, 120)}" for ref, title in facts.tasks[:TASKS]),
+        *([f"- ... and {len(facts.tasks) - TASKS} more in app_spec.txt"] if len(facts.tasks) > TASKS else []),
+    ]
+
+
+TASKS = 40
+"""Tasks a brief names by ref and title (the rest are counted; app_spec.txt has them all)."""
 LAST_FEATURES = 5
 """Features the extend form's brief names at the end of the list (the rest are in feature_list.json)."""
 
@@ -220,13 +258,11 @@ def gather(
     number: int,
     test_command: str | None,
     browser: str | None = None,
-    *,
-    spec_change: str = "",
-    repo_map: str = "",
+    planning: Planning = NO_PLANNING,
 ) -> Facts:
     """The facts of the session about to run in `state`, from the hand-off files (the records');
-    `browser`: the app's address for a web REVIEW's browser; `spec_change` and `repo_map`, what an
-    INITIALIZER is told of a newer spec and of an existing codebase (read by the caller)."""
+    `browser`: the app's address for a web REVIEW's browser; `planning`, what a planning session
+    is told of a newer spec, a task list and the code (read by the caller)."""
     records = records_of(where)
     project = records.root
     role, lane = state.lane.role.value, state.lane
@@ -266,14 +302,15 @@ def gather(
     fixes = [f for f in handoff.fix_list() if f.get("review_id") in ids] if role == "REVIEW" else []
     form = None
     if role == "INITIALIZER":
-        form = "extend" if features else ("existing" if repo_map else "new")
+        form = "extend" if features else ("existing" if planning.existing else "new")
     return Facts(
         form=form,
-        spec_change=spec_change if form == "extend" else "",
+        spec_change=planning.spec_change if form == "extend" else "",
+        tasks=[(t.ref, t.title) for t in planning.tasks] if form else [],
         last_features=[(str(f.get("id")), str(f.get("description", ""))) for f in features[-LAST_FEATURES:]]
         if form == "extend"
         else [],
-        repo_map=repo_map if role in ("INITIALIZER", "ARCHITECTURE") else "",
+        repo_map=planning.repo_map if role in ("INITIALIZER", "ARCHITECTURE") else "",
         last_fix=fixes[-1] if fixes else None,
         role=role,
         session=number,

@@ -95,6 +95,7 @@ from session_scheduler.run.opening import (
     set_aside_foreign_branches,
 )
 from session_scheduler.run.plan import Planner, SessionPlan, brief_for, outage_so_far, write_plan
+from session_scheduler.run.planning import planning_for
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
 from session_scheduler.store import crashpoints, events, handoff_check, progress, specs, statefile
@@ -618,14 +619,20 @@ class Lanes:
             if held is None
             else None
         )
+        assert self._planner is not None, "no session is planned before the run opens the project"
         brief = brief_for(
             state,
             self.config,
             outbox,
             APP_ORIGIN if browser else None,
-            spec_change=specs.change(self.records) if extends(state) else "",
+            planning_for(
+                state,
+                self.project,
+                self.records,
+                self._planner.adopted,
+                gitops.head(clone, gitops.MAIN) if role is T.ARCHITECTURE else None,
+            ),
         )
-        assert self._planner is not None, "no session is planned before the run opens the project"
         with self.lock:  # the outage so far is the authority's
             outage_s = outage_so_far(self.outage_since, self.clock.now())
         plan = self._planner.plan(state, workdir, brief=brief, spent_usd=spent, outage_s=outage_s)
@@ -832,7 +839,9 @@ class Lanes:
             more = {"added": added} if had else {}
             self.events.emit("features_listed", session=number, features=list(outcome.feature_ids), **more)
             if had:
-                self.echo(f"  planned {plural(len(added), 'new feature')} for the new spec: {', '.join(added)}")
+                self.echo(
+                    f"  planned {plural(len(added), 'new feature')} for the new spec: {', '.join(added)}"
+                )
         where = "main" if role is T.REVIEW else "branch"  # the REVIEW's merge onto main, in its clone
         gated(
             self.events,

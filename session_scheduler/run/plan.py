@@ -170,23 +170,14 @@ def brief_for(
     config: AgentConfig,
     records: Records | Path,
     browser: str | None = None,
-    *,
-    spec_change: str = "",
-    repo_map: str = "",
+    planning: briefs.Planning = briefs.NO_PLANNING,
 ) -> str:
     """The brief of the session about to run in `state`, read from the project's hand-off files
-    (`browser`: the app's address, for a web REVIEW given a browser; `spec_change`, a newer
-    spec's diff for the INITIALIZER's extend form; `repo_map`, the map of a person's code)."""
-    facts = briefs.gather(
-        records,
-        state,
-        state.next_number,
-        config.test_command,
-        browser,
-        spec_change=spec_change,
-        repo_map=repo_map,
+    (`browser`: the app's address, for a web REVIEW given a browser; `planning`, what a planning
+    session is told of a newer spec, a task list and the code: run/planning.py)."""
+    return briefs.render(
+        briefs.gather(records, state, state.next_number, config.test_command, browser, planning)
     )
-    return briefs.render(facts)
 
 
 def write_plan(plan: SessionPlan, folder: Path) -> Path:

@@ -17,12 +17,13 @@ import git
 
 from session_scheduler.core import acceptance
 from session_scheduler.core.config import AgentConfig, SessionType
-from session_scheduler.core.errors import StateError
+from session_scheduler.core.errors import SpecError, StateError
 from session_scheduler.core.features import depends_of
 from session_scheduler.core.gates import GateResult, finding
-from session_scheduler.core.layout import is_scheduler_path
+from session_scheduler.core.layout import SPEC_NAME, is_scheduler_path
 from session_scheduler.core.machine import Outcome, SessionState, WorkItem, extends
 from session_scheduler.core.policy import FAILED, policy
+from session_scheduler.core.tasks import Task, coverage_problems, extension_coverage, read_tasks
 from session_scheduler.repo import gitops, refs
 from session_scheduler.run import browsing, gating
 from session_scheduler.run.gating import Check, Gatekeeper
@@ -324,6 +325,9 @@ def _initializer(ran: Ran) -> Outcome:
         raise ClaimRefused("no feature_list.json was written")
     if extends(ran.state):
         return _extension(ran)
+    uncovered = coverage_problems(ran.after.features(), spec_tasks(ran.repo, ran.pre.main))
+    if uncovered:
+        raise ClaimRefused("; ".join(uncovered))
     if ran.after.passing():
         raise ClaimRefused("the INITIALIZER marked features as passing")
     ran.only_own_branches_changed()
@@ -336,11 +340,26 @@ def _initializer(ran: Ran) -> Outcome:
     return ran.outcome(feature_ids=tuple(f["id"] for f in features), depends=depends_of(features))
 
 
+def spec_tasks(repo: git.Repo, commit: str) -> tuple[Task, ...]:
+    """The open tasks of the spec committed in `commit`, when it is a task list (the work tree's
+    copy is the agent's to change; the commit is not)."""
+    try:
+        data = repo.git.cat_file("blob", f"{commit}:{SPEC_NAME}", stdout_as_string=False)
+        return read_tasks(bytes(data), SPEC_NAME)[1]
+    except (git.GitCommandError, SpecError):
+        return ()
+
+
 def _extension(ran: Ran) -> Outcome:
     """The extend form: new features appended after the list the project has (check_invariants
     checked the list), the project's git left as it was (it plans; it builds nothing)."""
     if len(ran.after.features()) == len(ran.pre.handoff.features()):
         raise ClaimRefused("feature_list.json adds no feature for the new spec")
+    uncovered = extension_coverage(
+        ran.pre.handoff.features(), ran.after.features(), spec_tasks(ran.repo, ran.pre.main)
+    )
+    if uncovered:
+        raise ClaimRefused("; ".join(uncovered))
     ran.main_untouched()
     ran.only_own_branches_changed()
     features = ran.after.features()

@@ -21,13 +21,14 @@ from typing import Any
 
 from session_scheduler.core import acceptance
 from session_scheduler.core.config import SessionType
-from session_scheduler.core.errors import StateError
+from session_scheduler.core.errors import SpecError, StateError
 from session_scheduler.core.evidence import CitedEvidence, note
 from session_scheduler.core.features import extension_problems, feature_list_problems
-from session_scheduler.core.layout import FEATURES_FILE
+from session_scheduler.core.layout import FEATURES_FILE, SPEC_NAME
 from session_scheduler.core.machine import WorkItem
 from session_scheduler.core.policy import FAILED, RolePolicy, policy
 from session_scheduler.core.schemas import ACCEPTANCE, FEATURE_LIST, VERDICTS, schema_errors
+from session_scheduler.core.tasks import Task, extension_coverage, read_tasks
 from session_scheduler.store.handoff_history import largest_archived_id
 from session_scheduler.store.progress import (
     Handoff,
@@ -261,6 +262,8 @@ class HandoffTools:
         listed_before = self._load(FEATURES_FILE).get("features")
         if listed_before and not problems:  # the extend form: the list the project has, then new features
             problems = extension_problems(listed_before, data["features"])
+        if not problems:  # a task list's tasks: each one feature's
+            problems = extension_coverage(listed_before or [], data["features"], self._tasks())
         if not problems and listed_before:
             added = len(data["features"]) - len(listed_before)
             return f"feature_list.json is valid: {len(data['features'])} features, {added} of them new"
@@ -268,6 +271,14 @@ class HandoffTools:
             return f"feature_list.json is valid: {len(data['features'])} features"
         listed = "\n".join(f"- {p}" for p in problems)
         return f"feature_list.json has {len(problems)} problem(s):\n{listed}\nFix them, then check again."
+
+    def _tasks(self) -> tuple[Task, ...]:
+        """The open tasks of the spec in the work tree, when it is a task list (verification reads
+        the committed one)."""
+        try:
+            return read_tasks((self.workdir / SPEC_NAME).read_bytes(), SPEC_NAME)[1]
+        except (OSError, SpecError):
+            return ()
 
     def _append_session(self, args: dict[str, Any]) -> str:
         data = self._load("progress.json")

@@ -62,11 +62,12 @@ from session_scheduler.core.schedule import lanes_refusal, resized
 from session_scheduler.core.version import VERSION
 from session_scheduler.guard import browser_box, safe_git
 from session_scheduler.guard.sandbox import Host, Preflight, preflight
-from session_scheduler.repo import adoption, forge, landing, workdirs
+from session_scheduler.repo import adoption, forge, gitops, landing, workdirs
 from session_scheduler.repo.forge import Forge
 from session_scheduler.run import pulls, showing
 from session_scheduler.run.opening import local_file_missing
 from session_scheduler.run.plan import Planner, brief_for
+from session_scheduler.run.planning import planning_for
 from session_scheduler.run.prompts import EXAMPLE_SPEC, template_path
 from session_scheduler.store import crashpoints, events, progress, specs, statefile
 from session_scheduler.store.authority import Authority, FileAuthority
@@ -364,12 +365,19 @@ def dry_run(console: Console, project: Path, config: AgentConfig, show: SessionT
     shown = "Next session" if role is next_role else "A session of the role asked (not the next one)"
     console.print(f"{shown}: {role.value}{note}")
     web = showing.is_web_review(state, features)
-    planner = Planner(config, Host.of(os.environ), adoption.preview(project))  # as a run would plan it
+    adopted = adoption.preview(project)
+    planner = Planner(config, Host.of(os.environ), adopted)  # as a run would plan it
+    main = gitops.head(safe_git.open(project), trunk_of(config)) if (project / ".git").is_dir() else None
+    told = (
+        planning_for(state, project, Records(project), adopted, main, keep=False)
+        if project.exists()
+        else None
+    )
     plan = planner.plan(
         state,
         workdirs.path_of(project, 0),  # where a run's session works: a lane's clone
-        brief=brief_for(state, config, project, browser_box.APP_ORIGIN if web else None)
-        if project.exists()
+        brief=brief_for(state, config, project, browser_box.APP_ORIGIN if web else None, told)
+        if told is not None
         else "",
         spent_usd=totals.cost_usd,
         outage_s=0.0,  # a run that starts now starts with no outage
