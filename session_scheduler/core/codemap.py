@@ -240,7 +240,7 @@ def _head(repo_map: RepoMap) -> str:
     shares = [f"{s.name} {plural(s.files, 'file')} ({_bytes(s.bytes)})" for s in repo_map.languages]
     if shares:
         head += f"\nLanguages: {_listed(shares, SHOWN_LANGUAGES, 'more language')}.\n"
-    folders = [f"`{one_line(f.name)}/` {number(f.files)}" for f in repo_map.layout if f.name]
+    folders = [f"{inline_code(f.name + '/')} {number(f.files)}" for f in repo_map.layout if f.name]
     top = sum(f.files for f in repo_map.layout if not f.name)
     if folders:
         head += f"\nLayout (files per top-level folder): {_listed(folders, SHOWN_FOLDERS, 'more folder')}"
@@ -249,7 +249,11 @@ def _head(repo_map: RepoMap) -> str:
     said = [
         plural(skipped.vendored, "file") + " in vendored or generated folders" if skipped.vendored else "",
         plural(skipped.large, "source file") + f" over {_bytes(MAX_FILE_BYTES)}" if skipped.large else "",
-        plural(skipped.binary, "source file") + " that is not text" if skipped.binary else "",
+        plural(skipped.binary, "source file")
+        + (" that is" if skipped.binary == 1 else " that are")
+        + " not text"
+        if skipped.binary
+        else "",
         plural(skipped.past_cap, "source file") + f" past the cap of {number(MAX_PARSED_FILES)} files or "
         f"{_bytes(MAX_PARSED_BYTES)} parsed (tests and the deepest folders left first)"
         if skipped.past_cap
@@ -263,7 +267,7 @@ def _head(repo_map: RepoMap) -> str:
 
 
 def _entry(mapped: MappedFile, short: bool = False) -> str:
-    path = f"- `{one_line(mapped.path, 200)}`"
+    path = f"- {inline_code(mapped.path)}"
     if not mapped.definitions:
         return path + "\n"
     if short:
@@ -277,6 +281,15 @@ def _entry(mapped: MappedFile, short: bool = False) -> str:
     if len(mapped.definitions) > SHOWN_DEFINITIONS:
         lines.append(f"  - and {number(len(mapped.definitions) - SHOWN_DEFINITIONS)} more")
     return "\n".join(lines) + "\n"
+
+
+def inline_code(name: str) -> str:
+    """A path or name as Markdown code on one line, whatever backticks it holds (CommonMark: a
+    fence longer than any run of backticks inside, spaced when the name starts or ends with one)."""
+    text = one_line(name, 200)
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _listed(items: list[str], shown: int, more: str) -> str:

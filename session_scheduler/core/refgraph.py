@@ -91,6 +91,8 @@ def rank(paths: list[str], outlines: list[Outline]) -> Ranking:
 def _pagerank(n: int, links: dict[tuple[int, int], float]) -> list[float]:
     """PageRank by power iteration, until the ranks move less than `TOLERANCE` each (at most
     `MAX_ROUNDS`); a file that links nowhere shares its rank with every file."""
+    if n == 0:
+        return []
     outgoing: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for (source, target), weight in links.items():
         outgoing[source].append((target, weight))

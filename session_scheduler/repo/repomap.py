@@ -30,7 +30,7 @@ REGULAR = ("100644", "100755")
 def build(project: Path, commit: str, budget: int = DEFAULT_BUDGET) -> str:
     """The map of `commit` (a name git resolves) in the repository at `project`, as Markdown of at
     most `budget` bytes."""
-    return render(read_map(safe_git.open(project), commit), budget)
+    return render(read_map(_open(project), commit), budget)
 
 
 def cached(project: Path, cache_dir: Path, commit: str, budget: int = DEFAULT_BUDGET) -> str:
@@ -38,7 +38,7 @@ def cached(project: Path, cache_dir: Path, commit: str, budget: int = DEFAULT_BU
     full object name is used as it is (a hit runs no git); another name (`HEAD`, a branch) is
     resolved first, as it can move. A repository without a commit is not cached."""
     if not gitops.is_object_name(commit):
-        resolved = _resolve(safe_git.open(project), commit)
+        resolved = _resolve(_open(project), commit)
         if resolved is None:
             return build(project, commit, budget)
         commit = resolved
@@ -48,6 +48,13 @@ def cached(project: Path, cache_dir: Path, commit: str, budget: int = DEFAULT_BU
     text = build(project, commit, budget)
     atomic_write_text(path, text, durable=False)  # lost, it is built again
     return text
+
+
+def _open(project: Path) -> git.Repo:
+    try:
+        return safe_git.open(project)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+        raise GitError(f"no git repository at {project}: map a folder that holds one") from exc
 
 
 def read_map(repo: git.Repo, commit: str) -> RepoMap:
