@@ -122,7 +122,8 @@ CONSTANT = re.compile(r"^[A-Z][A-Z0-9_]*$")
 def one_line(text: str, limit: int = MAX_HEADER) -> str:
     """`text` on one line of printable characters, at most `limit` characters: the map is read by
     a model, and a file's own words must not start lines of their own in it."""
-    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    head = text[: limit * 4]  # a constant's value may be a megabyte long
+    flat = " ".join("".join(c if c.isprintable() else " " for c in head).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
