@@ -301,11 +301,14 @@ def test_build_maps_a_commit_and_not_the_work_tree(tmp_path: Path) -> None:
     assert build(project, "main") == text
 
 
-def test_a_filter_or_textconv_the_repository_names_never_runs_and_the_blob_is_read_raw(tmp_path: Path) -> None:
+def test_a_filter_or_textconv_the_repository_names_never_runs_and_the_blob_is_read_raw(
+    tmp_path: Path,
+) -> None:
     project = tmp_path / "project"
     marker = tmp_path / "ran"
     sha = commit_files(
-        project, {"app/raw.py": b"def raw_name():\n    pass\n", ".gitattributes": b"*.py filter=evil diff=evil\n"}
+        project,
+        {"app/raw.py": b"def raw_name():\n    pass\n", ".gitattributes": b"*.py filter=evil diff=evil\n"},
     )
     command = f"sh -c 'touch {marker}; sed s/raw_name/filtered_name/'"
     for key in ("filter.evil.clean", "filter.evil.smudge", "diff.evil.textconv"):
@@ -337,6 +340,18 @@ def test_binary_and_huge_files_of_a_commit_are_skipped_and_said(tmp_path: Path) 
     assert "1 source file over 200 KB" in text
     assert "1 source file that is not text" in text
     assert "- `src/ok.py`" in text and "src/huge.py" not in text.split("## ")[-1]
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_cleaned(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    with open(bytes(project) + b"/caf\xe9\n.py", "wb") as handle:
+        handle.write(b"def cafe_function():\n    pass\n")
+    sha = commit_files(project, {})
+    text = build(project, sha)
+    assert "  - def cafe_function()" in text
+    entry = next(line for line in text.splitlines() if line.startswith("- `caf"))
+    assert entry.isprintable() and entry.endswith(".py`")
 
 
 def test_the_cache_returns_the_same_text_without_reading_the_repository_again(tmp_path: Path) -> None:

@@ -245,25 +245,28 @@ def _head(repo_map: RepoMap) -> str:
     if folders:
         head += f"\nLayout (files per top-level folder): {_listed(folders, SHOWN_FOLDERS, 'more folder')}"
         head += f"; {plural(top, 'file')} at the top.\n" if top else ".\n"
-    skipped = repo_map.skipped
-    said = [
-        plural(skipped.vendored, "file") + " in vendored or generated folders" if skipped.vendored else "",
-        plural(skipped.large, "source file") + f" over {_bytes(MAX_FILE_BYTES)}" if skipped.large else "",
-        plural(skipped.binary, "source file")
-        + (" that is" if skipped.binary == 1 else " that are")
-        + " not text"
-        if skipped.binary
-        else "",
-        plural(skipped.past_cap, "source file") + f" past the cap of {number(MAX_PARSED_FILES)} files or "
-        f"{_bytes(MAX_PARSED_BYTES)} parsed (tests and the deepest folders left first)"
-        if skipped.past_cap
-        else "",
-    ]
-    if any(said):
-        head += f"\nNot parsed: {'; '.join(s for s in said if s)}.\n"
+    head += _skipped(repo_map.skipped)
     if not repo_map.files:
         head += "\nNo source file was parsed.\n"
     return head
+
+
+def _skipped(skipped: Skipped) -> str:
+    said = []
+    if skipped.vendored:
+        said.append(f"{plural(skipped.vendored, 'file')} in vendored or generated folders")
+    if skipped.large:
+        said.append(f"{plural(skipped.large, 'source file')} over {_bytes(MAX_FILE_BYTES)}")
+    if skipped.binary:
+        said.append(
+            f"{plural(skipped.binary, 'source file')} that {'is' if skipped.binary == 1 else 'are'} not text"
+        )
+    if skipped.past_cap:
+        said.append(
+            f"{plural(skipped.past_cap, 'source file')} past the cap of {number(MAX_PARSED_FILES)} files or "
+            f"{_bytes(MAX_PARSED_BYTES)} parsed (tests and the deepest folders left first)"
+        )
+    return f"\nNot parsed: {'; '.join(said)}.\n" if said else ""
 
 
 def _entry(mapped: MappedFile, short: bool = False) -> str:
@@ -279,7 +282,7 @@ def _entry(mapped: MappedFile, short: bool = False) -> str:
             line += f": {_listed([one_line(m, 40) for m in d.members], SHOWN_MEMBERS, 'more method')}"
         lines.append(line)
     if len(mapped.definitions) > SHOWN_DEFINITIONS:
-        lines.append(f"  - and {number(len(mapped.definitions) - SHOWN_DEFINITIONS)} more")
+        lines.append(f"  - and {plural(len(mapped.definitions) - SHOWN_DEFINITIONS, 'more definition')}")
     return "\n".join(lines) + "\n"
 
 

@@ -110,6 +110,7 @@ OUTLINES: dict[str, re.Pattern[str]] = {
     ),
 }
 """Line patterns for languages without a grammar here: each named group is a definition's kind."""
+KINDS: dict[str, Kind] = {"class": "class", "function": "function", "type": "type"}
 
 MAX_DEFINITIONS = 200
 """Definitions kept per file (and members per class): a generated file may define thousands."""
@@ -161,7 +162,7 @@ class Outliner:
             language = _TREE_SITTER[grammar]
             self._tools[grammar] = (Parser(language), Query(language, PROSE[grammar]))
         parser, prose = self._tools[grammar]
-        source = text.encode("utf-8")
+        source = text.encode("utf-8", "replace")
         root = parser.parse(source).root_node
         found = _python(root, source) if grammar == "python" else _script(root, source)
         return Outline(tuple(found[:MAX_DEFINITIONS]), _without(source, QueryCursor(prose).captures(root)))
@@ -183,10 +184,10 @@ def _without(source: bytes, captured: dict[str, list[Node]]) -> str:
 def _by_pattern(pattern: re.Pattern[str], text: str) -> tuple[Definition, ...]:
     found = []
     for match in pattern.finditer(text):
-        kind, name = next((k, v) for k, v in match.groupdict().items() if v)
+        group, name = next((k, v) for k, v in match.groupdict().items() if v)
         line_end = text.find("\n", match.start())
         line = text[match.start() : line_end if line_end >= 0 else len(text)]
-        found.append(Definition(kind, name, one_line(line.rstrip("{ \t")), ()))  # type: ignore[arg-type]
+        found.append(Definition(KINDS[group], name, one_line(line.rstrip("{ \t"))))
         if len(found) == MAX_DEFINITIONS:
             break
     return tuple(found)

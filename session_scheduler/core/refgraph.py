@@ -20,8 +20,9 @@ UNNAMED = 0.1
 """A mention of a name counts this much toward a file whose module or folder the mentioning file
 never names (no import of it): a local variable `config` is not a use of `bench/config.py`."""
 NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
-"""An identifier as a mention is counted: in any language, comments and strings included (a
-regular expression over the text is ten times cheaper than walking the syntax trees)."""
+"""An identifier as a mention is counted, in any language, in a file's `Outline.code` (comments
+and docstrings out where a grammar finds them; strings kept: an import path is one). A regular
+expression over the text is ten times cheaper than walking the syntax trees."""
 
 
 def _modules(path: str) -> set[str]:
