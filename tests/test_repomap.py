@@ -41,7 +41,7 @@ class Store(Base):
 
 @cache
 async def fetch(url: str,
-                timeout: float = 1.0) -> bytes:
+                timeout: float = 1.0) -> bytes:  # a comment
     return b""
 
 

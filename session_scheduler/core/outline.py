@@ -198,9 +198,11 @@ def _text(node: Node | None, source: bytes) -> str:
 
 
 def _header(node: Node, source: bytes) -> str:
-    """The node's text up to its body: `def f(a) -> int`, `class A extends B`."""
+    """The node's text up to its body: `def f(a) -> int`, `class A extends B` (Python's up to its
+    colon: a comment may stand between the colon and the body)."""
     body = node.child_by_field_name("body")
-    end = body.start_byte if body is not None else node.end_byte
+    colon = next((child for child in node.children if child.type == ":"), None)
+    end = colon.start_byte if colon is not None else body.start_byte if body is not None else node.end_byte
     return one_line(source[node.start_byte : end].decode("utf-8", "replace").rstrip().rstrip(":{").rstrip())
 
 
