@@ -21,8 +21,9 @@ UNNAMED = 0.1
 never names (no import of it): a local variable `config` is not a use of `bench/config.py`."""
 NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 """An identifier as a mention is counted, in any language, in a file's `Outline.code` (comments
-and docstrings out where a grammar finds them; strings kept: an import path is one). A regular
-expression over the text is ten times cheaper than walking the syntax trees."""
+and docstrings out where a grammar finds them; strings kept: an import path or a dotted setting
+names a module). A regular expression is three times cheaper than a tree-sitter query for the
+identifiers (Django's 5 MB: 0.06 s against 0.19 s) and works for every language."""
 
 
 def _modules(path: str) -> set[str]:
