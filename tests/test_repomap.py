@@ -385,6 +385,15 @@ def test_a_name_that_is_no_commit_of_a_repository_with_commits_is_an_error(tmp_p
         build(project, "no-such-branch")
 
 
+def test_a_commit_whose_tree_git_cannot_read_is_a_git_error(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    sha = commit_files(project, {"a.py": b"x = 1\n"})
+    tree = sh(project, "git rev-parse HEAD^{tree}")
+    (project / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    with pytest.raises(GitError, match="git failed"):
+        build(project, sha)
+
+
 def test_read_map_gives_the_pure_map(tmp_path: Path) -> None:
     project = tmp_path / "project"
     sha = commit_files(

@@ -30,7 +30,10 @@ REGULAR = ("100644", "100755")
 def build(project: Path, commit: str, budget: int = DEFAULT_BUDGET) -> str:
     """The map of `commit` (a name git resolves) in the repository at `project`, as Markdown of at
     most `budget` bytes."""
-    return render(read_map(_open(project), commit), budget)
+    try:
+        return render(read_map(_open(project), commit), budget)
+    except git.GitCommandError as exc:  # every git failure is the scheduler's one GitError
+        raise gitops.failed(project, exc) from exc
 
 
 def cached(project: Path, cache_dir: Path, commit: str, budget: int = DEFAULT_BUDGET) -> str:
@@ -58,16 +61,14 @@ def _open(project: Path) -> git.Repo:
 
 
 def read_map(repo: git.Repo, commit: str) -> RepoMap:
-    """The map of `commit` in `repo` (a hardened repository: safe_git.open)."""
+    """The map of `commit` in `repo` (a hardened repository: safe_git.open); a git command that
+    fails raises GitPython's error (`build` says it as a GitError)."""
     sha = _resolve(repo, commit)
     if sha is None:
         if str(repo.git.for_each_ref("--count=1")).strip():
             raise GitError(f"no commit {commit!r} in {repo.working_dir}: name a commit of the repository")
         return make_map((), "")
-    try:
-        listing = str(repo.git.ls_tree("-r", "-l", "-z", "--full-tree", sha, strip_newline_in_stdout=False))
-    except git.GitCommandError as exc:
-        raise gitops.failed(Path(str(repo.working_dir)), exc) from exc
+    listing = str(repo.git.ls_tree("-r", "-l", "-z", "--full-tree", sha, strip_newline_in_stdout=False))
     blobs: dict[str, tuple[str, int]] = {}
     for entry in filter(None, listing.split("\0")):
         header, path = entry.split("\t", 1)
