@@ -144,8 +144,14 @@ def test_found_reads_a_regular_file_or_the_committed_blob_never_a_link(tmp_path:
     git(project, "add", "CLAUDE.md")
     git(project, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qm", "a link")
     found = adoption.found(project)
-    assert (found.conventions, found.source, found.branch) == ("", "none", "trunk")  # a committed link is not read either
-    assert found.files == int(git(project, "ls-files", "-z").count("\0")) - ("app_spec.txt" in git(project, "ls-files"))
+    assert (found.conventions, found.source, found.branch) == (
+        "",
+        "none",
+        "trunk",
+    )  # a committed link is not read either
+    assert found.files == int(git(project, "ls-files", "-z").count("\0")) - (
+        "app_spec.txt" in git(project, "ls-files")
+    )
     (project / "CLAUDE.md").unlink()
     (project / "CLAUDE.md").write_text("x" * (adoption.MAX_CHARS + 10))
     text = adoption.found(project).conventions

@@ -52,10 +52,15 @@ class RecordingBrain(RobotBrain):
     def __init__(self, scenario: Scenario) -> None:
         super().__init__(scenario)
         self.systems: dict[int, list[str]] = {}
+        self.firsts: dict[int, str] = {}
+        """Each session's opening messages (its brief among them), as the model got them."""
 
     def respond(self, turn: Turn) -> Reply | Fault:
         if self.role_of(turn) is not None:
             self.systems.setdefault(self.session_of(turn), []).append(turn.system)
+            number = self.session_of(turn)
+            if number not in self.firsts or "Your brief" not in self.firsts[number]:
+                self.firsts[number] = json.dumps(turn.messages[:2])  # the opening: its brief among them
         return super().respond(turn)
 
 
@@ -154,6 +159,12 @@ def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_ever
     for number, systems in brain.systems.items():
         assert all(adoption.HEADING in system and "Always use tabs." in system for system in systems), number
     assert json.loads((project / ".agent_logs" / "adoption.json").read_text())["branch"] == "develop"
+    # the first planning session was told the truth about the person's code, and shown a map of it
+    first_system, first_brief = brain.systems[1][0], brain.firsts[1]
+    assert "a codebase its" in first_system and "Lay no new skeleton" in first_system
+    assert "the scheduler made one commit (`.gitignore`)" not in first_system
+    assert "Create the project skeleton" not in first_system
+    assert "Repository map of commit" in first_brief and "Languages: Markdown 3 files" in first_brief
 
     # nothing of the scheduler's was committed, and the person's files are as they were
     staged_all = sh(project, "show", "--name-only", "--format=", "main~0^{/chore: project skeleton}").split()

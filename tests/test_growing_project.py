@@ -56,7 +56,9 @@ def test_a_built_project_gets_an_amended_spec_and_builds_the_new_features_on_top
     # a spec that only takes text away: one line, exit 2, nothing changed
     only_removed = tmp_path / "only_removed.txt"
     only_removed.write_text(
-        "".join(line for line in EXAMPLE_SPEC.read_text(encoding="utf-8").splitlines(True) if "stats" not in line),
+        "".join(
+            line for line in EXAMPLE_SPEC.read_text(encoding="utf-8").splitlines(True) if "stats" not in line
+        ),
         encoding="utf-8",
     )
 
@@ -105,7 +107,12 @@ TASK_LIST = """# todo: the tasks
 - [ ] `list [--all]`: print the open tasks, one per line
 """
 EXPORT = [
-    {"number": 12, "title": "`add TITLE` should add a task", "body": "Print its id.", "labels": [{"name": "cli"}]},
+    {
+        "number": 12,
+        "title": "`add TITLE` should add a task",
+        "body": "Print its id.",
+        "labels": [{"name": "cli"}],
+    },
     {"number": 15, "title": "`list` prints the open tasks", "body": "", "labels": []},
 ]
 
