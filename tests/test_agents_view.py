@@ -23,7 +23,9 @@ from session_scheduler.guard import toolset
 from session_scheduler.guard.bash_policy import BashContext, bash_refusal
 from session_scheduler.guard.browser_box import APP_ORIGIN, BROWSER_TOOLS
 from session_scheduler.guard.security import UNATTENDED, bash_decision, git_rules
-from session_scheduler.repo.adoption import NONE
+from session_scheduler.core.tasks import Task
+from session_scheduler.repo.adoption import NONE, Adoption
+from session_scheduler.run.brief import NO_PLANNING, Planning
 from session_scheduler.run import showing
 from session_scheduler.run.plan import SessionPlan, brief_for, plan_session
 from session_scheduler.store.handoff_tools import SPECS
@@ -81,6 +83,21 @@ CASES = {
         False,
     ),
     "ARCHITECTURE": (SessionState(Backlog(("F001", "F002", "F003")), Lane(T.ARCHITECTURE)), False),
+    "INITIALIZER-existing": (SessionState(), False),
+    "INITIALIZER-extend": (SessionState(Backlog(("F001", "F002", "F003")), Lane(T.INITIALIZER)), False),
+}
+MAP = "# Repository map of commit 0123456789ab\n\n## Source files\n\n- `todo/cli.py`\n  - def main(argv)\n"
+ADOPTED = {
+    "INITIALIZER-existing": Adoption("", "none", "develop", 12, "0123456789abcdef0123456789abcdef01234567")
+}
+"""The forms of the INITIALIZER: on a codebase the person had, and over a list a newer spec extends."""
+PLANNING = {
+    "INITIALIZER-existing": Planning(existing=True, repo_map=MAP),
+    "INITIALIZER-extend": Planning(
+        spec_change="@@ -3 +3,2 @@\n- `list`: print the tasks\n+- `count`: print how many tasks there are",
+        tasks=(Task("#12", "`count` prints how many tasks there are", ""),),
+    ),
+    "ARCHITECTURE": Planning(repo_map=MAP),
 }
 
 
@@ -93,10 +110,19 @@ def project_with_records(tmp_path: Path) -> Path:
     return project
 
 
-def plan_of(project: Path, workdir: Path, state: SessionState, web: bool, config: AgentConfig) -> SessionPlan:
-    brief = brief_for(state, config, project, APP_ORIGIN if web else None)
+def plan_of(
+    project: Path, workdir: Path, state: SessionState, web: bool, config: AgentConfig, case: str = ""
+) -> SessionPlan:
+    brief = brief_for(state, config, project, APP_ORIGIN if web else None, PLANNING.get(case, NO_PLANNING))
     return plan_session(
-        state, config, workdir, spent_usd=0.0, brief=brief, host=HOST, outage_s=0.0, adopted=NONE
+        state,
+        config,
+        workdir,
+        spent_usd=0.0,
+        brief=brief,
+        host=HOST,
+        outage_s=0.0,
+        adopted=ADOPTED.get(case, NONE),
     )
 
 
@@ -124,7 +150,7 @@ def test_what_each_role_is_told_its_policy_and_tools_allow(
     project = project_with_records(tmp_path)
     workdir = project if where == "one lane" else tmp_path / "app.lanes" / "lane-1"
     workdir.mkdir(parents=True, exist_ok=True)
-    plan = plan_of(project, workdir, state, web, AgentConfig(test_command=test_command))
+    plan = plan_of(project, workdir, state, web, AgentConfig(test_command=test_command), case)
     text = showing.view(plan, browser=web)
     assert UNATTENDED in text, f"{case}: not told the run is unattended"
 
@@ -264,3 +290,39 @@ def test_the_view_says_each_part_s_size_and_lists_the_session_s_tools(tmp_path: 
     tools = toolset.session_tools(T.REVIEW, browser=True)
     assert f"--- tools ({len(tools)}; every other Claude Code tool is off) ---\n" + "\n".join(tools) in text
     assert "mcp__browser__" not in showing.view(plan, browser=False)
+
+
+@pytest.mark.parametrize(
+    ("case", "says", "never"),
+    [
+        ("INITIALIZER", ("the scheduler made one commit (`.gitignore`)", "Create the project skeleton"), ()),
+        (
+            "INITIALIZER-existing",
+            ("a codebase its", "Lay no new skeleton", "Repository map of commit", "`todo/cli.py`"),
+            ("made one commit (`.gitignore`)", "Create the project skeleton", "Implement no feature yet"),
+        ),
+        (
+            "INITIALIZER-extend",
+            (
+                "the spec has grown",
+                "## The spec changed: plan its new features",
+                "Number the new features from F004 on.",
+                "+- `count`: print how many tasks there are",
+                "- `#12`: `count` prints how many tasks there are",
+                "Commit nothing.",
+            ),
+            ("Create the project skeleton", "made one commit", "**Write `init.sh`**", "Every `passes` is `false`"),
+        ),
+        ("ARCHITECTURE", ("Repository map of commit", "a\n   map of the code on `main`"), ()),
+    ],
+)
+def test_each_form_of_the_planning_session_is_told_what_is_true_where_it_runs(
+    tmp_path: Path, case: str, says: tuple[str, ...], never: tuple[str, ...]
+) -> None:
+    """A new project, a person's codebase, a built project whose spec grew, and an architecture
+    review each get the text that is true for them, and none gets another's."""
+    state, web = CASES[case]
+    project = project_with_records(tmp_path)
+    text = showing.view(plan_of(project, project, state, web, AgentConfig(), case), browser=web)
+    assert [s for s in says if s not in text] == [], case
+    assert [s for s in never if s in text] == [], case
