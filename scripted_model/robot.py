@@ -267,14 +267,7 @@ def initializer(ctx: Ctx) -> Script:
         ]
     }
     for ref, title in _TASK.findall(files.brief):  # a task list: each task one feature's `task`
-        named = next(
-            (
-                f
-                for f in feature_list["features"]
-                if _command(f["description"]) and _command(f["description"]) in title
-            ),
-            None,
-        )
+        named = next((f for f in feature_list["features"] if _command(str(f["description"])) in title), None)
         if named is not None and "task" not in named:
             named["task"] = ref
     (head,) = yield [bash("cat README.md 2>/dev/null; git rev-parse HEAD")]
@@ -300,8 +293,9 @@ _TASK = re.compile(r"^- `(#[0-9]+|task [0-9]+)`: (.*)$", re.MULTILINE)
 
 
 def _command(description: str) -> str:
-    """The command a demo feature's description starts with (`add TITLE ...` -> `add`; "" for none)."""
-    return description[1:].split()[0].strip("`") if description.startswith("`") else ""
+    """The command a demo feature's description starts with (`add TITLE ...` -> `add`; "\0" for
+    none: no title holds it)."""
+    return description[1:].split()[0].strip("`") if description.startswith("`") else "\0"
 
 
 _ADDED_COMMAND = re.compile(r"^\+.*?`([a-z]+)\b", re.MULTILINE)

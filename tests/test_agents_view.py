@@ -19,14 +19,14 @@ from click.testing import CliRunner
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.confinement import Host
 from session_scheduler.core.machine import Backlog, Lane, SessionState, architecture_fixes, feature
+from session_scheduler.core.tasks import Task
 from session_scheduler.guard import toolset
 from session_scheduler.guard.bash_policy import BashContext, bash_refusal
 from session_scheduler.guard.browser_box import APP_ORIGIN, BROWSER_TOOLS
 from session_scheduler.guard.security import UNATTENDED, bash_decision, git_rules
-from session_scheduler.core.tasks import Task
 from session_scheduler.repo.adoption import NONE, Adoption
-from session_scheduler.run.brief import NO_PLANNING, Planning
 from session_scheduler.run import showing
+from session_scheduler.run.brief import NO_PLANNING, Planning
 from session_scheduler.run.plan import SessionPlan, brief_for, plan_session
 from session_scheduler.store.handoff_tools import SPECS
 from session_scheduler.view.cli import main
@@ -311,7 +311,12 @@ def test_the_view_says_each_part_s_size_and_lists_the_session_s_tools(tmp_path: 
                 "- `#12`: `count` prints how many tasks there are",
                 "Commit nothing.",
             ),
-            ("Create the project skeleton", "made one commit", "**Write `init.sh`**", "Every `passes` is `false`"),
+            (
+                "Create the project skeleton",
+                "made one commit",
+                "**Write `init.sh`**",
+                "Every `passes` is `false`",
+            ),
         ),
         ("ARCHITECTURE", ("Repository map of commit", "a\n   map of the code on `main`"), ()),
     ],
