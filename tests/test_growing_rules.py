@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from helpers import sh
-from test_verify_rules import World, refused
+from test_verify_rules import World, refused, start
 
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.features import extension_problems
@@ -31,7 +31,7 @@ from session_scheduler.core.schedule import Schedule, extended, planning, transi
 from session_scheduler.core.tasks import Task, extension_coverage
 from session_scheduler.repo import gitops
 from session_scheduler.run import prompts
-from session_scheduler.run.verify import capture
+from session_scheduler.run.verify import capture, verify_session
 from session_scheduler.store import progress, specs, statefile
 from session_scheduler.store.handoff_tools import HandoffTools
 from session_scheduler.store.outbox import apply, open_outbox
@@ -354,3 +354,13 @@ def test_an_extension_that_leaves_a_task_of_the_spec_unbuilt_is_refused(tmp_path
     world = extension_world(tmp_path, spec="- [x] the start\n- [ ] count the tasks\n")
     extend_with(world, entry("F003"))
     refused(world, 'no feature names task "task 2"', exact=False)
+
+
+def test_on_a_person_s_codebase_the_first_list_may_come_without_a_commit(tmp_path: Path) -> None:
+    world = start(tmp_path, T.INITIALIZER)
+    world.mark_passing()  # the list, no feature passing
+    outcome = verify_session(
+        world.project, world.repo, world.state, world.pre, AgentConfig(), world.lines.append, existing=True
+    )
+    assert outcome.ok and outcome.feature_ids == ("F001", "F002"), outcome
+    refused(world, "nothing was committed on `main`")  # a new project's INITIALIZER lays its skeleton

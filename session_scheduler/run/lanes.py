@@ -96,6 +96,7 @@ from session_scheduler.run.opening import (
 )
 from session_scheduler.run.plan import Planner, SessionPlan, brief_for, outage_so_far, write_plan
 from session_scheduler.run.planning import planning_for
+from session_scheduler.run.prompts import initializer_form
 from session_scheduler.run.report import RunReport, RunStatus
 from session_scheduler.run.verify import PreSession, capture, heads_of, verify_session
 from session_scheduler.store import crashpoints, events, handoff_check, progress, specs, statefile
@@ -714,7 +715,14 @@ class Lanes:
         if role is T.INITIALIZER and listed.is_file() and not listed.is_symlink():  # written, not sent
             progress.atomic_write_bytes(outbox.path(FEATURES_FILE), progress.read_regular(listed))
         outcome = verify_session(
-            outbox, clone, state, pre, self.config, lambda line: self._say(lane, line), folder=folder.path
+            outbox,
+            clone,
+            state,
+            pre,
+            self.config,
+            lambda line: self._say(lane, line),
+            folder=folder.path,
+            existing=initializer_form(state, self._planner.adopted.files > 0) == "existing",
         )
         classified = judged(result, outcome)
         crashpoints.reached("verified")

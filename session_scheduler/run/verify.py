@@ -162,12 +162,14 @@ def verify_session(
     gatekeeper: Gatekeeper | None = None,
     *,
     folder: Path | None = None,
+    existing: bool = False,
 ) -> Outcome:
     """The verified outcome of the session that just ran in `state` (its hand-off files read
     from the records, its git from the repository; a correction written to the records). The
     project's gates (`gatekeeper`, by default the config's) run on an IMPLEMENT's or FIX's branch
     and on `main` after a REVIEW's merge. `folder`: the session's folder, whose browser ledger and
-    evidence a web feature's PASS is checked against (none: the session has no evidence)."""
+    evidence a web feature's PASS is checked against (none: the session has no evidence);
+    `existing`: the INITIALIZER's existing form, on a codebase the person had (it may commit nothing)."""
     records = records_of(where)
     role = state.lane.role
     try:
@@ -180,7 +182,7 @@ def verify_session(
             raise ClaimRefused("; ".join(problems))
         reported_failure(pre.handoff, after, role)
         keeper = gatekeeper or Gatekeeper.of(config)
-        return _CHECKS[role](Ran(records, repo, state, pre, after, config, echo, keeper, folder))
+        return _CHECKS[role](Ran(records, repo, state, pre, after, config, echo, keeper, folder, existing))
     except ClaimRefused as exc:
         undo(records, repo, state, pre, echo)
         return Outcome(role, ok=False, reason=str(exc))
@@ -235,6 +237,8 @@ class Ran:
     gatekeeper: Gatekeeper
     folder: Path | None = None
     """The session's folder (its browser ledger and evidence)."""
+    existing: bool = False
+    """The INITIALIZER plans on a codebase the person had (its `existing` form): it may commit nothing."""
 
     @property
     def role(self) -> SessionType:
@@ -332,7 +336,7 @@ def _initializer(ran: Ran) -> Outcome:
         raise ClaimRefused("the INITIALIZER marked features as passing")
     ran.only_own_branches_changed()
     main = gitops.head(ran.repo, gitops.MAIN)
-    if main is None or main == ran.pre.main:
+    if main is None or (main == ran.pre.main and not ran.existing):
         raise ClaimRefused("nothing was committed on `main`")
     ran.no_scheduler_files_committed(ran.pre.main, main)
     ran.no_repo_code_committed(ran.pre.main, main)
