@@ -89,6 +89,15 @@ TARGETS: dict[str, Target] = {
         ("tests/test_browsing.py", "tests/test_verify_rules.py", "tests/test_report_evidence.py"),
         0.85,
     ),
+    "growing": Target(
+        (
+            "session_scheduler/core/features.py",
+            "session_scheduler/core/tasks.py",
+            "session_scheduler/store/specs.py",
+        ),
+        ("tests/test_growing_rules.py", "tests/test_tasks.py", "tests/test_claims.py"),
+        0.85,
+    ),
     "toolset": Target(
         ("session_scheduler/guard/toolset.py", "session_scheduler/run/showing.py"),
         (

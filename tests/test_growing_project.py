@@ -91,6 +91,8 @@ def test_a_built_project_gets_an_amended_spec_and_builds_the_new_features_on_top
     assert len(planning) == 2
     assert git(project, "show", "main:app_spec.txt") == amended(tmp_path).read_text().strip()
 
+    shown = run([*command(project)[:2], "status", "--project-dir", str(project)], env)
+    assert "spec: version 2 (added " in shown.stdout and "planned in session" in shown.stdout, shown.stdout
     # the same command again: nothing new to plan, nothing runs
     again = run(command(project, "--offline-demo", "--spec", str(amended(tmp_path))), env)
     assert again.returncode == 0, explain(again)

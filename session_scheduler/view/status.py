@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from session_scheduler.core.errors import StateError
 from session_scheduler.core.humane import duration, money, number, outcome, plural
 from session_scheduler.core.layout import LOG_DIR
 from session_scheduler.core.session import SessionFolder
 from session_scheduler.repo.merge_queue import Queue
 from session_scheduler.run import findings
-from session_scheduler.store import events, statefile
+from session_scheduler.store import events, specs, statefile
 from session_scheduler.store.authority import FileAuthority, pid_alive
 from session_scheduler.store.events import CUT_BY, Event, Totals
 from session_scheduler.store.records import Records
@@ -237,6 +238,24 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
         ],
         "log": str(Path(LOG_DIR) / events.log_path(project).name),
         "digest": digest.digest_of(project, log),
+        "spec": _spec(project),
+    }
+
+
+def _spec(project: Path) -> dict[str, Any] | None:
+    """The spec's newest version: when it came, and the session that planned it (None: no history)."""
+    try:
+        versions = specs.history(project)
+    except StateError:
+        return None
+    if not versions:
+        return None
+    newest = versions[-1]
+    return {
+        "version": newest.number,
+        "added_at": newest.added_at or None,
+        "planned_in": newest.planned_in,
+        "waits": specs.pending(project),
     }
 
 
@@ -278,6 +297,10 @@ def render(status: dict[str, Any]) -> list[str]:
     lines.append(
         f"  features: {features['passing']}/{features['total']} passing, {features['blocked']} blocked"
     )
+    spec = status.get("spec")
+    if spec and spec["version"] > 1:
+        planned = "waits to be planned" if spec["waits"] else f"planned in session {spec['planned_in']}"
+        lines.append(f"  spec: version {spec['version']} (added {spec['added_at'] or 'earlier'}), {planned}")
     by_role = ", ".join(f"{role} {n}" for role, n in sessions["by_role"].items()) or "none"
     lines.append(f"  sessions: {number(sessions['total'])} ({by_role}); {sessions['failed']} failed")
     basis = "" if status["cost_basis"] == "api" else " (the CLI's estimate, not billed)"
