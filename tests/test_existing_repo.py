@@ -165,6 +165,7 @@ def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_ever
     assert "the scheduler made one commit (`.gitignore`)" not in first_system
     assert "Create the project skeleton" not in first_system
     assert "Repository map of commit" in first_brief and "Languages: Markdown 3 files" in first_brief
+    assert "The repository's own configuration names: no test runner, linter or type checker." in first_brief
 
     # nothing of the scheduler's was committed, and the person's files are as they were
     staged_all = sh(project, "show", "--name-only", "--format=", "main~0^{/chore: project skeleton}").split()

@@ -30,7 +30,9 @@ from session_scheduler.core.machine import (
 from session_scheduler.core.schedule import Schedule, extended, planning, transition_lane
 from session_scheduler.core.tasks import Task, extension_coverage
 from session_scheduler.repo import gitops
+from session_scheduler.repo.adoption import Adoption
 from session_scheduler.run import prompts
+from session_scheduler.run.planning import planning_for, tools_on
 from session_scheduler.run.verify import capture, verify_session
 from session_scheduler.store import progress, specs, statefile
 from session_scheduler.store.handoff_tools import HandoffTools
@@ -364,3 +366,23 @@ def test_on_a_person_s_codebase_the_first_list_may_come_without_a_commit(tmp_pat
     )
     assert outcome.ok and outcome.feature_ids == ("F001", "F002"), outcome
     refused(world, "nothing was committed on `main`")  # a new project's INITIALIZER lays its skeleton
+
+
+def test_the_existing_form_is_told_what_the_person_s_configuration_names(tmp_path: Path) -> None:
+    project = tmp_path / "mine"
+    project.mkdir()
+    sh(project, "git init -q && mkdir tests && echo 'def test_x(): pass' > tests/test_x.py")
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n[project.optional-dependencies]\ndev = ["pytest", "ruff"]\n'
+    )
+    sh(project, "git add -A && git -c user.name=a -c user.email=b commit -qm start")
+    commit = sh(project, "git rev-parse HEAD").strip()
+    adopted = Adoption("", "none", "main", 2, commit)
+    told = planning_for(SessionState(), project, records_of(project), adopted, None)
+    assert told.existing and "pytest -q" in told.tools and "ruff check" in told.tools
+    assert "Repository map of commit" in told.repo_map and (project / ".agent_logs" / "repomap").is_dir()
+    assert (
+        planning_for(SessionState(), project, records_of(project), replace(adopted, files=0), None).tools
+        == ""
+    )
+    assert tools_on(project, None) == ""  # no commit: nothing to read

@@ -53,6 +53,8 @@ class Planning:
 
     existing: bool = False
     """The first INITIALIZER plans on a codebase the person had (its `existing` form)."""
+    tools: str = ""
+    """`existing`: what the person's configuration names to test and check the code (one line)."""
     spec_change: str = ""
     """The extend form: the spec's diff since the last version planned (store/specs.change)."""
     tasks: tuple[Task, ...] = ()
@@ -95,6 +97,8 @@ class Facts:
     """`existing` and ARCHITECTURE: the map of the code (repo/repomap.py), cut to its own budget."""
     tasks: list[tuple[str, str]] = field(default_factory=list)
     """The INITIALIZER of a task list: each open task (ref, title), in the spec's order."""
+    tools: str = ""
+    """`existing`: what the person's configuration names to test and check the code (one line)."""
 
 
 def _issues(review: dict[str, Any]) -> dict[str, list[str]]:
@@ -133,6 +137,8 @@ def render(facts: Facts) -> str:
         lines += ["", f"## Your branch: `{facts.branch}`"]
     if facts.form == "extend":
         lines += _extension(facts)
+    if facts.tools:
+        lines += ["", f"The repository's own configuration names: {clip(facts.tools, 600)}."]
     if facts.tasks:
         lines += _tasks(facts)
     if facts.repo_map:
@@ -307,6 +313,7 @@ def gather(
         form=form,
         spec_change=planning.spec_change if form == "extend" else "",
         tasks=[(t.ref, t.title) for t in planning.tasks] if form else [],
+        tools=planning.tools if form == "existing" else "",
         last_features=[(str(f.get("id")), str(f.get("description", ""))) for f in features[-LAST_FEATURES:]]
         if form == "extend"
         else [],

@@ -12,13 +12,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import git
+
+from session_scheduler.core import languages
 from session_scheduler.core.config import SessionType
 from session_scheduler.core.errors import GitError, SpecError
 from session_scheduler.core.layout import LOG_DIR, SPEC_NAME
 from session_scheduler.core.machine import SessionState, extends
 from session_scheduler.core.tasks import Task, read_tasks
+from session_scheduler.guard import safe_git
 from session_scheduler.repo import repomap
 from session_scheduler.repo.adoption import Adoption
+from session_scheduler.repo.gates import tree_at
 from session_scheduler.run.brief import NO_PLANNING, Planning
 from session_scheduler.store import specs
 from session_scheduler.store.records import Records
@@ -47,10 +52,27 @@ def planning_for(
     existing = not state.backlog.features and adopted.files > 0
     return Planning(
         existing=existing,
+        tools=tools_on(project, adopted.commit) if existing else "",
         spec_change=specs.change(records) if extends(state) else "",
         tasks=spec_tasks(records.path(SPEC_NAME)),
         repo_map=map_of(project, records, adopted.commit, keep=keep) if existing else "",
     )
+
+
+def tools_on(project: Path, commit: str | None) -> str:
+    """What `commit`'s own configuration names to test and check its code (the language plugins'
+    reading, the same the gates detect with `--detect-gates`), in one line ("" without a commit)."""
+    if commit is None:
+        return ""
+    repo = safe_git.open(project)
+    try:
+        found = languages.detect(tree_at(repo, commit))
+    except (GitError, git.GitCommandError):
+        return ""
+    finally:
+        repo.close()
+    named = [f"{g.kind} `{g.command}`" for g in (found.gates if found else ())]
+    return "; ".join(named) or "no test runner, linter or type checker"
 
 
 def spec_tasks(spec: Path) -> tuple[Task, ...]:
