@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from session_scheduler.core.config import SessionType
-from session_scheduler.core.machine import architecture_fixes, feature
+from session_scheduler.core.machine import Backlog, Lane, SessionState, architecture_fixes, feature
 from session_scheduler.core.policy import POLICIES, policy
 from session_scheduler.core.schemas import HANDOFF_SCHEMAS, schema_error
 from session_scheduler.run import brief
@@ -843,3 +844,31 @@ def test_the_review_counts_kept_in_mind_follow_each_move(tmp_path: Path) -> None
     assert handoff_history.archived_review_counts(records) == {"F00001": 6, "": 1, "F00002": 2}
     archived = handoff_history.read_history(records.root, "reviews")
     assert [r["review_id"] for r in archived] == list(range(1, 10))
+
+
+def test_a_fix_whose_review_is_only_a_merge_conflict_is_told_to_merge_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    project = project_with(tmp_path)
+    review_id = progress.scheduler_review(
+        project,
+        "F00002",
+        "merging onto main conflicts in README.md",
+        "CONFLICT (content)",
+        conflicts=("README.md",),
+    )
+    assert progress.load_handoff(project).review_list()[-1]["conflicts"] == ["README.md"]  # the schema holds
+    state = SessionState(
+        Backlog(("F00001", "F00002")), Lane(T.FIX, feature("F00002"), fix_rounds=1, open_review=review_id)
+    )
+    text = brief.render(brief.gather(project, state, 9, None))
+    assert "## `main` moved under your branch: merge it and resolve" in text
+    assert "- `README.md`" in text and "`git merge main`" in text and "Change nothing else." in text
+    assert "fix these" not in text and '"conflicts": ["README.md"]' in text
+    red = progress.scheduler_review(
+        project, "F00002", "the tests fail on main with this branch merged", "1 failed"
+    )
+    text = brief.render(
+        brief.gather(project, replace(state, lane=replace(state.lane, open_review=red)), 9, None)
+    )
+    assert "fix these" in text and "moved under your branch" not in text

@@ -151,7 +151,9 @@ def render(facts: Facts) -> str:
             "Neighbouring features (context only, build none of them): "
             + "; ".join(f"{i} {clip(t, 80)}" for i, t in facts.neighbours),
         ]
-    if facts.open_review is not None:
+    if facts.open_review is not None and facts.open_review.get("conflicts"):
+        lines += _conflicts(facts)
+    elif facts.open_review is not None:
         review = facts.open_review
         lines += ["", f"## Open review {review.get('review_id')} ({review.get('verdict')}): fix these"]
         for level, items in _issues(review).items():
@@ -189,6 +191,11 @@ def render(facts: Facts) -> str:
             "review_id": facts.open_review.get("review_id"),
             "issues": _issues(facts.open_review),
             "failed_steps": [r.get("step") for r in _failed_steps(facts.open_review)][:STEPS],
+            **(
+                {"conflicts": list(facts.open_review["conflicts"])[:STEPS]}
+                if facts.open_review.get("conflicts")
+                else {}
+            ),
         }
         if facts.open_review
         else None,
@@ -215,6 +222,22 @@ def render(facts: Facts) -> str:
         }
         text = whole([*lines, "- (cut to fit the brief)"])
     return text
+
+
+def _conflicts(facts: Facts) -> list[str]:
+    """A FIX whose review is only a merge conflict with `main`: a small session, said as one."""
+    review = facts.open_review or {}
+    files = [clip(f, 200) for f in review.get("conflicts") or []][:STEPS]
+    return [
+        "",
+        f"## `main` moved under your branch: merge it and resolve (review {review.get('review_id')})",
+        "Your work was reviewed and approved; other features landed on `main` while it waited, and "
+        f"merging `{facts.branch}` onto `main` now conflicts in:",
+        *(f"- `{name}`" for name in files),
+        f"Do only this: on `{facts.branch}`, `git merge main`; resolve each conflict keeping what both "
+        "sides meant (your feature and what landed); run the tests; commit the merge; record the fix. "
+        "Change nothing else.",
+    ]
 
 
 def next_id(total: int, last: list[tuple[str, str]]) -> str:

@@ -1199,11 +1199,11 @@ class Lanes:
         """The review that sends work back (under the lock): what conflicted, or the tests' output."""
         if isinstance(verdict, Conflict):
             finding = f"merging onto main conflicts in {', '.join(verdict.files)}; merge main into the branch and resolve"
-            detail = verdict.detail
-        else:
-            finding = "the tests fail on main with this branch merged"
-            detail = verdict.output
-        return progress.scheduler_review(self.records, work.feature_id, finding, detail)
+            return progress.scheduler_review(
+                self.records, work.feature_id, finding, verdict.detail, conflicts=tuple(verdict.files)
+            )
+        finding = "the tests fail on main with this branch merged"
+        return progress.scheduler_review(self.records, work.feature_id, finding, verdict.output)
 
 
 def _work_of(branch: str) -> WorkItem:

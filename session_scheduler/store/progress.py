@@ -584,11 +584,17 @@ def save_config(project: Path, data: dict[str, Any]) -> None:
 
 
 def scheduler_review(
-    where: Records | Path, feature_id: str | None, finding: str, detail: str, session: int | None = None
+    where: Records | Path,
+    feature_id: str | None,
+    finding: str,
+    detail: str,
+    session: int | None = None,
+    conflicts: tuple[str, ...] = (),
 ) -> int:
     """A REQUEST_CHANGES the scheduler itself writes (a conflict or red tests on landing, a red
     gate on the branch), appended to reviews.json: its id. `session` marks it as that session's
-    (lanes: an outbox's entries are applied by their session)."""
+    (lanes: an outbox's entries are applied by their session); `conflicts`, the files a merge
+    onto `main` conflicts in when that is all the review is about (its FIX only merges)."""
     records = records_of(where)
     data = load_handoff(records).reviews or {"reviews": [], "fixes": []}
     reviews = list(data.get("reviews", []))
@@ -602,6 +608,7 @@ def scheduler_review(
             "issues": {"critical": [finding], "major": [], "minor": []},
             **({"scheduler_findings": [detail.strip()[-1500:]]} if detail.strip() else {}),
             **({"session_id": session} if session is not None else {}),
+            **({"conflicts": list(conflicts)} if conflicts else {}),
         }
     )
     atomic_write_json(records.path("reviews.json"), {**data, "reviews": reviews})
