@@ -334,6 +334,7 @@ def extend(ctx: Ctx, files: Files) -> Script:
         ),
     ]
     yield from checked_feature_list(files, listed)
+    yield from faults(ctx, files)
     start = last_line(head)
     yield from end_session(ctx, "INITIALIZED", [], start, start)
     return f"Added {len(new)} features for the new spec: {', '.join(f.id for f in new)}."

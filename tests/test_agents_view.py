@@ -299,7 +299,12 @@ def test_the_view_says_each_part_s_size_and_lists_the_session_s_tools(tmp_path: 
         (
             "INITIALIZER-existing",
             ("a codebase its", "Lay no new skeleton", "Repository map of commit", "`todo/cli.py`"),
-            ("made one commit (`.gitignore`)", "Create the project skeleton", "Implement no feature yet"),
+            (
+                "made one commit (`.gitignore`)",
+                "Create the project skeleton",
+                "Implement no feature yet",
+                "init.sh and the project skeleton",
+            ),
         ),
         (
             "INITIALIZER-extend",
@@ -310,12 +315,15 @@ def test_the_view_says_each_part_s_size_and_lists_the_session_s_tools(tmp_path: 
                 "+- `count`: print how many tasks there are",
                 "- `#12`: `count` prints how many tasks there are",
                 "Commit nothing.",
+                "You commit nothing and create no branch.",
             ),
             (
                 "Create the project skeleton",
                 "made one commit",
                 "**Write `init.sh`**",
                 "Every `passes` is `false`",
+                "init.sh and the project skeleton",
+                "You commit on `main`",
             ),
         ),
         ("ARCHITECTURE", ("Repository map of commit", "a\n   map of the code on `main`"), ()),

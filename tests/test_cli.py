@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,10 @@ def test_a_spec_on_resume_that_only_takes_text_away_is_refused_and_one_that_adds
     longer.write_text(spec_file.read_text() + "- `count`: print how many tasks there are.\n")
     grown = invoke("--project-dir", "app", "--spec", str(longer), "--max-iterations", "1")
     assert grown.exit_code == 3, grown.output
-    assert "the spec changed" in grown.output and (project / "app_spec.txt").read_text() == longer.read_text()
+    assert (
+        "The spec has a new version (2)" in grown.output
+        and (project / "app_spec.txt").read_text() == longer.read_text()
+    )
     assert [v.number for v in specs.history(project)] == [1, 2]
 
 
@@ -338,3 +342,42 @@ def test_a_task_list_spec_is_taken_and_kept(tmp_path: Path) -> None:
     result = invoke("--project-dir", "app", "--spec", str(spec), "--max-iterations", "1")
     assert result.exit_code == 3, result.output
     assert (resolve_project("app") / "app_spec.txt").read_bytes() == spec.read_bytes()
+
+
+def test_a_newer_spec_that_cannot_be_planned_ends_the_run_halted_and_the_next_run_plans_it(
+    spec_file: Path, tmp_path: Path
+) -> None:
+    assert invoke("--project-dir", "app", "--spec", str(spec_file)).exit_code == 0
+    project = resolve_project("app")
+    longer = tmp_path / "longer.txt"
+    longer.write_text(spec_file.read_text() + "- `count [--all]`: print how many open tasks there are.\n")
+    broken = [{"session": n, "kind": "invalid_json", "file": "feature_list.json"} for n in range(1, 40)]
+    failed = invoke("--project-dir", "app", "--spec", str(longer), scenario={"features": 2, "faults": broken})
+    assert failed.exit_code == 1, failed.output
+    assert (
+        "the spec's version 2 could not be planned into features (the INITIALIZER gave up:" in failed.output
+    )
+    assert "the features listed before it are done" in failed.output
+    assert [f["id"] for f in json.loads((project / "feature_list.json").read_text())["features"]] == [
+        "F001",
+        "F002",
+    ]
+    assert specs.unplanned(project) is not None
+    again = invoke("--project-dir", "app", "--spec", str(longer))
+    assert again.exit_code == 0, again.output
+    listed = json.loads((project / "feature_list.json").read_text())["features"]
+    assert [f["id"] for f in listed] == ["F001", "F002", "F007"] and all(f["passes"] for f in listed)
+    assert specs.unplanned(project) is None
+
+
+def test_a_repository_with_code_and_no_spec_is_refused_in_one_line_and_left_as_it_was(tmp_path: Path) -> None:
+    project = resolve_project("mine")
+    project.mkdir(parents=True)
+    (project / "app.py").write_text("print('mine')\n")
+    git = ["git", "-C", str(project), "-c", "user.name=me", "-c", "user.email=me@x"]
+    for command in (["init", "-q"], ["add", "app.py"], ["commit", "-qm", "mine"]):
+        subprocess.run([*git, *command], check=True, capture_output=True)
+    result = invoke("--project-dir", "mine")
+    assert result.exit_code == 2
+    assert "is a repository with code of its own and no app_spec.txt: give --spec FILE" in result.output
+    assert sorted(p.name for p in project.iterdir()) == [".git", "app.py"]

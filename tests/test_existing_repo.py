@@ -37,6 +37,7 @@ from scripted_model.protocol import Fault, Reply, Turn
 from scripted_model.scenario import Scenario
 from scripted_model.server import ScriptedModelServer
 from session_scheduler.repo import adoption
+from session_scheduler.run.prompts import EXAMPLE_SPEC
 from session_scheduler.store import events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")]
@@ -133,7 +134,11 @@ def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_ever
         env["AGENT_GENERATIONS_DIR"] = str(tmp_path / "generations")
 
         # 1. a merge in progress: refused in one line, nothing touched
-        refused = run(command(project, "--lanes", lanes), env)
+        spec = tmp_path / "spec.txt"
+        spec.write_text(EXAMPLE_SPEC.read_text())  # what to build on the person's code
+        bare = run(command(project, "--lanes", lanes), env)  # no spec: refused, nothing touched
+        assert bare.returncode == 2 and "give --spec FILE" in bare.stderr, explain(bare)
+        refused = run(command(project, "--lanes", lanes, "--spec", str(spec)), env)
         assert refused.returncode == 1, explain(refused)
         assert (
             "in the middle of a merge: finish it (`git commit`) or abort it (`git merge --abort`)"
@@ -148,7 +153,12 @@ def test_an_existing_repository_is_left_as_it_was_and_its_claude_md_reaches_ever
         # 2. the person aborts their merge; two sessions, then the rest in a resumed run
         sh(project, "merge", "--abort")
         assert (project / "notes.md").read_text() == "line 1\nmy uncommitted edit\n"
-        first = run(command(project, "--max-iterations", "2", "--lanes", lanes, "--land-on", "main"), env)
+        first = run(
+            command(
+                project, "--max-iterations", "2", "--lanes", lanes, "--land-on", "main", "--spec", str(spec)
+            ),
+            env,
+        )
         assert first.returncode == 3, explain(first)
         second = run(command(project), env)  # the lane count saved
         assert second.returncode == 0, explain(second)

@@ -74,7 +74,7 @@ def test_a_built_project_gets_an_amended_spec_and_builds_the_new_features_on_top
     # the amended spec: planned first, then built on top of what was built
     grown = run(command(project, "--offline-demo", "--spec", str(amended(tmp_path)), "--lanes", "2"), env)
     assert grown.returncode == 0, explain(grown)
-    assert "its new features are planned first" in grown.stdout
+    assert "The spec has a new version (2): its features are planned first" in grown.stdout
     after = json.loads((project / "feature_list.json").read_text())["features"]
     assert [f["id"] for f in after] == ["F001", "F002", "F007", "F008"]
     assert after[:2] == before  # the built features exactly as they were

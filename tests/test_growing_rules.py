@@ -131,10 +131,7 @@ def test_the_lines_a_new_spec_adds(old: str, new: str, added: list[str]) -> None
     ("after", "said"),
     [
         ([*BEFORE, entry("F003")], None),
-        (
-            [*BEFORE],
-            "adds no feature: append the features the new spec asks for after F002, numbered from F003",
-        ),
+        ([*BEFORE], None),  # a change that asks for nothing new (a reworded line)
         ([BEFORE[0], entry("F003")], "no longer lists F002: a feature is never removed"),
         (
             [BEFORE[0], {**BEFORE[1], "description": "other"}, entry("F003")],
@@ -184,6 +181,11 @@ def check(
 
 
 def test_the_check_tool_answers_an_extension_at_the_call(tmp_path: Path) -> None:
+    nothing = check(tmp_path / "n", BEFORE, BEFORE)
+    assert (
+        nothing.startswith("feature_list.json is valid and adds no feature: right only when")
+        and "after F002" in nothing
+    )
     assert (
         check(tmp_path / "a", BEFORE, [*BEFORE, entry("F003")])
         == "feature_list.json is valid: 3 features, 1 of them new"
@@ -316,6 +318,14 @@ def extend_with(world: World, *new: dict[str, Any]) -> None:
     world.edit("feature_list.json", lambda data: data["features"].extend(new))
 
 
+def test_an_extension_of_a_change_that_asks_for_nothing_new_adds_nothing_and_is_verified(
+    tmp_path: Path,
+) -> None:
+    world = extension_world(tmp_path)
+    outcome = world.verify()
+    assert outcome.ok and outcome.feature_ids == ("F001", "F002"), outcome
+
+
 def test_an_extension_that_appends_features_and_commits_nothing_is_verified(tmp_path: Path) -> None:
     world = extension_world(tmp_path)
     extend_with(world, entry("F003"), entry("F004", depends_on=["F003"]))
@@ -330,7 +340,6 @@ def test_an_extension_that_appends_features_and_commits_nothing_is_verified(tmp_
 @pytest.mark.parametrize(
     ("act", "rule"),
     [
-        (lambda w: None, "adds no feature"),
         (
             lambda w: (extend_with(w, entry("F003")), w.sh("echo x >> init.sh && git commit -qam stray")),
             "changed `main`",
@@ -379,7 +388,8 @@ def test_the_existing_form_is_told_what_the_person_s_configuration_names(tmp_pat
     commit = sh(project, "git rev-parse HEAD").strip()
     adopted = Adoption("", "none", "main", 2, commit)
     told = planning_for(SessionState(), project, records_of(project), adopted, None)
-    assert told.existing and "pytest -q" in told.tools and "ruff check" in told.tools
+    assert told.existing and "tests `python -m pytest -q`" in told.tools and "ruff check" in told.tools
+    assert ".venv" not in told.tools
     assert "Repository map of commit" in told.repo_map and (project / ".agent_logs" / "repomap").is_dir()
     assert (
         planning_for(SessionState(), project, records_of(project), replace(adopted, files=0), None).tools

@@ -302,10 +302,27 @@ def _checking(role: SessionType) -> str:
     )
 
 
-def scope_rules(role: SessionType, work: WorkItem | None) -> str:
+FORM_SCOPES: dict[str, tuple[str, str]] = {
+    "existing": (
+        "Plan features on top of the code that is there (feature_list.json); add only what testing them "
+        "needs (an init.sh when the project has none); commit on `main` what you added, if anything.",
+        "You commit on `main` (what you added, if anything) and create no branch.",
+    ),
+    "extend": (
+        "Append the features of the newer spec to feature_list.json; build nothing and commit nothing.",
+        "You commit nothing and create no branch.",
+    ),
+}
+"""The INITIALIZER's other forms (run/prompts.FORMS): its scope and its git rule, in words that
+hold for the form (its rights are the role's; verification holds each form to its own)."""
+
+
+def scope_rules(role: SessionType, work: WorkItem | None, form: str | None = None) -> str:
     """A role's scope in words, appended to its system prompt: generated from the same table as
-    the settings and hooks that enforce it (core/policy, guard/toolset), so the two cannot drift."""
+    the settings and hooks that enforce it (core/policy, guard/toolset), so the two cannot drift.
+    `form`: the INITIALIZER's form (`existing`, `extend`), which says its own scope."""
     rights = policy(role)
+    scope, git_rule = FORM_SCOPES.get(form or "", (rights.scope, ""))
     feature = (
         (work.feature_id or f"the fixes of architecture review {work.architecture_review}")
         if work
@@ -329,7 +346,7 @@ def scope_rules(role: SessionType, work: WorkItem | None) -> str:
     lines = [
         f"# Scope of this session: {role.value}",
         "",
-        rights.scope,
+        scope,
         f"Current work: {feature}; branch: {branch}.",
         "",
         UNATTENDED,
@@ -338,7 +355,7 @@ def scope_rules(role: SessionType, work: WorkItem | None) -> str:
         "subagents, skills, web tools or memory folder: your memory is the project's files and git.",
         f"- Files: work only inside this project folder. {files}",
         f"- {handoff}",
-        f"- Git: {_branch_rule(role, branch)}{STAGING if rights.writes_code else ''} Refused to you: {git_refused}.",
+        f"- Git: {git_rule or _branch_rule(role, branch)}{STAGING if rights.writes_code else ''} Refused to you: {git_refused}.",
         "- Commands: every Bash command runs in an OS sandbox: it writes only this project (never .git/hooks, "
         ".git/config or .git/info) and $TMPDIR, reads no home folder or other project, and reaches only the "
         "package registries; credentials are not in its environment. Also refused: "

@@ -173,6 +173,8 @@ class Lanes:
         self.queue = Queue(self.records)
         self.failed: BaseException | None = None
         self.stopped = ""
+        self.unplanned = ""
+        """Why a newer spec's planning gave up in this run ("": it did not): the run does not end done."""
         """Why no lane starts another session in this run (a limit), once one says so."""
         self.max_iterations: int | None = None
         self.started = 0
@@ -316,6 +318,15 @@ class Lanes:
             return self._ran("halted", state, self.schedule.halt_reason)
         if not self.schedule.settled:
             return self._ran("limit", state, self.stopped or "stopped")
+        waiting = specs.unplanned(self.records) if self.unplanned else None
+        if waiting is not None:  # the features listed before are done; the newer spec is not planned
+            return self._ran(
+                "halted",
+                state,
+                f"the spec's version {waiting.number} could not be planned into features (the INITIALIZER "
+                f"gave up: {self.unplanned}); the features listed before it are done. Fix app_spec.txt "
+                "or give --spec again",
+            )
         backlog = state.backlog
         done = (
             f"all {plural(len(backlog.features), 'feature')} pass"
@@ -765,6 +776,8 @@ class Lanes:
                 self.outages, self.outage_since = 0, None
             for event in events:
                 self._act(repo, lane, event, number, outcome.review_id or 0, clone)
+                if isinstance(event, GaveUp) and event.role is T.INITIALIZER:  # an extension's: no halt
+                    self.unplanned = event.reason
             crashpoints.reached("transitioned")
             progress.correct_passes(self.records, self.schedule.backlog.passing)
             if classified.standing.counted:  # what the lane does next (DONE at the end)

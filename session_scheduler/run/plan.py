@@ -96,6 +96,7 @@ def plan_session(
     the caller's edge; `outage_s`, how long the API has been failing; `adopted`, what the project
     was before the first run (its CLAUDE.md reaches the session)."""
     role, work = state.lane.role, state.lane.work
+    form = initializer_form(state, adopted.files > 0)
     name = (lane_project(project) or project).name  # a lane's clone: the session builds its project
     settings = settings_for(role, config.test_command, project)
     if config.sandbox:
@@ -113,10 +114,8 @@ def plan_session(
         role=role,
         model=get_model_for_session(role, config),
         work=work,
-        instructions=render(
-            role, role_variables(name, config, state), form=initializer_form(state, adopted.files > 0)
-        ),
-        scope=scope_rules(role, work),
+        instructions=render(role, role_variables(name, config, state), form=form),
+        scope=scope_rules(role, work, form),
         kickoff=kickoff(role, state.next_number, brief),
         brief=brief,
         reads=READS.get(role, ()),

@@ -28,6 +28,8 @@ from session_scheduler.run.brief import NO_PLANNING, Planning
 from session_scheduler.store import specs
 from session_scheduler.store.records import Records
 
+VENV_PYTHON = ".venv/bin/python -m "
+"""How a gate runs a tool from the venv the scheduler installs (the brief names the tool alone)."""
 MAPS = "repomap"
 """Inside LOG_DIR: the rendered maps, one per commit (no session reads or writes there)."""
 
@@ -71,7 +73,9 @@ def tools_on(project: Path, commit: str | None) -> str:
         return ""
     finally:
         repo.close()
-    named = [f"{g.kind} `{g.command}`" for g in (found.gates if found else ())]
+    named = [
+        f"{g.kind} `{g.command.replace(VENV_PYTHON, 'python -m ')}`" for g in (found.gates if found else ())
+    ]
     return "; ".join(named) or "no test runner, linter or type checker"
 
 

@@ -266,6 +266,12 @@ class HandoffTools:
             problems = extension_coverage(listed_before or [], data["features"], self._tasks())
         if not problems and listed_before:
             added = len(data["features"]) - len(listed_before)
+            if not added:
+                return (
+                    f"feature_list.json is valid and adds no feature: right only when the change in the "
+                    f"spec asks for nothing new (a reworded line); otherwise append its features after "
+                    f"{listed_before[-1]['id']}"
+                )
             return f"feature_list.json is valid: {len(data['features'])} features, {added} of them new"
         if not problems:
             return f"feature_list.json is valid: {len(data['features'])} features"

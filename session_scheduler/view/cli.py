@@ -165,8 +165,7 @@ def place_spec(project: Path, spec: Path | None, echo: Callable[[str], None], no
     changed = spec_change(project, spec)
     if changed is not None:
         specs.note(project, now, listed=(project / "feature_list.json").exists())  # the one it replaces
-        progress.atomic_write_bytes(target, changed)
-        echo(f"  the spec changed: {spec} replaces {SPEC_NAME}; its new features are planned first")
+        progress.atomic_write_bytes(target, changed)  # the run says so when it plans it
         return
     if target.exists():
         return
@@ -467,7 +466,9 @@ class OneLineErrors(click.Group):
 @click.option(
     "--spec",
     type=click.Path(path_type=Path),
-    help="Application spec, copied in as app_spec.txt on the first run (default: the shipped example). On resume only the same spec is accepted.",
+    help="Application spec (text, a Markdown task list or a gh issues export), copied in as app_spec.txt "
+    "on the first run (default: the shipped example, for a new project only). Given again with more in it, "
+    "it is the spec's next version: its new features are planned first, then built.",
 )
 @click.option(
     "--max-iterations",
@@ -826,6 +827,17 @@ def run_cli(
     config = landing.settle(project, saved, config, options.get("land_on"), seams.clock.now())
     for line in weaker_gates(saved, config):  # never weaker without a line saying so
         console.print(f"Gates weaker: {line}", markup=False)
+    existing = (
+        spec is None
+        and not offline_demo
+        and not (project / SPEC_NAME).exists()
+        and (project / ".git").exists()
+    )
+    if existing and adoption.found(project).files:  # the example spec is a todo app, not what to build there
+        raise BadInput(
+            f"{project} is a repository with code of its own and no app_spec.txt: give --spec FILE "
+            "saying what to build on it (text, a Markdown task list or a gh issues export)"
+        )
     if dry:
         if project.exists():  # a spec that cannot be added is refused as the run would refuse it
             spec_change(project, spec)
