@@ -396,3 +396,28 @@ def test_the_existing_form_is_told_what_the_person_s_configuration_names(tmp_pat
         == ""
     )
     assert tools_on(project, None) == ""  # no commit: nothing to read
+
+
+def test_a_third_version_is_compared_with_the_second_and_planning_keeps_each_version_s_time(
+    tmp_path: Path,
+) -> None:
+    specs.planned(tmp_path, 1)  # no history yet: nothing to mark
+    spec = tmp_path / "app_spec.txt"
+    for number, text in enumerate(("one\n", "one\ntwo\n", "one\ntwo\nthree\n"), 1):
+        spec.write_text(text)
+        specs.note(tmp_path, 86400.0 * number, listed=False)
+        if number < 3:
+            specs.planned(tmp_path, number)
+    change = specs.change(tmp_path)
+    assert "(version 2)" in change and "(version 3)" in change and "+three" in change and "+two" not in change
+    specs.planned(tmp_path, 9)
+    assert [v.added_at[:10] for v in specs.history(tmp_path)] == ["1970-01-02", "1970-01-03", "1970-01-04"]
+
+
+def test_new_ids_are_held_after_the_last_one_however_long_the_list() -> None:
+    before = [entry("F001", True), entry("F002", True), entry("F005")]
+    said = extension_problems(before, [*before, entry("F0005")])
+    assert any(
+        "at or before the last listed one (F005): F0005; number new features from F006 on" in p for p in said
+    )
+    assert extension_problems(before, [*before, entry("F006")]) == []
