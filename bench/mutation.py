@@ -41,12 +41,12 @@ class Target:
 TARGETS: dict[str, Target] = {
     "machine": Target(
         ("session_scheduler/core/machine.py", "session_scheduler/core/schedule.py"),
-        ("tests/test_machine.py", "tests/test_schedule.py"),
+        ("tests/test_machine.py", "tests/test_schedule.py", "tests/test_growing_rules.py"),
         0.95,
     ),
     "verification": Target(
         ("session_scheduler/run/verify.py", "session_scheduler/run/invariants.py"),
-        ("tests/test_verify_rules.py", "tests/test_progress.py", "tests/test_gitops.py"),
+        ("tests/test_verify_rules.py", "tests/test_progress.py", "tests/test_gitops.py", "tests/test_growing_rules.py"),
         0.90,
     ),
     "bash_policy": Target(

@@ -20,10 +20,12 @@ from session_scheduler.core.machine import (
     Halted,
     Lane,
     Merged,
+    Others,
     Outcome,
     Rejected,
     SessionState,
     architecture_fixes,
+    choose_work,
     feature,
     transition,
 )
@@ -601,3 +603,12 @@ def test_a_release_wakes_finished_lanes_and_leaves_a_working_one_at_its_work() -
     working = Lane(T.IMPLEMENT, feature("F004"))
     schedule, _ = released(Schedule(backlog, (Lane(T.DONE), working), cloned=True), "F001", CFG)
     assert schedule.lanes[1] == working and schedule.lanes[0].work == feature("F002")
+
+
+def test_one_lane_takes_the_list_s_order_and_several_lanes_the_critical_path() -> None:
+    """The claim order is the critical path's only with several lanes: one lane keeps the list's
+    order (a list may carry dependencies it does not declare)."""
+    backlog = Backlog(("F001", "F002", "F003"), depends=(("F003", ("F002",)),))
+    one = choose_work(SessionState(backlog, Lane(T.WAIT), others=Others(lanes=1)), CFG)
+    several = choose_work(SessionState(backlog, Lane(T.WAIT), others=Others(lanes=2)), CFG)
+    assert one.state.lane.work == feature("F001") and several.state.lane.work == feature("F002")
