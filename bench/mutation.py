@@ -46,7 +46,12 @@ TARGETS: dict[str, Target] = {
     ),
     "verification": Target(
         ("session_scheduler/run/verify.py", "session_scheduler/run/invariants.py"),
-        ("tests/test_verify_rules.py", "tests/test_progress.py", "tests/test_gitops.py", "tests/test_growing_rules.py"),
+        (
+            "tests/test_verify_rules.py",
+            "tests/test_progress.py",
+            "tests/test_gitops.py",
+            "tests/test_growing_rules.py",
+        ),
         0.90,
     ),
     "bash_policy": Target(

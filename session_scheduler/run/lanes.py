@@ -173,9 +173,9 @@ class Lanes:
         self.queue = Queue(self.records)
         self.failed: BaseException | None = None
         self.stopped = ""
+        """Why no lane starts another session in this run (a limit), once one says so."""
         self.unplanned = ""
         """Why a newer spec's planning gave up in this run ("": it did not): the run does not end done."""
-        """Why no lane starts another session in this run (a limit), once one says so."""
         self.max_iterations: int | None = None
         self.started = 0
         """Sessions started in this run (reruns included): what --max-iterations counts."""
