@@ -381,3 +381,17 @@ def test_a_repository_with_code_and_no_spec_is_refused_in_one_line_and_left_as_i
     assert result.exit_code == 2
     assert "is a repository with code of its own and no app_spec.txt: give --spec FILE" in result.output
     assert sorted(p.name for p in project.iterdir()) == [".git", "app.py"]
+
+
+def test_the_dry_run_of_a_built_project_given_a_newer_spec_shows_the_planning_session(
+    spec_file: Path, tmp_path: Path
+) -> None:
+    assert invoke("--project-dir", "app", "--spec", str(spec_file)).exit_code == 0
+    assert "Nothing to run" in invoke("--project-dir", "app", "--dry-run").output
+    longer = tmp_path / "longer.txt"
+    longer.write_text(spec_file.read_text() + "- `count`: print how many tasks there are.\n")
+    shown = invoke("--project-dir", "app", "--spec", str(longer), "--dry-run")
+    assert shown.exit_code == 0, shown.output
+    assert "A newer spec waits to be planned" in shown.output and "Next session: INITIALIZER" in shown.output
+    assert "initializer_extend_prompt.md" in shown.output and "Commit nothing." in shown.output
+    assert (resolve_project("app") / "app_spec.txt").read_text() == spec_file.read_text()  # nothing written

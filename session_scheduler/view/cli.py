@@ -20,7 +20,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +57,7 @@ from session_scheduler.core.errors import (
 )
 from session_scheduler.core.gates import GateSet, of_options, weakened
 from session_scheduler.core.layout import LOG_DIR, SETTINGS_FILE, SPEC_NAME, STATE_FILE
-from session_scheduler.core.machine import SessionState, resume
+from session_scheduler.core.machine import Lane, SessionState, resume
 from session_scheduler.core.schedule import lanes_refusal, resized
 from session_scheduler.core.version import VERSION
 from session_scheduler.guard import browser_box, safe_git
@@ -68,7 +68,7 @@ from session_scheduler.run import pulls, showing
 from session_scheduler.run.opening import local_file_missing
 from session_scheduler.run.plan import Planner, brief_for
 from session_scheduler.run.planning import planning_for
-from session_scheduler.run.prompts import EXAMPLE_SPEC, template_path
+from session_scheduler.run.prompts import EXAMPLE_SPEC, initializer_form, template_path
 from session_scheduler.store import crashpoints, events, progress, specs, statefile
 from session_scheduler.store.authority import Authority, FileAuthority
 from session_scheduler.store.records import Records
@@ -330,12 +330,28 @@ def merge_config(saved: dict[str, Any] | None, given: dict[str, Any]) -> AgentCo
         raise ConfigError(f"invalid options: {exc}") from None
 
 
-def dry_run(console: Console, project: Path, config: AgentConfig, show: SessionType | None = None) -> None:
+def dry_run(
+    console: Console,
+    project: Path,
+    config: AgentConfig,
+    show: SessionType | None = None,
+    new_spec: bool = False,
+) -> None:
     """Show what the next session would be (with `show`, a session of that role: what its agent
-    would receive); start nothing, change nothing in the project."""
+    would receive); start nothing, change nothing in the project. `new_spec`: a newer spec is
+    given, which the run would plan first (as one waiting in the spec's history would be)."""
     console.print(f"Project folder: {project}", markup=False)
     saved = statefile.load(project) if project.exists() else None
     state = resume(saved.state) if saved else SessionState()
+    if (
+        state.backlog.features
+        and state.lane.role is not SessionType.INITIALIZER
+        and (new_spec or specs.pending(project))
+    ):
+        console.print(
+            "A newer spec waits to be planned: the run plans its features first (the INITIALIZER, extended)."
+        )
+        state = replace(state, lane=Lane(SessionType.INITIALIZER))
     features = progress.load_handoff(Records(project)).features() if project.exists() else []
     next_role = state.lane.role
     if show is not None:
@@ -389,7 +405,10 @@ def dry_run(console: Console, project: Path, config: AgentConfig, show: SessionT
     console.print(f"Gates: {gates_line(config)}", markup=False)
     if config.lanes > 1:
         console.print(f"Lanes: {config.lanes} (this is what the next free lane would run)", markup=False)
-    console.print(f"Prompt template: {template_path(role)}", markup=False)
+    console.print(
+        f"Prompt template: {template_path(role, form=initializer_form(state, adopted.files > 0))}",
+        markup=False,
+    )
     console.print("")
     console.print(showing.view(plan, browser=web), markup=False, highlight=False)
     console.print(f"--- settings ({SETTINGS_FILE}) ---", markup=False)
@@ -841,7 +860,7 @@ def run_cli(
     if dry:
         if project.exists():  # a spec that cannot be added is refused as the run would refuse it
             spec_change(project, spec)
-        dry_run(console, project, config, show)
+        dry_run(console, project, config, show, project.exists() and spec_change(project, spec) is not None)
         return EXIT_DONE
     starts = session_would_start(project, config, spec_change(project, spec) is not None)
     if starts:  # a person's half-done merge: refused before anything is written into the project
