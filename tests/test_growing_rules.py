@@ -30,8 +30,9 @@ from session_scheduler.core.machine import (
 from session_scheduler.core.schedule import Schedule, extended, planning, transition_lane
 from session_scheduler.core.tasks import Task, extension_coverage
 from session_scheduler.repo import gitops
-from session_scheduler.repo.adoption import Adoption
+from session_scheduler.repo.adoption import NONE, Adoption
 from session_scheduler.run import prompts
+from session_scheduler.run.brief import NO_PLANNING
 from session_scheduler.run.planning import planning_for, tools_on
 from session_scheduler.run.verify import capture, verify_session
 from session_scheduler.store import progress, specs, statefile
@@ -421,3 +422,18 @@ def test_new_ids_are_held_after_the_last_one_however_long_the_list() -> None:
         "at or before the last listed one (F005): F0005; number new features from F006 on" in p for p in said
     )
     assert extension_problems(before, [*before, entry("F006")]) == []
+
+
+def test_an_architecture_review_is_shown_the_map_of_main_and_other_roles_none(tmp_path: Path) -> None:
+    project = tmp_path / "built"
+    project.mkdir()
+    sh(project, "git init -q && mkdir app && printf 'def add(a, b):\\n    return a + b\\n' > app/core.py")
+    sh(project, "git add -A && git -c user.name=a -c user.email=b commit -qm built")
+    main = sh(project, "git rev-parse HEAD").strip()
+    review = SessionState(Backlog(("F001",), passing=frozenset({"F001"})), Lane(T.ARCHITECTURE))
+    told = planning_for(review, project, records_of(project), NONE, main)
+    assert "Repository map of commit" in told.repo_map and "def add(a, b)" in told.repo_map
+    assert not told.existing and told.tasks == () and told.spec_change == ""
+    implement = SessionState(Backlog(("F001",)), Lane(T.IMPLEMENT, feature("F001")))
+    assert planning_for(implement, project, records_of(project), NONE, main) == NO_PLANNING
+    assert planning_for(review, project, records_of(project), NONE, None).repo_map == ""  # no commit, no map
