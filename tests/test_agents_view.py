@@ -339,3 +339,4 @@ def test_each_form_of_the_planning_session_is_told_what_is_true_where_it_runs(
     text = showing.view(plan_of(project, project, state, web, AgentConfig(), case), browser=web)
     assert [s for s in says if s not in text] == [], case
     assert [s for s in never if s in text] == [], case
+    assert text.count("## Your job") == 1 and text.count("## Read first") == 1, case  # each part once

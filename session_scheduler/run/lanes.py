@@ -862,6 +862,8 @@ class Lanes:
             if had:
                 self.echo(
                     f"  planned {plural(len(added), 'new feature')} for the new spec: {', '.join(added)}"
+                    if added
+                    else "  planned no new feature: the spec's change asks for nothing new"
                 )
         where = "main" if role is T.REVIEW else "branch"  # the REVIEW's merge onto main, in its clone
         gated(
