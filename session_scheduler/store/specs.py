@@ -173,11 +173,6 @@ def added_lines(old: str, new: str) -> list[str]:
     ]
 
 
-def newest_text(where: Records | Path) -> str | None:
-    versions = history(where)
-    return _text(where, versions[-1]) if versions else None
-
-
 def _text(where: Records | Path, version: Version) -> str:
     return (folder(where) / version.file).read_bytes().decode("utf-8", "replace")
 

@@ -109,10 +109,6 @@ def resolve_project(project_dir: str) -> Path:
     return project
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def read_spec(spec: Path) -> bytes:
     """The spec's bytes; a spec that cannot be used is bad input (exit 2), said in one line."""
     if spec.is_dir():
