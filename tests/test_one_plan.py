@@ -47,7 +47,11 @@ def _project(where: Path) -> Path:
     (project / "CLAUDE.md").write_text(f"# Conventions\n\n{RULES}\n")
     (project / "app_spec.txt").write_text(SPEC.read_text())
     sh(project, "git init -q -b main && git config user.name Ann && git config user.email ann@example.org")
-    sh(project, "git add CLAUDE.md app_spec.txt && git commit -qm 'the person s start'")
+    sh(  # one date: each path's project is the same commit (a planning session's map names it)
+        project,
+        "git add CLAUDE.md app_spec.txt && GIT_AUTHOR_DATE=2026-01-01T00:00:00Z "
+        "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z git commit -qm 'the person s start'",
+    )
     return project
 
 
