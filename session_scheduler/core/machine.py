@@ -104,12 +104,12 @@ class Backlog:
     def settled(self) -> bool:
         """Every feature passes, is blocked or waits for the person (and a feature list exists),
         and the merge queue holds nothing (lanes)."""
-        return (
-            bool(self.features)
-            and not self.to_plan
-            and (self.passing | self.blocked | self.waiting_for_person()).issuperset(self.features)
-            and not (self.landing or self.returned)
-        )
+        if not self.features or self.to_plan or self.landing or self.returned:
+            return False
+        waiting = self.waiting_for_person()
+        if len(self.passing) + len(self.blocked) + len(waiting) < len(self.features):
+            return False  # (the ids are unique: too few to cover them all, read without a union)
+        return (self.passing | self.blocked | waiting).issuperset(self.features)
 
     def waiting_for_person(self) -> frozenset[str]:
         """The features held for the person and those that depend on them (not passing)."""
@@ -124,11 +124,14 @@ class Backlog:
         (several lanes) the one on the critical path: whose chain of features still to pass that
         depend on it is longest (ties: more such features, then list order), so that chains
         start first and do not finish on one lane while the others idle."""
-        taken = self.passing | self.blocked | held | self._queued() | {f for f, _ in self.held}
+        taken = self.blocked | held | self._queued() | {f for f, _ in self.held}  # (few: `passing` apart)
+        left = itertools.filterfalse(
+            taken.__contains__, itertools.filterfalse(self.passing.__contains__, self.features)
+        )
         if not self.depends:
-            return next(itertools.filterfalse(taken.__contains__, self.features), None)
+            return next(left, None)
         depends = dict(self.depends)
-        ready = [f for f in self.features if f not in taken and self.passing.issuperset(depends.get(f, ()))]
+        ready = [f for f in left if self.passing.issuperset(depends.get(f, ()))]
         if len(ready) < 2 or not critical:
             return ready[0] if ready else None
         chain, after = self.chains()

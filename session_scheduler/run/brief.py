@@ -17,7 +17,7 @@ from typing import Any
 from session_scheduler.core.errors import StateError
 from session_scheduler.core.machine import SessionState
 from session_scheduler.core.tasks import Task
-from session_scheduler.store.handoff_history import archived_review_counts, read_history
+from session_scheduler.store.handoff_history import archived_review_count, read_history
 from session_scheduler.store.progress import Handoff, load_handoff
 from session_scheduler.store.records import Records, records_of
 
@@ -316,9 +316,8 @@ def gather(
         return bool(branch) and review.get("kind") == "feature" and review.get("branch") == branch
 
     mine = [r for r in reviews if ours(r)]
-    archived = archived_review_counts(records)  # older ones moved to the history
-    count = len(mine) + archived.get(
-        "architecture" if role == "ARCHITECTURE" else str(feature_id or branch or ""), 0
+    count = len(mine) + archived_review_count(  # older ones moved to the history
+        records, "architecture" if role == "ARCHITECTURE" else str(feature_id or branch or "")
     )
     open_review = None
     if lane.open_review is not None:

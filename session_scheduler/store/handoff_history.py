@@ -63,25 +63,32 @@ COUNTS = HISTORY_FILES[3]
 def archived_review_counts(where: Records | Path) -> dict[str, int]:
     """How many reviews of each feature id (`architecture` for architecture reviews) were moved
     to the history; read from a small index, not from the history itself."""
-    return _index(records_of(where))[1]
+    return dict(_index(records_of(where))[1])
+
+
+def archived_review_count(where: Records | Path, key: str) -> int:
+    """How many reviews of feature `key` (`architecture`: architecture reviews) were moved to the
+    history (`archived_review_counts`'s one entry, without copying the index)."""
+    return _index(records_of(where))[1].get(key, 0)
 
 
 def _index(records: Records) -> tuple[int, dict[str, int]]:
     """(the largest review id counted, the counts); the index as last read is kept by the
-    records, by path and stat (it changes only when reviews move)."""
+    records, by path and stat (it changes only when reviews move). The counts are shared:
+    callers copy them before any change."""
     path = records.path(COUNTS)
     memo: dict[str, tuple[filestat.Signature, tuple[int, dict[str, int]]]] = records.history_index
     try:
         key = filestat.of(path.stat())
         known = memo.get(str(path))
         if known is not None and known[0] == key:
-            return known[1][0], dict(known[1][1])
+            return known[1]
         data = json.loads(path.read_text(encoding="utf-8"))
         index = int(data["counted_to"]), {str(k): int(v) for k, v in data["counts"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return 0, {}
     memo[str(path)] = (key, index)
-    return index[0], dict(index[1])
+    return index
 
 
 def _count_key(review: dict[str, Any]) -> str:
@@ -125,7 +132,8 @@ def trim(where: Records | Path, window: int = WINDOW) -> dict[str, int]:
             fresh = [e for e in old if isinstance(e, dict) and int(e.get(IDS[key], 0)) > done]
             _append(history_path(project, key), fresh)
             if key == "reviews":  # each review counted once, however often a kill repeats this
-                counted_to, counts = _index(records)
+                counted_to, shared = _index(records)
+                counts = dict(shared)
                 new = [r for r in old if isinstance(r, dict) and int(r.get("review_id", 0)) > counted_to]
                 for review in new:
                     counts[_count_key(review)] = counts.get(_count_key(review), 0) + 1

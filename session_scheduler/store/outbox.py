@@ -19,10 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from session_scheduler.core.errors import StateError
 from session_scheduler.core.layout import FEATURES_FILE, HANDOFF_FILES, HISTORY_FILES
-from session_scheduler.core.schemas import HANDOFF_SCHEMAS
+from session_scheduler.store import filestat
 from session_scheduler.store.handoff_history import largest_archived_id
-from session_scheduler.store.progress import atomic_write_json, carry, load_handoff, validate
+from session_scheduler.store.progress import (
+    atomic_write_json,
+    carry,
+    incremental_schema_error,
+    load_handoff,
+    remember,
+)
 from session_scheduler.store.records import Records
 
 OUTBOX = "outbox"
@@ -38,10 +45,6 @@ def open_outbox(records: Records, folder: Path, previous: Records | None = None)
     outbox = Records(folder)
     if previous is not None:
         outbox.copies = previous.copies  # the lane's restore copies: the same folder every session
-        for name in HISTORY_FILES:
-            known = previous.history_index.get(str(previous.path(name)))
-            if known is not None:
-                outbox.history_index[str(outbox.path(name))] = known
     for name in HANDOFF_FILES:
         source, target = records.path(name), folder / name
         target.unlink(missing_ok=True)
@@ -50,11 +53,19 @@ def open_outbox(records: Records, folder: Path, previous: Records | None = None)
     for name in HISTORY_FILES:
         source, target = records.path(name), folder / name
         target.unlink(missing_ok=True)
-        if source.is_file():
-            try:
-                os.link(source, target)
-            except OSError:  # another file system: a copy reads the same
-                shutil.copyfile(source, target)
+        before = filestat.signature(source)
+        if before is None:
+            continue
+        try:
+            os.link(source, target)
+        except OSError:  # another file system: a copy reads the same
+            shutil.copyfile(source, target)
+        known = previous.history_index.get(str(previous.path(name))) if previous is not None else None
+        now = filestat.signature(target)
+        if known is not None and now is not None and known[0][:3] == before[:3] == now[:3]:
+            outbox.history_index[str(target)] = (now, known[1])  # the version the last outbox read
+    # (its change time aside: making and removing the outboxes' links to it changes that alone,
+    # and the history files are the records', which no session can write)
     return outbox
 
 
@@ -80,13 +91,18 @@ def apply(outbox: Records, records: Records, session: int, *, extension: bool = 
         known = {f["id"] for f in current.features()}
         new = [f for f in added.features() if f["id"] not in known]
         if new:
-            _write(records, FEATURES_FILE, {**current.feature_list, "features": [*current.features(), *new]})
+            _write(
+                records,
+                FEATURES_FILE,
+                {**current.feature_list, "features": [*current.features(), *new]},
+                current.feature_list,
+            )
     entries = 0
     progress = dict(current.progress or {})
     mine = [e for e in (added.progress or {}).get("sessions", []) if e.get("session_id") == session]
     if mine and not any(e.get("session_id") == session for e in progress.get("sessions", [])):
         progress["sessions"] = [*progress.get("sessions", []), *mine]
-        _write(records, "progress.json", progress)
+        _write(records, "progress.json", progress, current.progress)
         entries += len(mine)
     reviews = dict(current.reviews or {"reviews": [], "fixes": []})
     review_ids: dict[int, int] = {}
@@ -120,7 +136,7 @@ def apply(outbox: Records, records: Records, session: int, *, extension: bool = 
         ]
         entries += len(new_fixes)
     if review_ids or fix_ids:
-        _write(records, "reviews.json", reviews)
+        _write(records, "reviews.json", reviews, current.reviews)
     return Applied(review_ids, fix_ids, entries)
 
 
@@ -129,7 +145,12 @@ def _next_id(records: Records, entries: list[dict[str, Any]], key: str, history:
     return max((int(e[key]) for e in entries), default=largest_archived_id(records.root, history)) + 1
 
 
-def _write(records: Records, name: str, data: dict[str, Any]) -> None:
-    """Write a hand-off file of the records, checked against its schema first."""
-    validate(data, HANDOFF_SCHEMAS[name], name)
+def _write(records: Records, name: str, data: dict[str, Any], before: Any) -> None:
+    """Write a hand-off file of the records, checked against its schema first: its entries that
+    are not those of `before` (the records' validated version it extends), which the records
+    then know as the file's version (not read and checked again)."""
+    error = incremental_schema_error(data, name, before)
+    if error is not None:
+        raise StateError(f"{name} does not match its schema {error}")
     atomic_write_json(records.path(name), data)
+    remember(records, records.path(name), data)

@@ -268,7 +268,7 @@ def incremental_schema_error(data: Any, name: str, before: Any) -> str | None:
         earlier = before.get(key) if isinstance(before, dict) else None
         old: list[Any] = earlier if isinstance(earlier, list) else []
         for n, entry in enumerate(data.get(key, [])):
-            if n < len(old) and old[n] == entry:
+            if n < len(old) and (old[n] is entry or old[n] == entry):
                 continue
             error = schema_error(entry, items)
             if error is not None:
@@ -385,8 +385,9 @@ def correct_passes(where: Records | Path, passing: frozenset[str]) -> list[str]:
     differ = had ^ passing  # a feature whose `passes` is wrong is one of these (ids are unique)
     wrong = [
         n
-        for n, f in enumerate(features)
-        if isinstance(f, dict) and f.get("id") in differ and bool(f.get("passes")) != (f.get("id") in passing)
+        for n in _positions(records, features, differ)
+        if isinstance(features[n], dict)
+        and bool(features[n].get("passes")) != (features[n].get("id") in passing)
     ]
     if not wrong:
         return []
@@ -394,7 +395,7 @@ def correct_passes(where: Records | Path, passing: frozenset[str]) -> list[str]:
     for n in wrong:
         corrected[n] = {**features[n], "passes": features[n].get("id") in passing}
     version = {**data, "features": corrected}
-    atomic_write_text(  # not durable: the state file is, and `passes` comes from it
+    atomic_write_bytes(  # not durable: the state file is, and `passes` comes from it
         path, _features_text(records, features, version, wrong), durable=False
     )
     flipped = {str(corrected[n]["id"]) for n in wrong}
@@ -402,21 +403,54 @@ def correct_passes(where: Records | Path, passing: frozenset[str]) -> list[str]:
     return [str(corrected[n].get("id")) for n in wrong]
 
 
-def _features_text(records: Records, before: list[Any], version: dict[str, Any], changed: list[int]) -> str:
-    """`to_text` of the feature list `version`, which differs from the list `before` at the
-    positions `changed` alone: when `before` is the list written last (`Records.lines` keeps its
-    lines), only those are encoded again."""
+def _positions(records: Records, features: list[Any], ids: frozenset[str]) -> list[int]:
+    """Where the features `ids` are in `features`, in list order: from where they were last seen
+    (`Records.positions`, each checked), the list read again only when one has moved."""
+    known = records.positions
+    seen = [(fid, known.get(fid, -1)) for fid in ids]
+    if any(n < 0 or n >= len(features) or _id_at(features, n) != fid for fid, n in seen):
+        known.clear()
+        known.update((f.get("id"), n) for n, f in enumerate(features) if isinstance(f, dict))
+        seen = [(fid, known[fid]) for fid in ids if fid in known]
+    return sorted(n for _, n in seen)
+
+
+def _id_at(features: list[Any], n: int) -> Any:
+    feature = features[n]
+    return feature.get("id") if isinstance(feature, dict) else None
+
+
+def _features_text(records: Records, before: list[Any], version: dict[str, Any], changed: list[int]) -> bytes:
+    """`to_text` of the feature list `version`, encoded, which differs from the list `before` at
+    the positions `changed` alone: when `before` is the list written last (`Records.lines` keeps
+    its lines, encoded), only those are encoded again, and the file is joined once."""
     features = version["features"]
     written, lines = records.lines
     if written is before and len(lines) == len(features):
         lines = list(lines)
         for n in changed:
-            lines[n] = f"    {json.dumps(features[n], ensure_ascii=False)}"
+            lines[n] = _line(features[n])
     else:
-        lines = [f"    {json.dumps(feature, ensure_ascii=False)}" for feature in features]
+        lines = [_line(feature) for feature in features]
     records.lines = (features, lines)
-    encoded = Encoded("[\n" + ",\n".join(lines) + "\n  ]" if lines else "[]")
-    return to_text({key: encoded if key == "features" else value for key, value in version.items()})
+    if not lines:
+        return to_text(version).encode("utf-8")
+    return text_around(version, "features", b"[\n", b",\n".join(lines), b"\n  ]")
+
+
+def text_around(data: dict[str, Any], key: str, *inner: bytes) -> bytes:
+    """`to_text(data)` encoded, the value of `key` being the JSON pieces `inner` (already encoded
+    and kept by the caller: a long value is copied once, into the file's bytes)."""
+    head, tail = to_text({k: _HOLE if k == key else v for k, v in data.items()}).split(_HOLE, 1)
+    return b"".join((head.encode("utf-8"), *inner, tail.encode("utf-8")))
+
+
+_HOLE = Encoded("\0value\0")
+"""Where `text_around` puts the value (JSON text never holds a NUL)."""
+
+
+def _line(feature: Any) -> bytes:
+    return f"    {json.dumps(feature, ensure_ascii=False)}".encode()
 
 
 def snapshot(where: Records | Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) -> None:

@@ -31,12 +31,15 @@ class Records:
     """progress: the passing features of the last few feature-list versions (never changed)."""
     copies: dict[str, Any] = field(default_factory=dict, repr=False)
     """progress: the restore copies `snapshot` made last, oldest first."""
-    encoded: dict[str, tuple[tuple[object, ...], Any, str]] = field(default_factory=dict, repr=False)
-    """statefile: per part of the backlog, what it was made of at the last save, its form, its JSON."""
+    encoded: dict[str, tuple[tuple[object, ...], Any, Any]] = field(default_factory=dict, repr=False)
+    """statefile: per part of the backlog, what it was made of at the last save, its form, its
+    JSON; and the whole backlog's JSON."""
     history_index: dict[str, Any] = field(default_factory=dict, repr=False)
     """handoff_history: the archived-review index as last read, by path and stat."""
-    lines: tuple[Any, list[str]] = field(default=(None, []), repr=False)
+    lines: tuple[Any, list[bytes]] = field(default=(None, []), repr=False)
     """progress: the features of the feature list it wrote last (their list) and their lines."""
+    positions: dict[Any, int] = field(default_factory=dict, repr=False)
+    """progress: where each feature id was in the feature list when last looked for."""
     stashes: dict[str, tuple[Any, tuple[str, ...]]] = field(default_factory=dict, repr=False)
     """gitops: per work tree, the stash reflog's stat and the `git stash list` it gave."""
 

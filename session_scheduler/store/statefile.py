@@ -18,7 +18,7 @@ from session_scheduler.core.machine import Backlog, Lane, Others, SessionState, 
 from session_scheduler.core.schedule import Schedule
 from session_scheduler.core.schemas import AGENT_STATE, AGENT_STATE_SAVED
 from session_scheduler.core.session import LANE, Flights, InFlight, flights_from_json, flights_to_json
-from session_scheduler.store.progress import Encoded, atomic_write_json, read_json, validate
+from session_scheduler.store.progress import atomic_write_bytes, read_json, text_around, validate
 from session_scheduler.store.records import Records, records_of
 
 RESTORE_HINT = (
@@ -75,17 +75,21 @@ def save(where: Records | Path, state: SessionState | Schedule, in_flight: Fligh
     records = records_of(where)
     data = {**to_json(state, records), "in_flight": flights_to_json(in_flight)}
     validate(data, AGENT_STATE_SAVED, STATE_FILE)
-    atomic_write_json(
-        records.path(STATE_FILE), {**data, "backlog": _encoded_backlog(state.backlog, records.encoded)[1]}
+    atomic_write_bytes(
+        records.path(STATE_FILE),
+        text_around(data, "backlog", _encoded_backlog(state.backlog, records.encoded)[1]),
     )
 
 
-_Memo = dict[str, tuple[tuple[object, ...], Any, str]]
-"""Per part of the backlog: the objects it was made of at the last save, its saved form, its JSON."""
+_Memo = dict[str, tuple[tuple[object, ...], Any, Any]]
+"""Per part of the backlog: the objects it was made of at the last save, its saved form, its
+JSON; and (`WHOLE`) the parts' JSON texts at the last save, their names, the whole backlog's
+JSON, encoded."""
+WHOLE = "(whole)"
 
 
-def _encoded_backlog(backlog: Backlog, memo: _Memo) -> tuple[dict[str, Any], Encoded]:
-    """The backlog's saved form and its JSON; `passing` and `blocked` in the features' order.
+def _encoded_backlog(backlog: Backlog, memo: _Memo) -> tuple[dict[str, Any], bytes]:
+    """The backlog's saved form and its JSON, encoded; `passing` and `blocked` in the features' order.
 
     Each of its lists can hold every feature, and most sessions change none of them: each is
     encoded again only when it is another object than at the last save (a transition keeps
@@ -123,9 +127,18 @@ def _encoded_backlog(backlog: Backlog, memo: _Memo) -> tuple[dict[str, Any], Enc
     if backlog.to_plan:
         parts["to_plan"] = (True, "true")
     data = {name: part[0] for name, part in parts.items()}
-    return data, Encoded(
-        "{" + ", ".join(f"{json.dumps(name)}: {part[1]}" for name, part in parts.items()) + "}"
-    )
+    texts, names = tuple(part[1] for part in parts.values()), tuple(parts)
+    known = memo.get(WHOLE)
+    if (
+        known is not None
+        and known[1] == names
+        and len(known[0]) == len(texts)
+        and all(a is b for a, b in zip(known[0], texts, strict=True))
+    ):
+        return data, known[2]
+    whole = ("{" + ", ".join(f"{json.dumps(name)}: {part[1]}" for name, part in parts.items()) + "}").encode()
+    memo[WHOLE] = (texts, names, whole)
+    return data, whole
 
 
 def _encoded(memo: _Memo, name: str, made_of: tuple[object, ...], make: Callable[[], Any]) -> tuple[Any, str]:
