@@ -101,9 +101,10 @@ def land(
             raise GitError(
                 f"`{onto}` is missing; restore it (see `git reflog`) and run the same command again"
             )
-        if gitops.is_ancestor(repo, landing.tip, main):
+        reviewed = landing.merge is not None and gitops.parents(repo, landing.merge) == [main, landing.tip]
+        if not reviewed and gitops.is_ancestor(repo, landing.tip, main):  # landed before a kill
             return Landed(main, again=True)
-        if landing.merge is not None and gitops.parents(repo, landing.merge) == [main, landing.tip]:
+        if reviewed and landing.merge is not None:
             with guard or contextlib.nullcontext():
                 try:
                     repo.git.update_ref(ref, landing.merge, main)

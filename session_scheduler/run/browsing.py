@@ -45,7 +45,7 @@ from session_scheduler.guard import app_box, browser_box
 from session_scheduler.guard.browser_box import BROWSER_TOOLS
 from session_scheduler.repo import gitops
 from session_scheduler.run.gating import Gatekeeper
-from session_scheduler.store.progress import load_handoff
+from session_scheduler.store.progress import feature_in, load_handoff
 from session_scheduler.store.records import Records
 
 APP_LOG = "app.log"
@@ -94,10 +94,9 @@ def plan_for(
     if state.lane.role is not SessionType.REVIEW or work is None or work.feature_id is None:
         return None
     try:
-        features = load_handoff(records).features()
+        feature = feature_in(records, load_handoff(records), work.feature_id)
     except StateError:  # verification judges broken files
         return None
-    feature = next((f for f in features if f.get("id") == work.feature_id), None)
     base, tip = gitops.head(repo, gitops.MAIN), gitops.head(repo, work.branch)
     spec = review_app(keeper, repo, base, feature) if base is not None else None
     if spec is None or tip is None:

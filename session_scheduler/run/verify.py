@@ -32,6 +32,7 @@ from session_scheduler.store import crashpoints
 from session_scheduler.store.progress import (
     Handoff,
     atomic_write_json,
+    feature_in,
     load_handoff,
     restore,
     scheduler_review,
@@ -427,10 +428,10 @@ def _review(ran: Ran) -> Outcome:
     if not reviews:
         raise ClaimRefused(f"no review of {feature or branch} was appended to reviews.json")
     verdict, review_id = reviews[-1]["verdict"], reviews[-1]["review_id"]
-    steps = next((f.get("steps") or [] for f in ran.after.features() if f["id"] == feature), [])
+    entry = feature_in(ran.records, ran.after, feature) if feature is not None else None
+    steps = (entry or {}).get("steps") or []
     if wrong := acceptance.problems(steps, verdict, reviews[-1].get("acceptance"), reviews[-1]["issues"]):
         raise ClaimRefused("; ".join(wrong))
-    entry = next((f for f in ran.after.features() if f["id"] == feature), None)
     if browsing.review_app(ran.gatekeeper, ran.repo, ran.pre.main, entry) is not None:
         cited = browsing.evidence_problems(ran.folder)
         if wrong := cited(steps, verdict, reviews[-1].get("acceptance")):

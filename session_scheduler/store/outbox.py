@@ -45,6 +45,7 @@ def open_outbox(records: Records, folder: Path, previous: Records | None = None)
     outbox = Records(folder)
     if previous is not None:
         outbox.copies = previous.copies  # the lane's restore copies: the same folder every session
+        outbox.positions = previous.positions  # where the features were (each checked when read)
     for name in HANDOFF_FILES:
         source, target = records.path(name), folder / name
         target.unlink(missing_ok=True)

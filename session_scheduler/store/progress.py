@@ -71,17 +71,17 @@ def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+def atomic_write_bytes(path: Path, data: bytes | list[bytes], *, durable: bool = True) -> None:
     """Readers see the old file or the new one, never a part, even if this process is killed.
+    `data`: the bytes, or their pieces in order (written as they are, not joined first).
     `durable`: on disk before the rename (fsync), so a power cut keeps it too; files the
     scheduler writes anew before each session (the status fields, the session's settings) skip
     it, as the state file that says which session runs is always durable."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
+        with os.fdopen(fd, "wb", buffering=0) as handle:
+            _write_all(fd, [data] if isinstance(data, bytes) else data)
             if durable:
                 os.fsync(handle.fileno())
         crashpoints.reached("atomic_write_tmp")
@@ -89,6 +89,21 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+IOV_MAX = 1024
+"""Pieces one `writev` takes at most (Linux's `IOV_MAX`)."""
+
+
+def _write_all(fd: int, pieces: list[bytes]) -> None:
+    """Every piece, in order, gathered by the kernel a batch at a time (a short write's rest
+    written after it)."""
+    for start in range(0, len(pieces), IOV_MAX):
+        batch = pieces[start : start + IOV_MAX]
+        written = os.writev(fd, batch)
+        rest = memoryview(b"".join(batch))[written:] if written < sum(map(len, batch)) else b""
+        while rest:
+            rest = rest[os.write(fd, rest) :]
 
 
 def validate(data: Any, schema: dict[str, Any], name: str) -> None:
@@ -403,6 +418,14 @@ def correct_passes(where: Records | Path, passing: frozenset[str]) -> list[str]:
     return [str(corrected[n].get("id")) for n in wrong]
 
 
+def feature_in(where: Records | Path, handoff: Handoff, feature_id: str) -> dict[str, Any] | None:
+    """The entry of `feature_id` in the feature list of `handoff` (the `where` records'), None
+    when it lists none: looked up where the records last saw it, not searched for."""
+    features = (handoff.feature_list or {}).get("features", [])
+    found = _positions(records_of(where), features, frozenset((feature_id,)))
+    return features[found[0]] if found else None
+
+
 def _positions(records: Records, features: list[Any], ids: frozenset[str]) -> list[int]:
     """Where the features `ids` are in `features`, in list order: from where they were last seen
     (`Records.positions`, each checked), the list read again only when one has moved."""
@@ -420,37 +443,42 @@ def _id_at(features: list[Any], n: int) -> Any:
     return feature.get("id") if isinstance(feature, dict) else None
 
 
-def _features_text(records: Records, before: list[Any], version: dict[str, Any], changed: list[int]) -> bytes:
-    """`to_text` of the feature list `version`, encoded, which differs from the list `before` at
-    the positions `changed` alone: when `before` is the list written last (`Records.lines` keeps
-    its lines, encoded), only those are encoded again, and the file is joined once."""
+def _features_text(
+    records: Records, before: list[Any], version: dict[str, Any], changed: list[int]
+) -> list[bytes]:
+    """`to_text` of the feature list `version`, encoded, in pieces, which differs from the list
+    `before` at the positions `changed` alone: when `before` is the list written last
+    (`Records.lines` keeps its lines, encoded), only those are encoded again; the pieces are
+    written as they are (never joined into one copy of a list that grows with the project)."""
     features = version["features"]
     written, lines = records.lines
+    last = len(features) - 1
     if written is before and len(lines) == len(features):
         lines = list(lines)
         for n in changed:
-            lines[n] = _line(features[n])
+            lines[n] = _line(features[n], n == last)
     else:
-        lines = [_line(feature) for feature in features]
+        lines = [_line(feature, n == last) for n, feature in enumerate(features)]
     records.lines = (features, lines)
     if not lines:
-        return to_text(version).encode("utf-8")
-    return text_around(version, "features", b"[\n", b",\n".join(lines), b"\n  ]")
+        return [to_text(version).encode("utf-8")]
+    return text_around(version, "features", b"[\n", *lines, b"\n  ]")
 
 
-def text_around(data: dict[str, Any], key: str, *inner: bytes) -> bytes:
-    """`to_text(data)` encoded, the value of `key` being the JSON pieces `inner` (already encoded
-    and kept by the caller: a long value is copied once, into the file's bytes)."""
+def text_around(data: dict[str, Any], key: str, *inner: bytes) -> list[bytes]:
+    """`to_text(data)` encoded, in pieces, the value of `key` being the JSON pieces `inner`
+    (already encoded and kept by the caller: a long value is not copied)."""
     head, tail = to_text({k: _HOLE if k == key else v for k, v in data.items()}).split(_HOLE, 1)
-    return b"".join((head.encode("utf-8"), *inner, tail.encode("utf-8")))
+    return [head.encode("utf-8"), *inner, tail.encode("utf-8")]
 
 
 _HOLE = Encoded("\0value\0")
 """Where `text_around` puts the value (JSON text never holds a NUL)."""
 
 
-def _line(feature: Any) -> bytes:
-    return f"    {json.dumps(feature, ensure_ascii=False)}".encode()
+def _line(feature: Any, last: bool) -> bytes:
+    """A feature's line in the list, with the comma that separates it from the next."""
+    return f"    {json.dumps(feature, ensure_ascii=False)}{'' if last else ',' + chr(10)}".encode()
 
 
 def snapshot(where: Records | Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) -> None:
