@@ -414,7 +414,7 @@ def correct_passes(where: Records | Path, passing: frozenset[str]) -> list[str]:
         path, _features_text(records, features, version, wrong), durable=False
     )
     flipped = {str(corrected[n]["id"]) for n in wrong}
-    remember(records, path, version, passing=frozenset(had ^ flipped))
+    remember(records, path, version, passing=passing if flipped == differ else frozenset(had ^ flipped))
     return [str(corrected[n].get("id")) for n in wrong]
 
 
