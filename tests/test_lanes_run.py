@@ -160,6 +160,53 @@ def test_a_landing_the_schedule_never_saved_is_dropped_and_its_review_approves_i
     assert Queue(Records(project)).pending() == []
 
 
+class ReviewsLate(InProcessRobotRunner):
+    """The robot, whose REVIEW of `late` waits (inside its session) until the `others` landed."""
+
+    def __init__(self, scenario: Scenario, project: Path, late: str, others: set[str]) -> None:
+        super().__init__(scenario)
+        self.project, self.late, self.others = project, late, others
+
+    async def run(self, request: SessionRequest) -> SessionResult:
+        work = request.plan.work
+        if request.plan.role is T.REVIEW and work is not None and work.feature_id == self.late:
+            await anyio.to_thread.run_sync(self._others_landed)
+        return await super().run(request)
+
+    def _others_landed(self) -> None:
+        for _ in range(400):
+            log = events.read(events.log_path(self.project))
+            if self.others <= {e.get("feature") for e in log if e["kind"] == "merge_verified"}:
+                return
+            threading.Event().wait(0.05)
+
+
+def test_each_landing_runs_the_tests_once_the_queue_s_when_main_moved_under_the_review(
+    tmp_path: Path,
+) -> None:
+    """F001's REVIEW runs alone: its lane tests its merge, which lands as it is. F002..F004 are
+    reviewed side by side (F004's REVIEW waits for the other two to land): each lane leaves the
+    gates to the queue, which runs them once on what it lands (a REVIEW's own merge, or its own)."""
+    project = new_project(tmp_path)
+    runner = ReviewsLate(Scenario.from_json(FOUR), project, "F004", {"F002", "F003"})
+    lines: list[str] = []
+    report = Lanes(project, CFG, runner, 3, echo=lines.append).run()
+    assert report.run.status == "done" and sorted(report.landed) == ["F001", "F002", "F003", "F004"]
+    log = events.read(events.log_path(project))
+    on_main = Counter(e["feature"] for e in log if e["kind"] == "gates_ran" and e["where"] == "main")
+    assert on_main == Counter({"F001": 1, "F002": 1, "F003": 1, "F004": 1})
+    queue = {
+        e["feature"] for e in log if e["kind"] == "gates_ran" and e["where"] == "main" and "session" not in e
+    }
+    assert queue == {"F002", "F003", "F004"}  # REVIEWs side by side: the queue tests what lands, once
+    assert sum("its gates run once, in the merge queue" in line for line in lines) == 3
+    landed = {e["feature"]: e["tests"] for e in log if e["kind"] == "merge_verified"}
+    assert landed == {
+        "F001": "passed on the review's merge",
+        **dict.fromkeys(("F002", "F003", "F004"), "passed"),
+    }
+
+
 def _merges(project: Path) -> list[str]:
     import subprocess
 

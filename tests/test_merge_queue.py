@@ -89,6 +89,33 @@ def test_the_review_s_own_merge_lands_as_it_is_while_main_has_not_moved(project:
     assert isinstance(result, Landed) and not result.reviewed and result.commit != reviewed
 
 
+def test_a_review_s_merge_its_lane_left_untested_is_tested_by_the_queue_once_and_red_stays_off(
+    project: Path,
+) -> None:
+    """Its lane expected `main` to move first and left the gates to the queue; `main` did not
+    move: the queue runs them on that merge (once) and lands it on green; on red `main` stays
+    where it was and the merge is kept under refs/scheduler/red/."""
+    repo = safe_git.open(project)
+    base = sh(project, "git rev-parse main")
+    sh(project, "git checkout -q -b lane main && git merge -q --no-ff feature/F001 -m 'Merge feature/F001'")
+    reviewed = sh(project, "git rev-parse HEAD")
+    sh(project, "git checkout -q main")
+    untested = dataclasses.replace(landing(project, "F001"), merge=reviewed, merge_tested=False)
+
+    def red(commit: str) -> tuple[bool, str]:
+        calls.append(commit)
+        return False, "1 failed"
+
+    calls: list[str] = []
+    assert land(repo, untested, red) == Red(reviewed, "1 failed") and calls == [reviewed]
+    assert sh(project, "git rev-parse main") == base
+    assert sh(project, f"git rev-parse refs/scheduler/red/F001/{reviewed[:12]}") == reviewed
+    calls.clear()
+    result = land(repo, untested, green(calls))  # type: ignore[arg-type]
+    assert result == Landed(reviewed, reviewed=True) and calls == [reviewed]
+    assert sh(project, "git rev-parse main") == reviewed
+
+
 def test_work_already_on_main_is_never_merged_twice(project: Path) -> None:
     repo = safe_git.open(project)
     first = land(repo, landing(project, "F001"), None)

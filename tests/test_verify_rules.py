@@ -91,9 +91,9 @@ class World:
     def mark_passing(self, *ids: str) -> None:
         self.write("feature_list.json", features(*ids, steps=self.steps, category=self.category))
 
-    def verify(self, config: AgentConfig = CFG, folder: Path | None = None) -> Outcome:
+    def verify(self, config: AgentConfig = CFG, folder: Path | None = None, **more: Any) -> Outcome:
         return verify_session(
-            self.project, self.repo, self.state, self.pre, config, self.lines.append, folder=folder
+            self.project, self.repo, self.state, self.pre, config, self.lines.append, folder=folder, **more
         )
 
     def head(self, branch: str) -> str | None:
@@ -589,6 +589,25 @@ def test_review_pass_whose_tests_fail_on_main_is_undone(tmp_path: Path) -> None:
     assert handoff.passing() == frozenset({"F002"})
     assert world.sh("git rev-parse refs/scheduler/undone/session-4/main").strip() == merged
     assert world.lines == ["  undo: merge reverted, tests fail on main; PASS counts as REQUEST_CHANGES"]
+
+
+def test_review_pass_the_queue_tests_runs_no_gate_on_its_own_merge(tmp_path: Path) -> None:
+    """`main` will move before the work lands: the queue tests what it lands, so the REVIEW's
+    merge is not tested here too (one test run per landing): even red tests pass here."""
+    world = start(tmp_path, T.REVIEW, feature("F001"))
+    world.sh(
+        "git checkout -q feature/F001 && printf 'exit 1\\n' > init.sh && git commit -qam 'break the tests'"
+    )
+    world.pre = capture(world.project, world.repo, world.state, world.project / ".agent_logs" / "pre2")
+    merge(world)
+    world.add_review("PASS")
+    world.mark_passing("F001")
+    outcome = world.verify(queue_tests=True)
+    assert outcome == Outcome(T.REVIEW, True, verdict="PASS", review_id=2, passing=frozenset({"F001"}))
+    assert world.lines == [
+        "  verified: the merge; its gates run once, in the merge queue (`main` may move first)"
+    ]
+    assert world.verify().verdict == "REQUEST_CHANGES"  # without the queue's test: its own, red
 
 
 def test_review_pass_without_a_test_command_trusts_the_merge(tmp_path: Path) -> None:

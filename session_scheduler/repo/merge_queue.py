@@ -51,8 +51,11 @@ class Landing:
     review_id: int
     queued_at: float
     merge: str | None = None
-    """The REVIEW's own merge of the tip onto the `main` its lane synced to, verified in its lane
-    (tests included), fetched into the project: it lands as it is while `main` has not moved."""
+    """The REVIEW's own merge of the tip onto the `main` its lane synced to, verified in its lane,
+    fetched into the project: it lands as it is while `main` has not moved."""
+    merge_tested: bool = True
+    """Its lane ran the gates on that merge; False: it left them to the queue (it expected `main`
+    to move first), which runs them on the merge it lands, that one or its own."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,8 @@ class Landed:
     again: bool = False
     """The tip was on `main` already: nothing was merged (never twice)."""
     reviewed: bool = False
-    """The REVIEW's own verified merge landed as it is (`main` had not moved): no second test run."""
+    """The REVIEW's own verified merge landed as it is (`main` had not moved): tested once, by its
+    lane or (`Landing.merge_tested` False) by the queue."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,10 @@ def land(
         if not reviewed and gitops.is_ancestor(repo, landing.tip, main):  # landed before a kill
             return Landed(main, again=True)
         if reviewed and landing.merge is not None:
+            if not landing.merge_tested and tests is not None:  # the one test run on its way
+                passed, output = tests(landing.merge)
+                if not passed:
+                    return _red(repo, landing, landing.merge, output)
             with guard or contextlib.nullcontext():
                 try:
                     repo.git.update_ref(ref, landing.merge, main)
@@ -123,10 +131,7 @@ def land(
         if tests is not None:
             passed, output = tests(commit)
             if not passed:
-                gitops.keep_ref(
-                    repo, f"red/{re.sub(r'[^A-Za-z0-9._-]+', '-', landing.feature)}/{commit[:12]}", commit
-                )
-                return Red(commit, output)
+                return _red(repo, landing, commit, output)
         with guard or contextlib.nullcontext():
             try:
                 repo.git.update_ref(ref, commit, main)  # only from the `main` it was merged onto
@@ -138,6 +143,12 @@ def land(
         f"`{onto}` kept moving while {landing.branch} was landed ({RETRIES} tries); "
         "stop what else writes to the repository and run the same command again"
     )
+
+
+def _red(repo: git.Repo, landing: Landing, commit: str, output: str) -> Red:
+    """The merge `commit` of `landing`, red: kept under refs/scheduler/red/ (nothing lost)."""
+    gitops.keep_ref(repo, f"red/{re.sub(r'[^A-Za-z0-9._-]+', '-', landing.feature)}/{commit[:12]}", commit)
+    return Red(commit, output)
 
 
 def merged_tree(repo: git.Repo, main: str, tip: str) -> str | Conflict:

@@ -722,6 +722,12 @@ class Lanes:
         if cut is not None:
             self._cut(lane, number, state, plan, result, cut)
             return
+        with self.lock:  # `main` will move before its merge lands: work ahead of it, or another REVIEW
+            moves = role is T.REVIEW and (
+                bool(self.schedule.backlog.landing)
+                or gitops.head(repo, self.trunk) != pre.main
+                or any(other.role is T.REVIEW for n, other in enumerate(self.schedule.lanes) if n != lane)
+            )
         listed = workdir / FEATURES_FILE
         if role is T.INITIALIZER and listed.is_file() and not listed.is_symlink():  # written, not sent
             progress.atomic_write_bytes(outbox.path(FEATURES_FILE), progress.read_regular(listed))
@@ -734,6 +740,7 @@ class Lanes:
             lambda line: self._say(lane, line),
             folder=folder.path,
             existing=initializer_form(state, self._planner.adopted.files > 0) == "existing",
+            queue_tests=moves,  # else the queue tests its own merge: one test run per landing
         )
         classified = judged(result, outcome)
         crashpoints.reached("verified")
@@ -775,7 +782,7 @@ class Lanes:
                 self.schedule, events = transition_lane(self.schedule, lane, outcome, self.config)
                 self.outages, self.outage_since = 0, None
             for event in events:
-                self._act(repo, lane, event, number, outcome.review_id or 0, clone)
+                self._act(repo, lane, event, number, outcome.review_id or 0, clone, tested=not moves)
                 if isinstance(event, GaveUp) and event.role is T.INITIALIZER:  # an extension's: no halt
                     self.unplanned = event.reason
             crashpoints.reached("transitioned")
@@ -1046,9 +1053,12 @@ class Lanes:
         number: int,
         review_id: int = 0,
         clone: git.Repo | None = None,
+        *,
+        tested: bool = True,
     ) -> None:
         """What the authority does about one event (under the lock); `review_id`: the review that
-        approved work (an `Approved` event's); `clone`: the lane's, opened (else opened here)."""
+        approved work (an `Approved` event's); `clone`: the lane's, opened (else opened here);
+        `tested`: its verification ran the gates on the REVIEW's merge (else the queue runs them)."""
         if isinstance(event, Approved):
             tip = gitops.head(repo, event.work.branch)
             assert tip is not None, f"the approved {event.work.branch} is missing"
@@ -1063,7 +1073,9 @@ class Lanes:
                 if lane is not None
                 else None
             )
-            self.queue.add(Landing(name, event.work.branch, tip, lane or 0, review_id, time.time(), merge))
+            self.queue.add(
+                Landing(name, event.work.branch, tip, lane or 0, review_id, time.time(), merge, tested)
+            )
             self._say(lane, f"{event.work.branch} approved: queued to land on {self.trunk}")
         elif isinstance(event, Rejected):
             tip = gitops.head(repo, event.work.branch)
@@ -1133,7 +1145,7 @@ class Lanes:
                             "not configured"
                             if tests is None
                             else "passed on the review's merge"
-                            if verdict.reviewed
+                            if verdict.reviewed and landing.merge_tested
                             else "passed"
                         ),
                         lane=landing.lane,
