@@ -208,7 +208,6 @@ NAMED_LANE_CASES: dict[str, tuple[str, ...]] = {
     "lanes event_half_written#28": ("event_half_written#28",),
     "lanes queue_landed#1": ("queue_landed#1",),
     "lanes queue_landed#2": ("queue_landed#2",),
-    "lanes merge_tested#2": ("merge_tested#2",),
     "lanes repo_opened": ("repo_opened",),
     "lanes twice": ("cli_message#110", "queue_landed#1"),
 }
