@@ -84,7 +84,7 @@ class Result:
     """Landings with no run (`main` had not moved since their REVIEW started)."""
     sent_back: int
     waited_s: float
-    """Lane time spent waiting for approved work to land (or come back)."""
+    """Lane time with no session: waiting for its approved work to land, or with nothing to take."""
     unfinished: int
     """Features begun and not landed when the window closed (in a lane, the queue, or sent back)."""
     untouched: int
@@ -120,8 +120,8 @@ class _Night:
     events: list[tuple[float, int, int]] = field(default_factory=list)
     """(time, order, lane): a lane's session ends; lane -1: the queue's test run ends."""
     order: int = 0
-    running: dict[int, float] = field(default_factory=dict)
-    """Lane -> when its session started."""
+    running: set[int] = field(default_factory=set)
+    """The lanes whose session runs."""
     synced: dict[int, int] = field(default_factory=dict)
     queue: list[Waiting] = field(default_factory=list)
     step: batching.Step | None = None
@@ -147,7 +147,7 @@ class _Night:
                 mean = {T.IMPLEMENT: self.model.implement_s, T.REVIEW: self.model.review_s}.get(
                     lane.role, self.model.fix_s
                 )
-                self.running[n] = self.now
+                self.running.add(n)
                 if lane.role is T.REVIEW:
                     self.synced[n] = self.main
                 self.at(mean * self.rng.uniform(1 - self.model.spread, 1 + self.model.spread), n)
@@ -156,7 +156,7 @@ class _Night:
 
     def session_ended(self, n: int) -> None:
         role = self.schedule.lanes[n].role
-        del self.running[n]
+        self.running.remove(n)
         said: Verdict | None = "PASS" if role is T.REVIEW else None
         outcome = Outcome(role, ok=True, verdict=said, passing=self.schedule.backlog.passing, review_id=1)
         self.schedule, events = transition_lane(self.schedule, n, outcome, self.config)
@@ -255,8 +255,8 @@ def simulate(model: Model, rng: random.Random) -> Result:
 def table(results: list[tuple[Result, Result]]) -> str:
     """One row per lane count and suite: one at a time, then batched."""
     lines = [
-        "| lanes | suite | one at a time: features/h | queue busy | lanes waiting | "
-        "batched (cap 8): features/h | queue busy | lanes waiting | runs per landing |",
+        "| lanes | suite | one at a time: features/h | queue busy | lanes idle | "
+        "batched (cap 8): features/h | queue busy | lanes idle | runs per landing |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for one, batched in results:
@@ -271,7 +271,7 @@ def table(results: list[tuple[Result, Result]]) -> str:
 
 
 def waiting(result: Result) -> float:
-    """The lanes' share of the night spent waiting for their work to land."""
+    """The lanes' share of the night with no session (`Result.waited_s`)."""
     return result.waited_s / (result.model.lanes * result.elapsed_s) if result.elapsed_s else 0.0
 
 
