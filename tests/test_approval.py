@@ -333,7 +333,7 @@ def test_approve_merges_the_review_branch_onto_the_person_s_branch_and_records_i
     said = approve(done)
     tip = done.tip()
     assert git(done.project, "rev-parse", f"{tip}^1", f"{tip}^2").splitlines() == [done.develop, review_tip]
-    assert said == f"approved F001, F002: on develop at {tip[:10]}"
+    assert said == f"approved F001, F002: on develop at {tip[:10]}; no gate configured"
     assert approval.approvals(done.project) == {"F001": tip, "F002": tip}
     (event,) = kinds(done.project, "approved")
     assert (event["features"], event["onto"], event["commit"]) == (["F001", "F002"], "develop", tip)
@@ -445,7 +445,7 @@ def test_approve_refuses_a_change_that_conflicts_with_the_person_s_branch(
     git(done.project, "add", "F001.txt")
     git(done.project, "commit", "-qm", "mine")
     mine = done.tip()
-    with pytest.raises(GitError) as refused:
+    with pytest.raises(BadInput) as refused:
         approve(done, *named)
     assert "F001.txt" in one_line(refused)
     assert done.tip() == mine and not (done.project / approval.APPROVALS).exists()
@@ -687,7 +687,7 @@ def test_a_skeleton_that_conflicts_with_the_person_s_branch_is_refused_in_one_li
     git(done.project, "add", "app_spec.txt")
     git(done.project, "commit", "-qm", "mine")
     before = git(done.project, "rev-parse", "develop")
-    with pytest.raises(GitError) as refused:
+    with pytest.raises(BadInput) as refused:
         approve(done, "F001")
     assert "the project's skeleton" in one_line(refused) and "app_spec.txt" in one_line(refused)
     assert git(done.project, "rev-parse", "develop") == before

@@ -411,6 +411,9 @@ def test_markdown_keeps_code_spans_and_escapes_what_is_not_one(tmp_path: Path) -
     assert _md("`add TITLE [--due DATE]` adds a task") == "`add TITLE [--due DATE]` adds a task"
     assert _md("`a|b` and [x]") == r"`a\|b` and \[x\]"
     assert _md("a stray ` backtick <b>") == r"a stray \` backtick \<b\>"
+    from session_scheduler.view.markup import md
+
+    assert md("`list | grep Eggs` | x", cell=False) == r"`list | grep Eggs` \| x"  # a list item: kept
 
 
 def test_status_lists_roles_in_one_order_whatever_ended_first(tmp_path: Path) -> None:

@@ -162,3 +162,23 @@ def test_a_review_project_before_its_branch_is_named(tmp_path: Path) -> None:
     shown: dict[str, Any] | None = digest.digest_of(project)
     assert shown is not None and shown["lands_on"] == "a review branch" and shown["your_branch"] == "main"
     assert shown["run"] is None and shown["landed"] == [] and shown["cost_usd"] == 0
+
+
+def test_what_the_person_sent_back_is_said_until_it_lands_again(tmp_path: Path) -> None:
+    from session_scheduler.repo import landing as landing_module
+
+    project = main_project(tmp_path)
+    log = started(project, "run-1")
+    for feature in ("F001", "F002", "F003"):
+        landed(log, feature)
+    for feature in ("F002", "F003"):
+        log.emit(
+            "sent_back", feature=feature, branch=f"feature/{feature}", why=landing_module.PERSON, review_id=7
+        )
+    log.emit("sent_back", feature="F001", branch="feature/F001", why="conflict", review_id=8)
+    shown = digest.digest_of(project)
+    assert shown is not None and shown["landed"] == ["F001"] and shown["sent_back"] == ["F002", "F003"]
+    assert "  sent back by you: F002, F003 (the next run's FIX answers your words)" in digest.lines(shown)
+    landed(started(project, "run-2"), "F002")  # fixed and landed again: no longer sent back
+    shown = digest.digest_of(project)
+    assert shown is not None and shown["landed"] == ["F002"] and shown["sent_back"] == ["F003"]

@@ -198,6 +198,26 @@ def test_work_the_queue_sends_back_is_fixed_by_the_next_free_lane() -> None:
         landed(schedule, feature("F001"), CFG)
 
 
+def test_work_sent_back_while_no_lane_is_free_waits_for_one_even_past_an_approval() -> None:
+    """A lane whose REVIEW passes waits for its work to land: the transition's choice of its next
+    work is not kept, and neither is its taking of work sent back meanwhile, which stays for the
+    lane free next (it used to be dropped there, and the feature built again from scratch)."""
+    schedule = listed(2)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)  # F001 to its REVIEW
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)  # F002 to its REVIEW
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
+    schedule, _ = landed(schedule, feature("F001"), CFG)
+    schedule = replace(schedule, lanes=(Lane(T.IMPLEMENT, feature("F003")), schedule.lanes[1]))
+    sent = replace(schedule.backlog, returned=((feature("F004"), 12),))  # the person sent it back
+    schedule = replace(schedule, backlog=sent)
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), CFG)  # lane 1 waits for F002
+    assert schedule.lanes[1] == Lane(T.WAIT, feature("F002"))
+    assert schedule.backlog.returned == ((feature("F004"), 12),)
+    schedule, _ = landed(schedule, feature("F002"), CFG)  # F002 landed: lane 1 is free, and fixes F004
+    assert schedule.lanes[1] == Lane(T.FIX, feature("F004"), fix_rounds=1, open_review=12)
+    assert schedule.backlog.returned == ()
+
+
 def test_a_conflict_sends_work_back_without_counting_a_rejection() -> None:
     schedule = listed(2, {})
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
@@ -403,6 +423,10 @@ def test_no_feature_is_ever_held_twice_and_every_run_settles(
         moved = _advance(schedule, move, cfg)
         if moved is None:
             break
+        for work, review in schedule.backlog.returned:  # sent-back work leaves only to a lane's FIX
+            if (work, review) not in moved.backlog.returned:
+                fixing = Lane(T.FIX, work, fix_rounds=1, open_review=review)
+                assert fixing in moved.lanes or work.feature_id in moved.backlog.blocked
         schedule = moved
     for _ in range(300):
         check(schedule)

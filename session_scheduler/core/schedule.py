@@ -146,7 +146,9 @@ def transition_lane(
     if schedule.queued:
         events = tuple(Approved(e.work) if isinstance(e, Merged) else e for e in events)
         if _approves(view.lane.role, outcome) and work is not None:  # its next work starts on it
-            state = replace(state, lane=Lane(T.WAIT, work))
+            # (and what the transition chose for it next stays for whoever takes it: sent-back work, a plan)
+            backlog = replace(state.backlog, returned=view.backlog.returned, to_plan=view.backlog.to_plan)
+            state = replace(state, lane=Lane(T.WAIT, work), backlog=backlog)
     after = _apply(schedule, lane, state)
     if state.lane.role is T.HALTED:
         return replace(after, lanes=tuple(Lane(T.HALTED) for _ in after.lanes)), events

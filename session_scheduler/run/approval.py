@@ -167,7 +167,7 @@ def _release(
         tests = gating.landing_tests(keeper, repo, gitops.head(repo, trunk), trunk, record, say)
         verdict = merge_queue.land(repo, entry, tests, onto=trunk)
         if isinstance(verdict, merge_queue.Conflict):
-            raise GitError(
+            raise BadInput(
                 f"{feature} conflicts with {trunk} in {', '.join(verdict.files)}; nothing of it moved. "
                 f'`send-back {feature} --why "merge {trunk} and resolve"` has a FIX do it'
             )
@@ -235,10 +235,13 @@ def _approve_review(
     _refuse_dirty(repo, target, "approve")
     keeper = gating.Gatekeeper.of(config)
 
+    ran: list[str] = []
+
     def record(results: tuple[Any, ...]) -> None:
         gating.gated(log, results, target, feature=None, lane=None)
+        ran.extend(r.name for r in results)
 
-    tests = gating.landing_tests(keeper, repo, before, target, record, say)
+    tests = gating.landing_tests(keeper, repo, before, target, record, say, gitops.head(repo, trunk))
     spec = _spec_in_the_way(project, repo, target, trunk)
     try:
         commit = _land_chosen(repo, trunk, target, chosen, landed, tests, project, named)
@@ -248,7 +251,8 @@ def _approve_review(
             progress.atomic_write_bytes(project / SPEC_NAME, spec)
     record_approval(project, chosen, commit)
     log.emit("approved", features=chosen, onto=target, commit=commit)
-    return f"approved {', '.join(chosen)}: on {target} at {commit[:10]}"
+    gates = f"; the gates passed there ({', '.join(dict.fromkeys(ran))})" if ran else "; no gate configured"
+    return f"approved {', '.join(chosen)}: on {target} at {commit[:10]}{gates}"
 
 
 def _spec_in_the_way(project: Path, repo: git.Repo, target: str, trunk: str) -> bytes | None:
@@ -291,7 +295,7 @@ def _land_chosen(
             iter(landed.values())
         )  # what the review branch held before any feature: the spec, the skeleton
         commit = _apply_each(
-            repo, first.base, [landed[f] for f in chosen], target, tests, descriptions(project)
+            repo, first.base, [landed[f] for f in chosen], target, tests, descriptions(project), landed
         )
     else:
         tip = gitops.head(repo, trunk)
@@ -303,7 +307,7 @@ def _land_chosen(
             onto=target,
         )
         if isinstance(verdict, merge_queue.Conflict):
-            raise GitError(
+            raise BadInput(
                 f"{trunk} conflicts with your branch {target} in {', '.join(verdict.files)}; nothing moved. Merge "
                 f"by hand: `git checkout {trunk} && git merge {target}`, resolve, commit, `git checkout {target}`, "
                 "then approve again"
@@ -324,19 +328,21 @@ def _apply_each(
     target: str,
     tests: merge_queue.Tests | None,
     descriptions: dict[str, str],
+    placed: dict[str, landing.Placed],
 ) -> str:
     """Each chosen feature's change (what its landing added to the review branch) applied on
     top of `target` in turn, one commit each, after the review branch's `foundation` (what it
     held before its first feature: the spec and the project's skeleton, which every feature
     builds on) is merged when `target` lacks it; the gates run once on the last; `target` moves
-    only after they pass (from the commit it was at)."""
+    only after they pass (from the commit it was at). `placed`: every feature on the review
+    branch, in landing order (what a conflict's advice names)."""
     before = gitops.head(repo, target)
     assert before is not None
     tip = before
     if not gitops.is_ancestor(repo, foundation, tip):
         merged = merge_queue.merged_tree(repo, tip, foundation)
         if isinstance(merged, merge_queue.Conflict):
-            raise GitError(
+            raise BadInput(
                 f"the project's skeleton (what the review branch held before its first feature) conflicts with "
                 f"your branch {target} in {', '.join(merged.files)}; merge {foundation[:10]} into {target} by hand, "
                 "then approve again"
@@ -346,9 +352,18 @@ def _apply_each(
     for item in chosen:
         tree = three_way(repo, item.base, tip, item.merge)
         if isinstance(tree, tuple):
-            raise GitError(
-                f"{item.feature} does not apply to your branch {target}: it conflicts in {', '.join(tree)}; "
-                "approve it with the features it builds on, or merge by hand"
+            picked = {c.feature for c in chosen}
+            earlier = list(placed)[: list(placed).index(item.feature)] if item.feature in placed else []
+            missing = _touching(repo, [placed[f] for f in earlier if f not in picked], tree)
+            raise BadInput(
+                f"{item.feature} does not apply to your branch {target} alone: it conflicts in {', '.join(tree)}"
+                + (
+                    f", which {', '.join(missing)} changed before it; approve "
+                    f"{'it' if len(missing) == 1 else 'them'} with it (`approve {' '.join(sorted({*picked, *missing}))}`)"
+                    if missing
+                    else ""
+                )
+                + ", approve everything (`approve`), or merge by hand; nothing moved"
             )
         message = f"{item.feature}: {descriptions.get(item.feature, 'approved')}\n\nApproved from {item.merge[:10]}."
         tip = str(repo.git.commit_tree(tree, "-p", tip, "-m", message)).strip()
@@ -364,6 +379,16 @@ def _apply_each(
     except git.GitCommandError:
         raise GitError(f"{target} moved while approving; run approve again") from None
     return tip
+
+
+def _touching(repo: git.Repo, items: list[landing.Placed], paths: tuple[str, ...]) -> list[str]:
+    """The features of `items` whose landing changed any of `paths`, in their order."""
+    wanted = set(paths)
+    return [
+        item.feature
+        for item in items
+        if wanted & {c.path for c in gitops.changes(repo, item.base, item.merge)}
+    ]
 
 
 def three_way(repo: git.Repo, base: str, ours: str, theirs: str) -> str | tuple[str, ...]:
@@ -412,7 +437,13 @@ def send_back(project: Path, config: AgentConfig, feature: str, why: str, log: E
     assert tip is not None
     undone = three_way(repo, item.merge, tip, item.base)
     if isinstance(undone, tuple):
-        raise GitError(f"{feature} cannot be taken off {trunk} alone: later work changed {', '.join(undone)}")
+        after = list(landed)[list(landed).index(feature) + 1 :]
+        them = _touching(repo, [landed[f] for f in after], undone) or after
+        raise BadInput(
+            f"{feature} cannot be taken off {trunk} alone: {', '.join(them)} changed {', '.join(undone)} after it; "
+            f"send {'it' if len(them) == 1 else 'them'} back first (`send-back {them[-1]} --why ...`, the last "
+            f"first), or approve and fix it on your branch; nothing moved"
+        )
     revert = str(repo.git.commit_tree(undone, "-p", tip, "-m", f"Send back {feature}: {words[:200]}")).strip()
     again = three_way(repo, item.base, revert, item.merge)
     assert not isinstance(again, tuple), "a change taken off applies again on top"

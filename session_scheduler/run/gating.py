@@ -142,11 +142,15 @@ def landing_tests(
     where: str,
     record: Callable[[tuple[GateResult, ...]], None],
     say: Callable[[str], None],
+    planned_at: str | None = None,
 ) -> Callable[[str], tuple[bool, str]] | None:
     """The gates run on a merge onto `where` (the branch work lands on, or the person's when they
     approve) whose tip is `base`: (passed, what failed) for a commit; None when no gate would run.
-    `record`: each check's results (an event); a gate red on `base` too is excused, in a line."""
-    check = keeper.plan(repo, base, branch=False) if base is not None else None
+    `record`: each check's results (an event); a gate red on `base` too is excused, in a line.
+    `planned_at`: the commit whose files say which gates run (default `base`; an approval's is
+    the review branch, which holds the app the person's branch does not have yet)."""
+    at = planned_at or base
+    check = keeper.plan(repo, at, branch=False) if base is not None and at is not None else None
     if base is None or check is None:
         return None
 

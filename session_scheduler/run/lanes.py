@@ -872,7 +872,7 @@ class Lanes:
                     if added
                     else "  planned no new feature: the spec's change asks for nothing new"
                 )
-        where = "main" if role is T.REVIEW else "branch"  # the REVIEW's merge onto main, in its clone
+        where = self.trunk if role is T.REVIEW else "branch"  # the REVIEW's merge (onto its clone's `main`)
         gated(
             self.events,
             outcome.gates,
@@ -1213,13 +1213,18 @@ class Lanes:
                 gated(
                     self.events,
                     results,
-                    "main",
+                    self.trunk,
                     feature=_work_of(landing.branch).feature_id,
                     lane=landing.lane,
                 )
 
         return gating.landing_tests(
-            keeper, repo, gitops.head(repo, self.trunk), "main", record, lambda line: self._say(None, line)
+            keeper,
+            repo,
+            gitops.head(repo, self.trunk),
+            self.trunk,
+            record,
+            lambda line: self._say(None, line),
         )
 
     def _scheduler_review(self, work: WorkItem, verdict: Conflict | Red) -> int:

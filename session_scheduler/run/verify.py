@@ -16,7 +16,7 @@ from typing import Any
 import git
 
 from session_scheduler.core import acceptance
-from session_scheduler.core.config import AgentConfig, SessionType
+from session_scheduler.core.config import AgentConfig, SessionType, trunk_of
 from session_scheduler.core.errors import SpecError, StateError
 from session_scheduler.core.features import depends_of
 from session_scheduler.core.gates import GateResult, finding
@@ -252,6 +252,11 @@ class Ran:
         return self.state.lane.role
 
     @property
+    def trunk(self) -> str:
+        """The branch work lands on, as the person calls it (every clone calls it `main`)."""
+        return trunk_of(self.config) if self.config.land_on == "main" or self.config.review_branch else "main"
+
+    @property
     def work(self) -> WorkItem:
         work = self.state.lane.work
         if work is None:
@@ -395,7 +400,7 @@ def _gated(ran: Ran) -> Outcome:
     results = ran.gatekeeper.check(ran.repo, tip, check)
     failed, excused = gating.held(ran.gatekeeper, ran.repo, ran.pre.main, check, results)
     if excused:
-        ran.echo(gating.excused_line(excused, "main"))
+        ran.echo(gating.excused_line(excused, ran.trunk))
     if not failed:
         ran.echo(f"  verified: the gates pass on {branch} ({gating.names(results)})")
         return ran.outcome(gates=results)
@@ -476,17 +481,17 @@ def _review(ran: Ran) -> Outcome:
     crashpoints.reached("merge_tested")
     failed, excused = gating.held(ran.gatekeeper, ran.repo, ran.pre.main, check, results)
     if excused:
-        ran.echo(gating.excused_line(excused, "main"))
+        ran.echo(gating.excused_line(excused, ran.trunk))
     if failed:
         return _undo_failed_merge(ran, main, review_id, failed, results)
-    ran.echo(f"  verified: {_passed(check)}")
+    ran.echo(f"  verified: {_passed(check, ran.trunk)}")
     return ran.outcome(verdict="PASS", review_id=review_id, gates=results)
 
 
-def _passed(check: Check) -> str:
+def _passed(check: Check, trunk: str) -> str:
     if check.gates is not None and check.gates.source == "test_command" and check.names == ["tests"]:
-        return f"`{check.gates.gates[0].command}` passes on main"
-    return f"the gates pass on main ({', '.join(check.names)})"
+        return f"`{check.gates.gates[0].command}` passes on {trunk}"
+    return f"the gates pass on {trunk} ({', '.join(check.names)})"
 
 
 def _undo_failed_merge(

@@ -41,6 +41,14 @@ def digest_of(project: Path, log: list[Event] | None = None) -> dict[str, Any] |
             if e["kind"] == "merge_verified" and e.get("feature") and e.get("run") == run
         )
     )
+    back: dict[str, None] = {}  # sent back by the person and not landed again since, in order
+    for event in log:
+        feature = event.get("feature")
+        if event["kind"] == "sent_back" and event.get("why") == landing.PERSON and feature:
+            back[str(feature)] = None
+        elif event["kind"] == "merge_verified" and feature:
+            back.pop(str(feature), None)
+    landed = [f for f in landed if f not in back]
     blocked: dict[str, str] = {}
     for event in log:
         if event["kind"] == "feature_blocked":
@@ -69,6 +77,7 @@ def digest_of(project: Path, log: list[Event] | None = None) -> dict[str, Any] |
                 for f in waiting
             ),
         ],
+        "sent_back": list(back),
         "blocked": [{"feature": f, "why": why} for f, why in blocked.items()],
         "cost_usd": round(ran.cost_usd, 6),
         "run": run,
@@ -105,6 +114,9 @@ def lines(digest: dict[str, Any] | None) -> list[str]:
         out.append(f"  proofs: .agent_logs/{proofs.PROOFS_DIR}/ (one per feature)")
     elif digest["your_branch"]:
         out.append(f"  waiting for you: nothing (your branch {digest['your_branch']} has every feature)")
+    back = digest.get("sent_back") or []
+    if back:
+        out.append(f"  sent back by you: {', '.join(back)} (the next run's FIX answers your words)")
     if digest["blocked"]:
         out.append("  blocked: " + "; ".join(f"{b['feature']} ({b['why']})" for b in digest["blocked"]))
     out.append(f"  cost: {money(digest['cost_usd'])}")

@@ -5,12 +5,16 @@ from __future__ import annotations
 import re
 
 
-def md(text: str) -> str:
+def md(text: str, *, cell: bool = True) -> str:
     """Text that stays text in Markdown: no HTML, no broken table cells. A code span the text
     already has (`add TITLE`) stays a code span (its content is literal in Markdown: only a
-    pipe is escaped there, for the table); everything else is escaped, a stray backtick too."""
+    pipe is escaped there, in a table's `cell`, where it would end the cell; elsewhere the
+    backslash would show); everything else is escaped, a stray backtick too."""
     parts = re.split(r"(`[^`]+`)", " ".join(text.split()))
-    return "".join(part.replace("|", "\\|") if i % 2 else escaped(part) for i, part in enumerate(parts))
+    return "".join(
+        (part.replace("|", "\\|") if cell else part) if i % 2 else escaped(part)
+        for i, part in enumerate(parts)
+    )
 
 
 def escaped(text: str) -> str:

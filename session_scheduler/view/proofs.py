@@ -201,7 +201,7 @@ def _asked(feature_id: str, feature: dict[str, Any] | None, problem: str) -> lis
         "",
         "Acceptance steps:" if steps else "Acceptance steps: none recorded.",
         *([""] if steps else []),
-        *(f"{n}. {md(step)}" for n, step in enumerate(steps, 1)),
+        *(f"{n}. {md(step, cell=False)}" for n, step in enumerate(steps, 1)),
         "",
         f"Depends on: {', '.join(needs) if needs else 'no other feature'}.",
     ]
@@ -226,15 +226,15 @@ def _seen(
     by = f" (session {review.session})" if review.session is not None else ""
     lines = [*head, f"Review #{number}{by} passed it:", ""]
     for s in review.steps:
-        seen = f": {md(cut(s.evidence, TEXT_CHARS))}" if s.evidence else ": no evidence recorded"
+        seen = f": {md(cut(s.evidence, TEXT_CHARS), cell=False)}" if s.evidence else ": no evidence recorded"
         lines.append(
             f"- Step {s.step} {'passed' if s.passed else '**failed**'} "
-            f"({md(evidence_pages.step_text(texts, feature_id, s.step))}){seen}"
+            f"({md(evidence_pages.step_text(texts, feature_id, s.step), cell=False)}){seen}"
             + "".join(_cited(c, root, base) for c in (s.screenshot, s.snapshot) if c is not None)
         )
     graded = {s.step for s in review.steps}
     lines += [
-        f"- Step {n} ({md(step)}): not graded"
+        f"- Step {n} ({md(step, cell=False)}): not graded"
         for n, step in enumerate(texts[feature_id], 1)
         if n not in graded
     ]
@@ -259,11 +259,13 @@ def _rounds(log: list[Event], reviews: list[Finding], fixes: dict[int, list[str]
     for f in reviews:
         by = f"session {sessions[f.review_id][0]}" if f.review_id in sessions else "the scheduler"
         lines.append(f"- **Review #{f.review_id}** ({by}): {md(f.verdict)}")
-        lines += [f"  - {sev}: {md(cut(t, TEXT_CHARS))}" for sev, t in f.issues if sev in SHOWN_FINDINGS]
+        lines += [
+            f"  - {sev}: {md(cut(t, TEXT_CHARS), cell=False)}" for sev, t in f.issues if sev in SHOWN_FINDINGS
+        ]
         minor = sum(sev == "minor" for sev, _ in f.issues)
         lines += [f"  - {plural(minor, 'minor finding')} (not listed)"] if minor else []
         for n in f.fixed_by:
-            done = "; ".join(md(cut(i, TEXT_CHARS)) for i in fixes.get(n, [])) or "no issue named"
+            done = "; ".join(md(cut(i, TEXT_CHARS), cell=False) for i in fixes.get(n, [])) or "no issue named"
             lines.append(f"  - answered by fix #{n}: {done}")
         if not f.fixed_by and f.verdict == "REQUEST_CHANGES":
             lines.append("  - answered by no fix recorded")
