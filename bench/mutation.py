@@ -103,6 +103,7 @@ TARGETS: dict[str, Target] = {
         ("tests/test_growing_rules.py", "tests/test_tasks.py", "tests/test_claims.py"),
         0.85,
     ),
+    "batching": Target(("session_scheduler/core/batching.py",), ("tests/test_batching.py",), 0.85),
     "toolset": Target(
         ("session_scheduler/guard/toolset.py", "session_scheduler/run/showing.py"),
         (

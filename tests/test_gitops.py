@@ -439,3 +439,12 @@ def test_the_first_run_on_main_commits_the_spec_alone_and_sets_nothing_aside(tmp
     assert sh(project, "stash", "list") == "" and (project / ".env").read_text() == "KEY=1\n"
     assert sh(project, "show", "--name-only", "--format=", "main").split() == ["app_spec.txt"]
     assert "A  staged.txt" in sh(project, "status", "--porcelain").splitlines()
+
+
+def test_the_exclude_file_gets_the_scheduler_s_heading_once(project: Path) -> None:
+    repo = safe_git.open(project)
+    gitops.ensure_exclude(repo, ("a.json",))
+    gitops.ensure_exclude(repo, ("a.json", "/b.txt"))
+    gitops.ensure_exclude(repo, ("a.json", "/b.txt"))
+    lines = (project / ".git" / "info" / "exclude").read_text().splitlines()
+    assert lines.count(gitops.EXCLUDE_HEADING) == 1 and lines.count("a.json") == lines.count("/b.txt") == 1

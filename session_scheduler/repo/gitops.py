@@ -228,7 +228,11 @@ def ensure_exclude(repo: git.Repo, names: tuple[str, ...] = EXCLUDED) -> None:
     known = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
     if any(line not in known for line in names):
         extra = [line for line in names if line not in known]
-        exclude.write_text("\n".join([*known, "# the scheduler's files", *extra]) + "\n", encoding="utf-8")
+        head = [] if EXCLUDE_HEADING in known else [EXCLUDE_HEADING]  # once, however often it adds
+        exclude.write_text("\n".join([*known, *head, *extra]) + "\n", encoding="utf-8")
+
+
+EXCLUDE_HEADING = "# the scheduler's files"
 
 
 def commits_after_setup(repo: git.Repo, trunk: str = MAIN) -> int:
