@@ -15,6 +15,7 @@ from helpers import sh
 from session_scheduler.core.evidence import Call
 from session_scheduler.guard import safe_git
 from session_scheduler.store import events
+from session_scheduler.store.progress import ensure_handoff_files
 from session_scheduler.view import proofs
 from session_scheduler.view.project_report import gather, render_html, render_markdown
 
@@ -271,6 +272,32 @@ def test_every_review_round_with_its_findings_and_fix(landed: tuple[Path, str, s
         "- **Review #3** (session 6): PASS",
     ]
     assert "F001 only" not in rounds
+
+
+def test_a_fix_is_told_by_its_session_s_notes_and_commits(landed: tuple[Path, str, str]) -> None:
+    project = landed[0]
+    data = json.loads((project / "reviews.json").read_text())
+    data["fixes"][0]["session_id"] = 5
+    (project / "reviews.json").write_text(json.dumps(data))
+    entry = {
+        "session_id": 5,
+        "agent_type": "FIX",
+        "features_touched": ["F002"],
+        "outcome": "FIXED",
+        "commit_range": {"from": "a" * 40, "to": "b" * 40},
+        "notes": "dropped `import os` | nothing else",
+    }
+    (project / "progress.json").unlink(missing_ok=True)
+    ensure_handoff_files(project, "app")
+    progress = json.loads((project / "progress.json").read_text())
+    progress["sessions"] = [*progress["sessions"], entry]
+    (project / "progress.json").write_text(json.dumps(progress))
+    rounds = _section(_proof(landed), "Review rounds")
+    assert (
+        "  - answered by fix #2 (session 5, commits aaaaaaa..bbbbbbb): dropped `import os` \\| nothing else"
+        in rounds
+    )
+    assert "  - answered by fix #1: tasks kept in localStorage; an empty state" in rounds  # no session
 
 
 def test_the_gates_on_the_branch_and_on_landing(landed: tuple[Path, str, str]) -> None:

@@ -142,28 +142,48 @@ def text(
     return "\n\n".join("\n".join(lines) for lines in sections) + "\n"
 
 
-def _records(project: Path, feature_id: str) -> tuple[dict[str, Any] | None, dict[int, list[str]], str]:
-    """The feature's entry in the feature list, every fix (id -> the issues it fixed, the history's
-    too), and why the feature list cannot be read ('' when it can)."""
+def _records(project: Path, feature_id: str) -> tuple[dict[str, Any] | None, dict[int, str], str]:
+    """The feature's entry in the feature list, every fix (id -> what it did, the history's too),
+    and why the feature list cannot be read ('' when it can)."""
     fixes = handoff_history.read_history(project, "fixes")
+    sessions = handoff_history.read_history(project, "sessions")
     try:
         handoff = load_handoff(project)
     except StateError as exc:
-        return None, _fixes(fixes), f"the hand-off files cannot be read: {exc}"
+        return None, _fixes(fixes, sessions), f"the hand-off files cannot be read: {exc}"
     fixes += handoff.fix_list()
+    sessions += list((handoff.progress or {}).get("sessions", []))
     if handoff.feature_list is None:
-        return None, _fixes(fixes), "feature_list.json is missing"
+        return None, _fixes(fixes, sessions), "feature_list.json is missing"
     entry = next((f for f in handoff.features() if f.get("id") == feature_id), None)
-    return entry, _fixes(fixes), "" if entry else f"{feature_id} is not in feature_list.json"
+    return entry, _fixes(fixes, sessions), "" if entry else f"{feature_id} is not in feature_list.json"
 
 
-def _fixes(entries: list[Any]) -> dict[int, list[str]]:
-    fixed: dict[int, list[str]] = {}
+def _fixes(entries: list[Any], sessions: list[Any]) -> dict[int, str]:
+    """What each fix did, as the line's end after `answered by fix #N`: its session, commits and
+    notes as the session recorded them, else the issues it named."""
+    said = {e.get("session_id"): e for e in sessions if isinstance(e, dict)}
+    fixed: dict[int, str] = {}
     for fix in entries:
         try:
-            fixed[int(fix["fix_id"])] = [str(issue) for issue in fix["issues_fixed"]]
+            number, issues = int(fix["fix_id"]), [str(issue) for issue in fix["issues_fixed"]]
         except (KeyError, TypeError, ValueError):
             continue
+        entry = said.get(fix.get("session_id"))
+        notes = str(entry.get("notes") or "").strip() if isinstance(entry, dict) else ""
+        span = entry.get("commit_range") if isinstance(entry, dict) else None
+        commits = (
+            f"{str(span.get('from'))[:7]}..{str(span.get('to'))[:7]}"
+            if isinstance(span, dict) and span.get("from") and span.get("to")
+            else ""
+        )
+        where = f"session {fix.get('session_id')}" + (f", commits {commits}" if commits else "")
+        what = (
+            md(cut(notes, TEXT_CHARS), cell=False)
+            if notes
+            else "; ".join(md(cut(i, TEXT_CHARS), cell=False) for i in issues)
+        )
+        fixed[number] = (f" ({where})" if fix.get("session_id") else "") + f": {what or 'no issue named'}"
     return fixed
 
 
@@ -251,7 +271,7 @@ def _cited(c: review_evidence.Cited, root: str, base: str) -> str:
     return f"; {c.kind} [{md(c.name)}]({evidence_pages.link(root, c.file, base)})"
 
 
-def _rounds(log: list[Event], reviews: list[Finding], fixes: dict[int, list[str]]) -> list[str]:
+def _rounds(log: list[Event], reviews: list[Finding], fixes: dict[int, str]) -> list[str]:
     lines = ["## Review rounds", ""]
     if not reviews:
         return [*lines, "None recorded."]
@@ -265,8 +285,7 @@ def _rounds(log: list[Event], reviews: list[Finding], fixes: dict[int, list[str]
         minor = sum(sev == "minor" for sev, _ in f.issues)
         lines += [f"  - {plural(minor, 'minor finding')} (not listed)"] if minor else []
         for n in f.fixed_by:
-            done = "; ".join(md(cut(i, TEXT_CHARS), cell=False) for i in fixes.get(n, [])) or "no issue named"
-            lines.append(f"  - answered by fix #{n}: {done}")
+            lines.append(f"  - answered by fix #{n}{fixes.get(n, ': not recorded')}")
         if not f.fixed_by and f.verdict == "REQUEST_CHANGES":
             lines.append("  - answered by no fix recorded")
     return lines
