@@ -51,6 +51,7 @@ TARGETS: dict[str, Target] = {
             "tests/test_progress.py",
             "tests/test_gitops.py",
             "tests/test_growing_rules.py",
+            "tests/test_gating.py",
         ),
         0.90,
     ),
