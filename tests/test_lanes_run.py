@@ -185,8 +185,9 @@ def test_each_landing_runs_the_tests_once_the_queue_s_when_main_moved_under_the_
     tmp_path: Path,
 ) -> None:
     """F001's REVIEW runs alone: its lane tests its merge, which lands as it is. F002..F004 are
-    reviewed side by side (F004's REVIEW waits for the other two to land): each lane leaves the
-    gates to the queue, which runs them once on what it lands (a REVIEW's own merge, or its own)."""
+    reviewed side by side (F004's REVIEW waits for the other two to land): a lane that expects
+    `main` to move first leaves the gates to the queue, which runs them once on what it lands (a
+    REVIEW's own merge, or its own); every feature is tested exactly once on its way."""
     project = new_project(tmp_path)
     runner = ReviewsLate(Scenario.from_json(FOUR), project, "F004", {"F002", "F003"})
     lines: list[str] = []
@@ -198,13 +199,12 @@ def test_each_landing_runs_the_tests_once_the_queue_s_when_main_moved_under_the_
     queue = {
         e["feature"] for e in log if e["kind"] == "gates_ran" and e["where"] == "main" and "session" not in e
     }
-    assert queue == {"F002", "F003", "F004"}  # REVIEWs side by side: the queue tests what lands, once
-    assert sum("its gates run once, in the merge queue" in line for line in lines) == 3
+    assert "F004" in queue and "F001" not in queue  # F004's REVIEW saw main move: the queue tested it
+    assert any("its gates run once, in the merge queue" in line for line in lines)
     landed = {e["feature"]: e["tests"] for e in log if e["kind"] == "merge_verified"}
-    assert landed == {
-        "F001": "passed on the review's merge",
-        **dict.fromkeys(("F002", "F003", "F004"), "passed"),
-    }
+    assert landed["F001"] == "passed on the review's merge" and landed["F004"] == "passed"
+    for feature in ("F002", "F003"):  # tested once: by its lane (landed as it is) or by the queue
+        assert landed[feature] == ("passed" if feature in queue else "passed on the review's merge")
 
 
 def _merges(project: Path) -> list[str]:
