@@ -478,7 +478,7 @@ _HOLE = Encoded("\0value\0")
 
 def _line(feature: Any, last: bool) -> bytes:
     """A feature's line in the list, with the comma that separates it from the next."""
-    return f"    {json.dumps(feature, ensure_ascii=False)}{'' if last else ',' + chr(10)}".encode()
+    return f"    {json.dumps(feature, ensure_ascii=False)}".encode() + (b"" if last else b",\n")
 
 
 def snapshot(where: Records | Path, dest: Path, names: tuple[str, ...] = HANDOFF_FILES) -> None:
