@@ -15,6 +15,8 @@ into the project's repository, from the project's side (its own config applies, 
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import shutil
 import stat
@@ -129,19 +131,27 @@ def ensure(
     return clone, None if problem == "it is missing" else problem
 
 
-def keep_leftovers(project_repo: git.Repo, clone: git.Repo, name: str, message: str) -> str | None:
+def keep_leftovers(
+    project_repo: git.Repo,
+    clone: git.Repo,
+    name: str,
+    message: str,
+    guard: contextlib.AbstractContextManager[object] | None = None,
+) -> str | None:
     """What a session left uncommitted in the lane's clone (untracked files too; a merge or a
     commit it was interrupted in is aborted first), stashed there and kept in the project's
     repository as refs/scheduler/<name>, before the clone is synced for the next session (which
-    would otherwise find it, or lose it); the ref's full name, or None when nothing was left."""
+    would otherwise find it, or lose it); the ref's full name, or None when nothing was left.
+    `guard`: held while the stash is fetched into the project (the clone is the caller's alone)."""
     gitops.clear_stale_locks(clone)
     if not gitops.stash_leftovers(clone, message):
         return None
     ref = f"refs/scheduler/{name}"
-    project_repo.git.fetch(
-        "--quiet", "--no-tags", "--no-write-fetch-head", str(clone.working_dir), f"+refs/stash:{ref}",
-        env=transport(project_repo),
-    )  # fmt: skip
+    with guard or contextlib.nullcontext():
+        project_repo.git.fetch(
+            "--quiet", "--no-tags", "--no-write-fetch-head", str(clone.working_dir), f"+refs/stash:{ref}",
+            env=transport(project_repo),
+        )  # fmt: skip
     clone.git.stash("drop", "--quiet")
     return ref
 

@@ -162,6 +162,10 @@ class Lanes:
         """Each lane's last outbox: what it remembers (its restore copies, the history index) the next keeps."""
         self.flights: dict[int, InFlight] = {}
         """Per lane, the session in flight (saved with the schedule: what a rerun after a kill needs)."""
+        self.checked: dict[int, git.Repo] = {}
+        """Per lane, its clone as its last session left it: opened, checked (`workdirs.inspect`) and
+        cleared of leftovers right after that session, for its next session's `_ready` (nothing
+        else runs in a lane's clone between its sessions)."""
         self.held: dict[int, InFlight] = {}
         """Per lane, a killed run's session that the engine still holds (running on a worker, or
         ended there with a result): the lane awaits it instead of running it again."""
@@ -624,6 +628,7 @@ class Lanes:
                     )
                 crashpoints.reached("git_prepared")
         else:
+            self.checked.pop(lane, None)  # the session it awaits runs in the clone
             workdir = workdirs.path_of(self.project, lane)
             clone = safe_git.open(workdir)
         browser = (
@@ -806,6 +811,17 @@ class Lanes:
                 self._fresh(lane, number, role, classified)
                 self._save()
             self.lock.notify_all()
+        self._left_by(repo, lane, number)
+
+    def _left_by(self, repo: git.Repo, lane: int, number: int) -> None:
+        """The lane's clone checked as session `number` left it, outside the lock: while the queue
+        lands that session's approved work, not after (what its next session waits for). What it
+        left uncommitted is set aside and told; the clone, opened, waits in `checked`."""
+        clone, _ = workdirs.inspect(workdirs.path_of(self.project, lane))
+        if clone is None:  # `_ready` makes it again, and says why
+            return
+        self._keep_leftovers(repo, clone, lane, number, by=True)
+        self.checked[lane] = clone
 
     def _fresh(self, lane: int, number: int, role: SessionType, cut: Classified) -> bool:
         """A session whose sandbox or browser did not start runs again under its number, its
@@ -985,10 +1001,11 @@ class Lanes:
         """The lane's clone made ready for session `number`: what the last session left
         uncommitted set aside and named, on the project's `main`, with the work's branch as the
         project has it (none where the project has none), checked out for a role that starts on it."""
-        clone, remade = workdirs.ensure(repo, self.project, lane, self.trunk)
+        checked = self.checked.pop(lane, None)
+        clone, remade = (checked, None) if checked else workdirs.ensure(repo, self.project, lane, self.trunk)
         if remade:
             self._say(lane, f"its clone was made again: {remade}")
-        else:
+        elif checked is None:
             self._keep_leftovers(repo, clone, lane, number)
         try:
             self._check_out(repo, clone, role, work, main)
@@ -1031,19 +1048,24 @@ class Lanes:
         if self.config.local_files:  # the untracked files the person named, and no other
             workdirs.place_local_files(self.project, clone, self.config.local_files)
 
-    def _keep_leftovers(self, repo: git.Repo, clone: git.Repo, lane: int, number: int) -> None:
+    def _keep_leftovers(
+        self, repo: git.Repo, clone: git.Repo, lane: int, number: int, *, by: bool = False
+    ) -> None:
         """What the lane's last session left uncommitted, kept in the project and told (as one
-        lane's stash is), so that session `number` starts clean and nothing is lost."""
-        message = f"uncommitted work left in lane {lane}'s clone before session {number}"
-        ref = workdirs.keep_leftovers(repo, clone, f"leftovers/lane-{lane}/session-{number}", message)
+        lane's stash is), so that the next session starts clean and nothing is lost; `number`:
+        that next session, or (`by`) the session that left it."""
+        message = f"uncommitted work left in lane {lane}'s clone {'by' if by else 'before'} session {number}"
+        name = f"leftovers/lane-{lane}/session-{number}"
+        ref = workdirs.keep_leftovers(repo, clone, name, message, guard=self.lock)
         if ref is None:
             return
-        self._say(
-            lane,
-            f"set aside: {message} is kept as {ref}; `git stash show -p --include-untracked {ref}` "
-            f"shows it, `git stash apply {ref}` brings it back",
-        )
-        self.events.emit("set_aside", ref=ref, message=message, commit=gitops.ref_sha(repo, ref) or "")
+        with self.lock:
+            self._say(
+                lane,
+                f"set aside: {message} is kept as {ref}; `git stash show -p --include-untracked {ref}` "
+                f"shows it, `git stash apply {ref}` brings it back",
+            )
+            self.events.emit("set_aside", ref=ref, message=message, commit=gitops.ref_sha(repo, ref) or "")
 
     def _act(
         self,
