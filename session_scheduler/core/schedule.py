@@ -127,11 +127,13 @@ def _apply(schedule: Schedule, lane: int, state: SessionState) -> Schedule:
 
 
 def transition_lane(
-    schedule: Schedule, lane: int, outcome: Outcome, config: AgentConfig
+    schedule: Schedule, lane: int, outcome: Outcome, config: AgentConfig, *, stack: bool = False
 ) -> tuple[Schedule, tuple[Event, ...]]:
     """Apply the verified outcome of lane `lane`'s session; then every waiting lane looks for
     work again (a merge may have freed a dependency, a rejection a feature, a quiet `main` an
-    architecture review). A halt halts every lane. With the merge queue, a PASS approves."""
+    architecture review). A halt halts every lane. With the merge queue, a PASS approves; with
+    `stack` (its merge is expected to land as it is) the lane goes on at once, on that merge
+    (`stacked`), instead of waiting for it to land."""
     view = schedule.view(lane)
     if schedule.queued:  # what passes is what landed; approved work is the queue's, not open
         outcome = replace(outcome, passing=schedule.backlog.passing)
@@ -149,11 +151,37 @@ def transition_lane(
             # (and what the transition chose for it next stays for whoever takes it: sent-back work, a plan)
             backlog = replace(state.backlog, returned=view.backlog.returned, to_plan=view.backlog.to_plan)
             state = replace(state, lane=Lane(T.WAIT, work), backlog=backlog)
+            if stack:
+                state = stacked(state, work, config)
     after = _apply(schedule, lane, state)
     if state.lane.role is T.HALTED:
         return replace(after, lanes=tuple(Lane(T.HALTED) for _ in after.lanes)), events
     woken, more = wake(after, config)
     return woken, (*events, *more)
+
+
+def stacked(state: SessionState, approved: WorkItem, config: AgentConfig) -> SessionState:
+    """A lane whose REVIEW just approved `approved` goes on from that merge while it waits to
+    land: it takes the next feature as if the approved one passed (a feature that depends on it
+    may start), or work the queue sent back. Anything else (a plan, an architecture review, the
+    end of the project) waits for the landing, as it did: the lane waits, holding no work, and
+    `wake` chooses for it with what passes. What it built on a merge that did not land as
+    approved is redone (`restarted`)."""
+    passing = state.backlog.passing
+    ahead = replace(
+        state.backlog, passing=passing | {approved.feature_id} if approved.feature_id else passing
+    )
+    choice = choose_work(replace(state, backlog=ahead, lane=Lane(T.WAIT)), config).state
+    if choice.lane.role not in (T.IMPLEMENT, T.FIX):
+        return replace(state, lane=Lane(T.WAIT))
+    return replace(choice, backlog=replace(choice.backlog, passing=passing))
+
+
+def restarted(schedule: Schedule, work: WorkItem, config: AgentConfig) -> tuple[Schedule, tuple[Event, ...]]:
+    """Approved work that was built on another approved merge which did not land as approved (it
+    was sent back or held): it leaves the merge queue and is done again from `main` (its branch
+    is set aside by the caller). Not a rejection: the agent did what it was asked."""
+    return wake(replace(schedule, backlog=_unqueued(schedule.backlog, work)), config)
 
 
 def _approves(role: SessionType, outcome: Outcome) -> bool:

@@ -36,6 +36,9 @@ from session_scheduler.store.progress import atomic_write_json, read_json
 from session_scheduler.store.records import Records
 
 QUEUE_FILE = f"{LOG_DIR}/merge_queue.json"
+STACKED = "stacked"
+"""refs/scheduler/stacked/<branch>/<commit>: an approved merge, waiting to land, that a session of
+the work of <branch> began on (its lane went on from its own approval instead of waiting)."""
 RETRIES = 3
 """How often `land` merges again onto a `main` that moved while it tested (then: an error)."""
 
@@ -143,6 +146,37 @@ def land(
         f"`{onto}` kept moving while {landing.branch} was landed ({RETRIES} tries); "
         "stop what else writes to the repository and run the same command again"
     )
+
+
+def reviewed_ref(branch: str) -> str:
+    """Where the project keeps the REVIEW's merge of `branch` while it waits to land."""
+    return f"refs/scheduler/reviewed/{branch}"
+
+
+def stacked_on(repo: git.Repo, branch: str) -> list[str]:
+    """The approved merges, waiting to land then, that sessions of the work of `branch` began on."""
+    prefix = f"refs/scheduler/{STACKED}/{branch}/"
+    return str(repo.git.for_each_ref("--format=%(objectname)", prefix)).split()
+
+
+def unlanded_bases(repo: git.Repo, landing: Landing, main: str) -> list[str]:
+    """The approved merges that `landing`'s tip holds (its work began on them while they waited
+    to land) whose work has not landed as approved: neither the merge nor every one of its
+    parents is on `main` (it was sent back, held, or rebuilt). Landing that tip would land their
+    work unapproved."""
+    return [
+        base
+        for base in stacked_on(repo, landing.branch)
+        if not gitops.is_ancestor(repo, base, main)
+        and gitops.is_ancestor(repo, base, landing.tip)
+        and not all(gitops.is_ancestor(repo, parent, main) for parent in gitops.parents(repo, base))
+    ]
+
+
+def forget_stacked(repo: git.Repo, branch: str) -> None:
+    """The records of what the work of `branch` began on, once it landed or was set aside."""
+    for base in stacked_on(repo, branch):
+        repo.git.update_ref("-d", f"refs/scheduler/{STACKED}/{branch}/{base}")
 
 
 def _red(repo: git.Repo, landing: Landing, commit: str, output: str) -> Red:

@@ -16,7 +16,6 @@ into the project's repository, from the project's side (its own config applies, 
 from __future__ import annotations
 
 import contextlib
-
 import os
 import shutil
 import stat
@@ -156,19 +155,19 @@ def keep_leftovers(
     return ref
 
 
-def sync_main(clone: git.Repo, project: Path, main: str, trunk: str = gitops.MAIN) -> None:
-    """The lane's `main` becomes the project's `trunk` (`main`: its commit, read from the project);
+def sync_main(clone: git.Repo, project: Path, main: str, source: str = f"refs/heads/{gitops.MAIN}") -> None:
+    """The lane's `main` becomes commit `main`, which the project's ref `source` holds (its `main`
+    or review branch; or the lane's approved merge, waiting to land, under refs/scheduler/);
     what the lane had on its own `main` goes (approved work lands through the merge queue, never
     from a lane's `main`). Fetched only when the clone's `main` is another commit (after the lane's
-    own REVIEW merge landed as it is, or a session that did not touch `main`, it is that commit
-    already). The caller checks `main` or the work's branch out (`-f`); a clone that cannot
-    (an object missing) or that answers with another commit is an error for the caller to make
-    it again."""
+    own REVIEW merge, or a session that did not touch `main`, it is that commit already). The
+    caller checks `main` or the work's branch out (`-f`); a clone that cannot (an object missing)
+    or that answers with another commit is an error for the caller to make it again."""
     if gitops.head(clone, gitops.MAIN) == main:
         return
     refused = GitError(f"lane clone {clone.working_dir} did not take the project's main {main[:10]}")
     try:
-        clone.git.fetch("--quiet", "--no-tags", str(project), f"refs/heads/{trunk}", env=transport(clone))
+        clone.git.fetch("--quiet", "--no-tags", str(project), source, env=transport(clone))
         if str(clone.git.rev_parse("FETCH_HEAD")).strip() != main:  # fetched from elsewhere
             raise refused
         if gitops.current_branch(clone) == gitops.MAIN:

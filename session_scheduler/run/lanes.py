@@ -61,6 +61,7 @@ from session_scheduler.core.schedule import (
     landed,
     planning,
     resized,
+    restarted,
     resumed,
     sent_back,
     transition_lane,
@@ -72,7 +73,7 @@ from session_scheduler.guard import processes, safe_git
 from session_scheduler.guard.browser_box import APP_ORIGIN
 from session_scheduler.guard.sandbox import Host, private_tmp
 from session_scheduler.repo import gitops, merge_queue, workdirs
-from session_scheduler.repo.merge_queue import Conflict, Landed, Landing, Queue, Red
+from session_scheduler.repo.merge_queue import STACKED, Conflict, Landed, Landing, Queue, Red, reviewed_ref
 from session_scheduler.run import browsing, ending, gating
 from session_scheduler.run.agent import (
     SessionRequest,
@@ -162,6 +163,10 @@ class Lanes:
         """Each lane's last outbox: what it remembers (its restore copies, the history index) the next keeps."""
         self.flights: dict[int, InFlight] = {}
         """Per lane, the session in flight (saved with the schedule: what a rerun after a kill needs)."""
+        self.stacks: dict[int, tuple[WorkItem, str, str]] = {}
+        """Per lane, the work its REVIEW approved last, that REVIEW's merge, and the `main` it was
+        merged onto, while it may land as it is: the lane's next sessions start on that merge
+        (`_start`) instead of waiting for it to land."""
         self.checked: dict[int, git.Repo] = {}
         """Per lane, its clone as its last session left it: opened, checked (`workdirs.inspect`) and
         cleared of leftovers right after that session, for its next session's `_ready` (nothing
@@ -504,8 +509,7 @@ class Lanes:
                 else:
                     view = self.schedule.view(lane)
                     self.schedule, number = self.schedule.issue()
-                main = gitops.head(repo, self.trunk)
-                assert main is not None
+                main, _ = self._start(repo, lane)
                 folder = SessionFolder.of(self.project, number, view.lane.role)
                 work = view.lane.work
                 waits = self.paused_until > self.clock.now()
@@ -619,9 +623,8 @@ class Lanes:
         role, work = state.lane.role, state.lane.work
         if held is None:
             with self.lock:  # what reads the project's repository runs while no worktree is half made there
-                main = gitops.head(repo, self.trunk)  # read with the clone made: the queue may have moved it
-                assert main is not None
-                clone, workdir = self._ready(repo, lane, role, work, main, number)
+                start = self._start(repo, lane)  # read with the clone made: the queue may have moved it
+                clone, workdir = self._ready(repo, lane, role, work, start, number)
                 if extends(state):  # the list as it is, for the session to append to
                     progress.atomic_write_bytes(
                         workdir / FEATURES_FILE, outbox.path(FEATURES_FILE).read_bytes(), durable=False
@@ -784,7 +787,9 @@ class Lanes:
             self._verified_events(number, role, work, outcome)
             events: tuple[Event, ...] = ()
             if classified.standing.counted:
-                self.schedule, events = transition_lane(self.schedule, lane, outcome, self.config)
+                self.schedule, events = transition_lane(
+                    self.schedule, lane, outcome, self.config, stack=role is T.REVIEW and not moves
+                )
                 self.outages, self.outage_since = 0, None
             for event in events:
                 self._act(repo, lane, event, number, outcome.review_id or 0, clone, tested=not moves)
@@ -995,12 +1000,38 @@ class Lanes:
                 crashpoints.reached("waiting")
             self.lock.notify_all()
 
+    def _start(self, repo: git.Repo, lane: int) -> tuple[str, str]:
+        """The commit lane `lane`'s next session starts on, and the project's ref that holds it
+        (under the lock): the project's `main`, or, while the lane's last approved work waits to
+        land as it is (`main` has not moved since), that REVIEW's merge."""
+        main = gitops.head(repo, self.trunk)
+        assert main is not None, "the project has a main from its setup commit on"
+        stack = self.stacks.get(lane)
+        if stack is not None:
+            work, merge, onto = stack
+            if work in self.schedule.backlog.landing and main == onto:
+                return merge, reviewed_ref(work.branch)
+            del self.stacks[lane]  # landed (`main` is that merge now), sent back or held
+        return main, f"refs/heads/{self.trunk}"
+
     def _ready(
-        self, repo: git.Repo, lane: int, role: SessionType, work: WorkItem | None, main: str, number: int
+        self,
+        repo: git.Repo,
+        lane: int,
+        role: SessionType,
+        work: WorkItem | None,
+        start: tuple[str, str],
+        number: int,
     ) -> tuple[git.Repo, Path]:
         """The lane's clone made ready for session `number`: what the last session left
-        uncommitted set aside and named, on the project's `main`, with the work's branch as the
-        project has it (none where the project has none), checked out for a role that starts on it."""
+        uncommitted set aside and named, its `main` at `start` (the project's `main`, or the
+        lane's approved merge waiting to land: a commit and the project's ref that holds it; work
+        begun there is recorded under refs/scheduler/stacked/, what the queue checks before it
+        lands it), with the work's branch as the project has it (none where the project has none),
+        checked out for a role that starts on it."""
+        main, _ = start
+        if work is not None and main != gitops.head(repo, self.trunk):
+            gitops.keep_ref(repo, f"{STACKED}/{work.branch}/{main}", main)
         checked = self.checked.pop(lane, None)
         clone, remade = (checked, None) if checked else workdirs.ensure(repo, self.project, lane, self.trunk)
         if remade:
@@ -1008,7 +1039,7 @@ class Lanes:
         elif checked is None:
             self._keep_leftovers(repo, clone, lane, number)
         try:
-            self._check_out(repo, clone, role, work, main)
+            self._check_out(repo, clone, role, work, start)
         except (
             GitError,
             git.GitCommandError,
@@ -1017,17 +1048,23 @@ class Lanes:
             clone, _ = workdirs.ensure(repo, self.project, lane, self.trunk)
             why = refused if isinstance(refused, GitError) else "git could not check the session's branch out"
             self._say(lane, f"its clone was made again: {why}")
-            self._check_out(repo, clone, role, work, main)
+            self._check_out(repo, clone, role, work, start)
         return clone, Path(clone.working_dir)
 
     def _check_out(
-        self, repo: git.Repo, clone: git.Repo, role: SessionType, work: WorkItem | None, main: str
+        self,
+        repo: git.Repo,
+        clone: git.Repo,
+        role: SessionType,
+        work: WorkItem | None,
+        start: tuple[str, str],
     ) -> None:
         """The clone on the project's `main`, with the work's branch as the project has it (none
         where the project has none), the one its role starts on checked out (`-f`: what a session
         left uncommitted was kept before)."""
-        workdirs.sync_main(clone, self.project, main, self.trunk)
-        start = gitops.MAIN
+        main, source = start
+        workdirs.sync_main(clone, self.project, main, source)
+        branch = gitops.MAIN
         if work is not None:
             if gitops.head(repo, work.branch) is not None:
                 workdirs.hand_over(repo, clone, self.project, work.branch)
@@ -1042,8 +1079,8 @@ class Lanes:
             ):
                 clone.git.branch(work.branch, main)
             if policy(role).starts_on == "work":
-                start = work.branch
-        clone.git.checkout("-q", "-f", start)
+                branch = work.branch
+        clone.git.checkout("-q", "-f", branch)
         gitops.keep_loose(clone, gitops.MAIN)  # a file of its own, which a session's sandbox keeps unwritable
         if self.config.local_files:  # the untracked files the person named, and no other
             workdirs.place_local_files(self.project, clone, self.config.local_files)
@@ -1089,7 +1126,7 @@ class Lanes:
                 workdirs.take_main(
                     repo,
                     clone or workdirs.path_of(self.project, lane),
-                    f"refs/scheduler/reviewed/{event.work.branch}",
+                    reviewed_ref(event.work.branch),
                     self.trunk,
                 )
                 if lane is not None
@@ -1098,6 +1135,9 @@ class Lanes:
             self.queue.add(
                 Landing(name, event.work.branch, tip, lane or 0, review_id, time.time(), merge, tested)
             )
+            main = gitops.head(repo, self.trunk)
+            if lane is not None and merge is not None and tested and main is not None:
+                self.stacks[lane] = (event.work, merge, main)  # its next session starts on the merge
             self._say(lane, f"{event.work.branch} approved: queued to land on {self.trunk}")
         elif isinstance(event, Rejected):
             tip = gitops.head(repo, event.work.branch)
@@ -1140,6 +1180,13 @@ class Lanes:
                     return
                 landing = self.queue.pending()[0]
             began = time.time()
+            main = gitops.head(repo, self.trunk)
+            assert main is not None, "the project has a main from its setup commit on"
+            bases = merge_queue.unlanded_bases(repo, landing, main)
+            if bases:
+                with self.lock:
+                    self._restart(repo, landing, bases)
+                continue
             why = self._risk(repo, landing)
             if why is not None:
                 with self.lock:
@@ -1174,6 +1221,7 @@ class Lanes:
                         **timing,
                     )
                     self._say(None, f"{landing.branch} landed on {self.trunk} ({verdict.commit[:10]})")
+                    merge_queue.forget_stacked(repo, landing.branch)
                 else:
                     review = self._scheduler_review(work, verdict)
                     self.schedule, events = sent_back(
@@ -1205,6 +1253,29 @@ class Lanes:
             return None
         sizes = any(rule.file_bytes_over is not None for rule in rules)
         return risk.held_by(rules, merge_queue.file_changes(repo, trunk, landing.tip, sizes_too=sizes))
+
+    def _restart(self, repo: git.Repo, landing: Landing, bases: list[str]) -> None:
+        """Approved work begun on an approved merge that did not land as approved (under the
+        lock): it would bring that merge's work onto `main` unapproved, so it is set aside (its
+        branch kept under refs/scheduler/rejected/) and done again from `main`."""
+        work = _work_of(landing.branch)
+        self.schedule, events = restarted(self.schedule, work, self.config)
+        self.queue.done(landing)
+        self.returned.append(landing.feature)
+        self.events.emit(
+            "sent_back", feature=work.feature_id, branch=landing.branch, why=STACKED, review_id=0
+        )
+        self._say(
+            None,
+            f"{landing.branch} was begun on {', '.join(b[:10] for b in bases)}, approved work that did not "
+            f"land as approved: it is done again from {self.trunk}",
+        )
+        for event in (Rejected(work), *events):
+            self._act(repo, None, event, self.schedule.issued)
+        merge_queue.forget_stacked(repo, landing.branch)
+        progress.correct_passes(self.records, self.schedule.backlog.passing)
+        self._save()
+        self.lock.notify_all()
 
     def _hold(self, repo: git.Repo, landing: Landing, why: str) -> None:
         """The landing waits for the person (under the lock): off the queue, held in the schedule;
