@@ -207,6 +207,73 @@ def test_each_landing_runs_the_tests_once_the_queue_s_when_main_moved_under_the_
         assert landed[feature] == ("passed" if feature in queue else "passed on the review's merge")
 
 
+class HoldsLate(Lanes):
+    """Lanes whose merge queue checks the risk rules of `late` only once the lane's session of
+    `after` has begun (on `late`'s approved merge, which it waited on)."""
+
+    def __init__(self, *args: Any, late: str, after: threading.Event, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.late, self.after = late, after
+
+    def _risk(self, repo: Any, landing: Any) -> str | None:
+        if landing.feature == self.late:
+            assert self.after.wait(30.0), "the lane never began its next session"
+        return super()._risk(repo, landing)
+
+
+class Notes(InProcessRobotRunner):
+    """The robot, which tells `begun` when an IMPLEMENT of `feature` starts and notes the commit
+    each session's `main` is at."""
+
+    def __init__(self, scenario: Scenario, feature: str, begun: threading.Event) -> None:
+        super().__init__(scenario)
+        self.feature, self.begun = feature, begun
+        self.mains: list[tuple[str, str | None, str]] = []
+
+    async def run(self, request: SessionRequest) -> SessionResult:
+        work = request.plan.work
+        fid = work.feature_id if work else None
+        main = safe_git.open(request.cwd).git.rev_parse("main")
+        self.mains.append((request.plan.role.value, fid, main))
+        if request.plan.role is T.IMPLEMENT and fid == self.feature:
+            self.begun.set()
+        return await super().run(request)
+
+
+def test_a_lane_goes_on_from_its_approved_merge_and_what_it_began_there_is_set_aside_if_that_is_held(
+    tmp_path: Path,
+) -> None:
+    """One lane: F001's REVIEW approves it and the lane begins F002, which depends on it, on that
+    merge at once. A risk rule holds F001 for the person; F002's approval, which holds F001's
+    merge, would land F001 unapproved: the queue sets F002 aside (kept) instead, and F002 waits
+    for F001 with the person. `main` never holds either."""
+    project = new_project(tmp_path)
+    begun = threading.Event()
+    runner = Notes(Scenario.from_json({"features": 2, "depends": {"F002": ["F001"]}}), "F002", begun)
+    config = dataclasses.replace(
+        CFG, feature_count=2, risk={"rules": [{"name": "the store", "paths": ["todo/store.py"]}]}
+    )
+    lines: list[str] = []
+    report = HoldsLate(project, config, runner, 1, echo=lines.append, late="F001", after=begun).run()
+    assert report.run.status == "done", report.run.message
+    backlog = report.schedule.backlog
+    assert report.landed == () and backlog.passing == set() and [f for f, _ in backlog.held] == ["F001"]
+    assert backlog.waiting_for_person() == {"F001", "F002"}
+    repo = safe_git.open(project)
+    approved_f001 = repo.git.rev_parse("refs/scheduler/reviewed/feature/F001")
+    implements = [main for role, fid, main in runner.mains if role == "IMPLEMENT" and fid == "F002"]
+    assert implements == [approved_f001]  # begun on F001's approved merge, not waiting for it to land
+    assert "todo/store.py" not in repo.git.ls_tree("-r", "--name-only", "main").split()
+    log = events.read(events.log_path(project))
+    assert [(e["feature"], e["why"]) for e in log if e["kind"] == "sent_back"] == [("F002", "stacked")]
+    kept = repo.git.for_each_ref("--format=%(refname)", "refs/scheduler/rejected/").split()
+    assert any(ref.endswith("/feature/F002") for ref in kept), kept
+    assert not repo.git.for_each_ref("refs/scheduler/stacked/")  # forgotten once set aside
+    assert any(
+        "approved work that did not land as approved: it is done again from main" in line for line in lines
+    )
+
+
 def _merges(project: Path) -> list[str]:
     import subprocess
 

@@ -37,11 +37,14 @@ from session_scheduler.core.schedule import (
     landing_of,
     lanes_refusal,
     resized,
+    restarted,
     resumed,
     sent_back,
     transition_lane,
+    unready,
     wake,
 )
+from session_scheduler.core.schedule import held as hold
 
 T = SessionType
 CFG = AgentConfig(architecture_interval=100, max_fix_rounds=1, max_rejections=2, max_attempts=2)
@@ -89,6 +92,75 @@ def test_a_lane_is_never_handed_a_feature_another_lane_holds() -> None:
     assert events == (Merged(feature("F001")),) and schedule.backlog.passing == {"F001"}
     assert schedule.backlog.landing == () and landing_of(schedule, 0) is None
     assert held(schedule) == ["F003", "F002"]  # its next work starts on a main that holds F001
+
+
+def test_a_lane_whose_merge_lands_as_it_is_goes_on_from_it_a_dependent_included() -> None:
+    """With `stack` (its REVIEW's merge is expected to land as it is) the lane does not wait for
+    the landing: it takes the next feature at once, one that depends on the approved work
+    included (it begins on that merge); approved is still not passing, and no other lane may
+    take the dependent."""
+    schedule = listed(2, {"F002": ("F001",), "F003": ("F001",)})
+    assert held(schedule) == ["F001", "F004"]
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
+    schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG, stack=True)
+    assert events == (Approved(feature("F001")),) and schedule.backlog.landing == (feature("F001"),)
+    assert held(schedule) == ["F002", "F004"] and schedule.backlog.passing == set()
+    assert landing_of(schedule, 0) is None and schedule.lanes[0].role is T.IMPLEMENT
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), CFG, stack=True)
+    assert held(schedule) == ["F002", "WAIT"]  # F003 needs F001: lane 0's approval, not lane 1's
+    assert landing_of(schedule, 1) == feature("F004")  # so lane 1 waits for its own landing
+    schedule, _ = landed(schedule, feature("F001"), CFG)
+    assert schedule.backlog.passing == {"F001"} and held(schedule) == ["F002", "WAIT"]
+    schedule, _ = landed(schedule, feature("F004"), CFG)
+    assert held(schedule) == ["F002", "F003"]
+
+
+def test_a_stacked_lane_takes_no_plan_no_architecture_review_and_is_not_done_before_the_landing() -> None:
+    """What is not a feature or sent-back work waits for the landing, as it always did: the last
+    feature approved leaves the lane waiting for it (the landing may still fail), not done, and an
+    architecture review the approval makes due runs once it landed, as with one lane before."""
+    schedule = replace(listed(1), cloned=True)  # one lane in a clone, its work landed by the queue
+    for _ in FEATURES:
+        schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
+        schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG, stack=True)
+        work = schedule.backlog.landing[-1]
+        if schedule.lanes[0].role is T.WAIT:
+            break
+        schedule, _ = landed(schedule, work, CFG)
+    assert schedule.lanes[0] == Lane(T.WAIT, feature("F004")) and landing_of(schedule, 0) == feature("F004")
+    schedule, _ = sent_back(schedule, feature("F004"), 7, CFG, rejection=False)
+    assert schedule.lanes[0] == Lane(T.FIX, feature("F004"), fix_rounds=1, open_review=7)
+    due = replace(listed(1, cfg=replace(CFG, architecture_interval=1)), cloned=True)
+    due, _ = transition_lane(due, 0, outcome(due, 0), CFG)
+    due, _ = transition_lane(
+        due, 0, outcome(due, 0, "PASS"), replace(CFG, architecture_interval=1), stack=True
+    )
+    assert landing_of(due, 0) == feature("F001")  # the review it makes due waits for the landing
+    due, events = landed(due, feature("F001"), replace(CFG, architecture_interval=1))
+    assert due.lanes[0].role is T.ARCHITECTURE, events
+
+
+def test_work_begun_on_a_merge_that_did_not_land_as_approved_is_done_again_and_not_rejected() -> None:
+    schedule = replace(listed(1, {"F002": ("F001",)}), cloned=True)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG, stack=True)
+    assert held(schedule) == ["F002"]
+    schedule, _ = sent_back(schedule, feature("F001"), 3, CFG)  # the lane holds F002, begun on F001
+    assert held(schedule) == ["F002"] and schedule.backlog.returned == ((feature("F001"), 3),)
+    schedule, _ = unready(schedule, 0, CFG)  # not begun yet: given back; the lane FIXes F001
+    assert schedule.lanes[0] == Lane(T.FIX, feature("F001"), fix_rounds=1, open_review=3)
+    assert schedule.backlog.next_open(frozenset({"F001"})) == "F003"  # F002 waits for F001
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG, stack=True)
+    assert held(schedule) == ["F002"]
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG, stack=True)
+    assert schedule.backlog.landing == (feature("F001"), feature("F002"))
+    schedule, _ = hold(schedule, feature("F001"), "a risky file", CFG)
+    schedule, _ = restarted(schedule, feature("F002"), CFG)  # its base waits for the person
+    assert schedule.backlog.landing == () and schedule.backlog.rejection_count("F002") == 0
+    assert held(schedule) == ["F003"] and schedule.backlog.next_open(frozenset({"F003"})) == "F004"
 
 
 def test_session_numbers_are_handed_out_once_whichever_lane_asks() -> None:
@@ -347,18 +419,34 @@ def test_one_lane_takes_features_in_dependency_order() -> None:
 
 # -- properties over any run ------------------------------------------------------------------------
 
-VERDICTS = st.sampled_from(["PASS", "PASS", "REQUEST_CHANGES", "REJECT", "FAIL"])
+VERDICTS = st.sampled_from(["PASS", "PASS", "REQUEST_CHANGES", "REJECT", "FAIL", "STACK"])
+"""STACK: a PASS whose merge is expected to land as it is (the lane goes on from it)."""
 
 
 def _step(schedule: Schedule, lane: int, verdict: str, cfg: AgentConfig) -> Schedule:
     role = schedule.lanes[lane].role
+    stack = verdict == "STACK"
+    verdict = "PASS" if stack else verdict
     if verdict == "FAIL":
         return transition_lane(schedule, lane, outcome(schedule, lane, ok=False), cfg)[0]
     if role in (T.IMPLEMENT, T.FIX):
         return transition_lane(schedule, lane, outcome(schedule, lane), cfg)[0]
     if role is T.ARCHITECTURE and verdict == "REJECT":
         verdict = "PASS"
-    return transition_lane(schedule, lane, outcome(schedule, lane, verdict), cfg)[0]
+    return transition_lane(schedule, lane, outcome(schedule, lane, verdict), cfg, stack=stack)[0]
+
+
+def _begun(schedule: Schedule, cfg: AgentConfig) -> Schedule:
+    """As the lanes begin their next sessions: a feature chosen to begin on an approved merge
+    that no longer waits to land, whose dependencies do not pass, is given back (`unready`)."""
+    backlog = schedule.backlog
+    approved = {w.feature_id for w in backlog.landing}
+    for n, lane in enumerate(schedule.lanes):
+        if lane.role is T.IMPLEMENT and lane.work and lane.work.feature_id:
+            needs = set(backlog.needs(lane.work.feature_id))
+            if not needs <= backlog.passing and not needs <= backlog.passing | approved:
+                schedule = unready(schedule, n, cfg)[0]
+    return schedule
 
 
 QUEUE = st.sampled_from(["land", "land", "send_back"])
@@ -371,13 +459,22 @@ def _advance(schedule: Schedule, move: tuple[int, str], cfg: AgentConfig) -> Sch
     working = [n for n, now in enumerate(schedule.lanes) if now.role not in IDLE]
     landing = schedule.backlog.landing
     if landing and (verdict in ("land", "send_back") or not working):
+        first = landing[0].feature_id
+        if first and not schedule.backlog.passing.issuperset(schedule.backlog.needs(first)):
+            return _begun(restarted(schedule, landing[0], cfg)[0], cfg)  # begun on what did not land
         if verdict == "send_back":
-            return sent_back(schedule, landing[0], 99, cfg)[0]
-        return landed(schedule, landing[0], cfg)[0]
+            return _begun(sent_back(schedule, landing[0], 99, cfg)[0], cfg)
+        return _begun(landed(schedule, landing[0], cfg)[0], cfg)
     if not working:
         return None
-    return _step(
-        schedule, working[index % len(working)], "PASS" if verdict in ("land", "send_back") else verdict, cfg
+    return _begun(
+        _step(
+            schedule,
+            working[index % len(working)],
+            "PASS" if verdict in ("land", "send_back") else verdict,
+            cfg,
+        ),
+        cfg,
     )
 
 
@@ -410,9 +507,12 @@ def test_no_feature_is_ever_held_twice_and_every_run_settles(
         queued = [w.feature_id for w in (*backlog.landing, *(w for w, _ in backlog.returned)) if w.feature_id]
         assert len(claims + queued) == len(set(claims + queued))
         assert not set(claims + queued) & (backlog.passing | backlog.blocked)
-        depends = dict(backlog.depends)
-        for claim in claims:
-            assert backlog.passing.issuperset(depends.get(claim, ()))
+        approved = {w.feature_id for w in backlog.landing}
+        for lane in schedule.lanes:  # begun on what passes, or on its own lane's approved merge
+            if lane.role is T.IMPLEMENT and lane.work and lane.work.feature_id:
+                assert (backlog.passing | approved).issuperset(backlog.needs(lane.work.feature_id))
+        for passed in backlog.passing:  # nothing lands before what it depends on
+            assert backlog.passing.issuperset(backlog.needs(passed))
         architects = [n for n, lane in enumerate(schedule.lanes) if lane.role is T.ARCHITECTURE]
         if architects:
             others = [lane for n, lane in enumerate(schedule.lanes) if n != architects[0]]
@@ -438,7 +538,10 @@ def test_no_feature_is_ever_held_twice_and_every_run_settles(
 
 
 @settings(max_examples=100, deadline=None)
-@given(moves=st.lists(VERDICTS, max_size=60), interval=st.sampled_from([1, 2, 100]))
+@given(
+    moves=st.lists(VERDICTS.filter(lambda v: v != "STACK"), max_size=60),
+    interval=st.sampled_from([1, 2, 100]),
+)
 def test_one_lane_is_exactly_the_state_machine(moves: list[str], interval: int) -> None:
     """With one lane the schedule takes exactly the states and events `transition` takes."""
     cfg = replace(CFG, architecture_interval=interval)

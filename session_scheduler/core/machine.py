@@ -96,6 +96,10 @@ class Backlog:
     """A newer spec waits to be planned: the next lane free to choose runs the INITIALIZER in its
     extend form, which appends the new features to the list (store/specs.py)."""
 
+    def needs(self, feature_id: str) -> tuple[str, ...]:
+        """The features `feature_id` depends on."""
+        return next((needs for f, needs in self.depends if f == feature_id), ())
+
     @property
     def completed(self) -> int:
         """Features merged and passing: only a verified REVIEW PASS sets `passes`."""

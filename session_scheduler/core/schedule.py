@@ -11,7 +11,9 @@ here, once each, whichever lane asks.
 With several lanes a REVIEW's PASS approves the work (`Approved`) instead of merging it: it waits
 in the merge queue (`Backlog.landing`), and only `landed` makes it pass; `sent_back` (a conflict
 or a red test) counts as a rejection and hands the work, with the scheduler's review, to the next
-free lane as a FIX. `passing` is the schedule's own: what landed. With one lane the schedule is
+free lane as a FIX. `passing` is the schedule's own: what landed. A lane whose approved merge is
+expected to land as it is goes on from it (`stacked`) instead of waiting (`landing_of`); what it
+began there is redone if that merge does not land as approved (`restarted`, `unready`). With one lane the schedule is
 exactly `SessionState` (its REVIEW merges and tests, as always).
 """
 
@@ -163,17 +165,16 @@ def transition_lane(
 def stacked(state: SessionState, approved: WorkItem, config: AgentConfig) -> SessionState:
     """A lane whose REVIEW just approved `approved` goes on from that merge while it waits to
     land: it takes the next feature as if the approved one passed (a feature that depends on it
-    may start), or work the queue sent back. Anything else (a plan, an architecture review, the
-    end of the project) waits for the landing, as it did: the lane waits, holding no work, and
-    `wake` chooses for it with what passes. What it built on a merge that did not land as
-    approved is redone (`restarted`)."""
+    may start), or work the queue sent back. Anything else (a plan, an architecture review the
+    approval makes due, the end of the project) waits for the landing, as it did (`landing_of`).
+    What it built on a merge that did not land as approved is redone (`restarted`)."""
     passing = state.backlog.passing
     ahead = replace(
         state.backlog, passing=passing | {approved.feature_id} if approved.feature_id else passing
     )
     choice = choose_work(replace(state, backlog=ahead, lane=Lane(T.WAIT)), config).state
     if choice.lane.role not in (T.IMPLEMENT, T.FIX):
-        return replace(state, lane=Lane(T.WAIT))
+        return state
     return replace(choice, backlog=replace(choice.backlog, passing=passing))
 
 
@@ -182,6 +183,16 @@ def restarted(schedule: Schedule, work: WorkItem, config: AgentConfig) -> tuple[
     was sent back or held): it leaves the merge queue and is done again from `main` (its branch
     is set aside by the caller). Not a rejection: the agent did what it was asked."""
     return wake(replace(schedule, backlog=_unqueued(schedule.backlog, work)), config)
+
+
+def unready(schedule: Schedule, lane: int, config: AgentConfig) -> tuple[Schedule, tuple[Event, ...]]:
+    """Lane `lane` was given a feature that depends on work its REVIEW approved, to begin on that
+    approval's merge (`stacked`), and the merge did not land as it is before the lane began (it
+    was sent back, held, or `main` moved): the lane gives the feature back and waits for what it
+    depends on, as any lane would."""
+    lanes = list(schedule.lanes)
+    lanes[lane] = Lane(T.WAIT)
+    return wake(replace(schedule, lanes=tuple(lanes)), config)
 
 
 def _approves(role: SessionType, outcome: Outcome) -> bool:

@@ -65,6 +65,7 @@ from session_scheduler.core.schedule import (
     resumed,
     sent_back,
     transition_lane,
+    unready,
     wake,
 )
 from session_scheduler.core.session import REATTACHED, InFlight, SessionFolder
@@ -495,6 +496,8 @@ class Lanes:
                 ):
                     self.lock.notify_all()
                     return
+                if self._unready(repo, lane):
+                    continue
                 attempt, before = 1, None
                 held = self.held.pop(lane, None)
                 if lane in self.reruns:  # the same session, from the same start
@@ -999,6 +1002,31 @@ class Lanes:
             if waits:
                 crashpoints.reached("waiting")
             self.lock.notify_all()
+
+    def _unready(self, repo: git.Repo, lane: int) -> bool:
+        """Whether lane `lane` gave back the feature it was to implement next (under the lock):
+        one that depends on work not passing yet, chosen to begin on the lane's approved merge of
+        it, which will not land as it is (sent back, held, `main` moved; or a killed run's lane,
+        which begins on `main`). No feature is begun without what it depends on."""
+        rerun = self.reruns.get(lane)
+        state = rerun[1] if rerun is not None else self.schedule.view(lane)
+        work = state.lane.work
+        if lane in self.held or state.lane.role is not T.IMPLEMENT or work is None or work.feature_id is None:
+            return False
+        backlog = self.schedule.backlog
+        if backlog.passing.issuperset(backlog.needs(work.feature_id)):
+            return False
+        if self._start(repo, lane)[0] != gitops.head(repo, self.trunk):  # on the merge it was chosen for
+            return False
+        self.reruns.pop(lane, None)
+        self.flights.pop(lane, None)
+        self.schedule, events = unready(self.schedule, lane, self.config)
+        self._say(lane, f"{work.feature_id} waits for what it depends on to land; the lane takes other work")
+        for event in events:
+            self._act(repo, None, event, self.schedule.issued)
+        self._save()
+        self.lock.notify_all()
+        return True
 
     def _start(self, repo: git.Repo, lane: int) -> tuple[str, str]:
         """The commit lane `lane`'s next session starts on, and the project's ref that holds it
