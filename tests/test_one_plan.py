@@ -58,7 +58,8 @@ def _project(where: Path) -> Path:
 def _run(where: Path, lanes: int) -> list[SessionRequest]:
     """The first two sessions (INITIALIZER, then IMPLEMENT F001) as a run with `lanes` plans them."""
     project = _project(where)
-    runner = InProcessRobotRunner(Scenario.from_json({"features": 2}))
+    # one feature: session 2 is F001's IMPLEMENT whichever lane runs it
+    runner = InProcessRobotRunner(Scenario.from_json({"features": 1}))
     if lanes == 1:
         Lanes(project, CFG, runner, echo=lambda _: None, host=HOST).run(max_iterations=2)
     else:

@@ -165,7 +165,9 @@ STATE_COPIES = 3
 
 def write_changes(records: Records, folder: Path, before: Handoff) -> None:
     """What the session changed in feature_list.json (it is not copied per session: it grows
-    with the project), beside the copies of the other two hand-off files."""
+    with the project), beside the copies of the other two hand-off files: `records` as the
+    session left them (its outbox: what the merge queue landed meanwhile is not the session's)
+    against `before`, as it began."""
     try:
         after = progress.load_handoff(records)
     except StateError:  # verification restored the pre-session files already

@@ -766,7 +766,7 @@ class Lanes:
             if classified.standing.counted:  # the records' newest good copies (restore/post, its folder)
                 progress.snapshot(self.records, progress.restore_point(self.records, SessionFolder.POST))
                 progress.snapshot(self.records, folder.path / SessionFolder.POST, progress.KEPT_PER_SESSION)
-            ending.write_changes(self.records, folder.path, pre.handoff)
+            ending.write_changes(outbox, folder.path, pre.handoff)  # its own: the queue may land meanwhile
             crashpoints.reached("post_copied")
             if outcome.review_id is not None:
                 outcome = replace(
