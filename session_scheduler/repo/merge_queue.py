@@ -159,23 +159,22 @@ def stacked_on(repo: git.Repo, branch: str) -> list[str]:
     return str(repo.git.for_each_ref("--format=%(objectname)", prefix)).split()
 
 
-def unlanded_bases(repo: git.Repo, landing: Landing, main: str) -> list[str]:
-    """The approved merges that `landing`'s tip holds (its work began on them while they waited
-    to land) whose work has not landed as approved: neither the merge nor every one of its
-    parents is on `main` (it was sent back, held, or rebuilt). Landing that tip would land their
-    work unapproved."""
+def unlanded_bases(repo: git.Repo, landing: Landing, main: str, stacked: list[str]) -> list[str]:
+    """Of the approved merges the work of `landing` began on (`stacked_on`), those its tip holds
+    whose work has not landed as approved: neither the merge nor every one of its parents is on
+    `main` (it was sent back, held, or rebuilt). Landing that tip would land their work unapproved."""
     return [
         base
-        for base in stacked_on(repo, landing.branch)
+        for base in stacked
         if not gitops.is_ancestor(repo, base, main)
         and gitops.is_ancestor(repo, base, landing.tip)
         and not all(gitops.is_ancestor(repo, parent, main) for parent in gitops.parents(repo, base))
     ]
 
 
-def forget_stacked(repo: git.Repo, branch: str) -> None:
-    """The records of what the work of `branch` began on, once it landed or was set aside."""
-    for base in stacked_on(repo, branch):
+def forget_stacked(repo: git.Repo, branch: str, stacked: list[str]) -> None:
+    """The records of what the work of `branch` began on (`stacked`), once it landed or was set aside."""
+    for base in stacked:
         repo.git.update_ref("-d", f"refs/scheduler/{STACKED}/{branch}/{base}")
 
 

@@ -111,6 +111,53 @@ APPLYING = "applying"
 """A lane's copies of the records taken just before its session's results are applied (a restore point)."""
 
 
+QUIET_WAIT_S = 0.25
+"""How long the merge queue lets lanes that are preparing a session go first, at most, before it
+takes the lock to land or to record a landing."""
+
+
+class Beside:
+    """A step run in a thread beside the caller's, joined later: its failure is raised there."""
+
+    def __init__(self, step: Callable[[], None]) -> None:
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(step,), daemon=True)
+        self.thread.start()
+
+    def _run(self, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except BaseException as exc:  # raised in the caller's thread, by `join`
+            self.failure = exc
+
+    def join(self) -> None:
+        self.thread.join()
+        if self.failure is not None:
+            raise self.failure
+
+
+class Quiet:
+    """The authority's lock, taken once no lane is preparing its next session (or after
+    `QUIET_WAIT_S`): the merge queue's landing and its records wait for a session to start,
+    rather than a session for them (re-entrant, as the lock is; usable again and again)."""
+
+    def __init__(self, lanes: Lanes) -> None:
+        self.lanes = lanes
+
+    def __enter__(self) -> None:
+        lanes = self.lanes
+        lanes.lock.acquire()
+        deadline = time.monotonic() + QUIET_WAIT_S
+        while lanes.preparing and lanes.failed is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            lanes.lock.wait(left)
+
+    def __exit__(self, *_: object) -> None:
+        self.lanes.lock.release()
+
+
 @dataclass(frozen=True)
 class LanesReport:
     schedule: Schedule
@@ -179,6 +226,10 @@ class Lanes:
         self.totals = Totals()
         self.run_totals = Totals(run=self.events.run)
         self.lock = threading.Condition()
+        self.preparing: set[int] = set()
+        """Lanes between taking their next session and its start (under the lock): the queue's
+        landing waits for them (`Quiet`)."""
+        self.quiet = Quiet(self)
         self.schedule = Schedule()
         self.queue = Queue(self.records)
         self.failed: BaseException | None = None
@@ -527,6 +578,7 @@ class Lanes:
                     attempt=attempt,
                 )  # a pause it waits out at its start (`_session`) holds after a stop, and says why
                 self.started += 1
+                self.preparing.add(lane)
                 self._save()
                 crashpoints.reached("in_progress_saved")
                 if held is None:  # what the session reads: the records checked, its lane's status
@@ -539,6 +591,7 @@ class Lanes:
                 )  # a held session's outbox is the one it writes to
                 self.outboxes[lane] = outbox
                 spent = self.totals.cost_usd + self._per_session() * (self._running() - 1)
+                outage_s = outage_so_far(self.outage_since, self.clock.now())  # the authority's
             self._session(
                 repo,
                 lane,
@@ -549,7 +602,13 @@ class Lanes:
                 spent,
                 attempt,
                 held=held,
+                outage_s=outage_s,
             )
+
+    def _prepared(self, lane: int) -> None:
+        """Lane `lane`'s session is ready to start (under the lock): the queue goes on."""
+        self.preparing.discard(lane)
+        self.lock.notify_all()
 
     def _limit(self, lane: int) -> bool:
         """Whether a limit keeps every lane from starting another session in this run (under the
@@ -617,6 +676,7 @@ class Lanes:
         attempt: int = 1,
         *,
         held: InFlight | None = None,
+        outage_s: float = 0.0,
     ) -> None:
         """One session of the lane: its clone made ready, the session run and verified there,
         then (under the lock) its outbox applied, its branch brought back, its outcome transitioned.
@@ -656,8 +716,6 @@ class Lanes:
                 gitops.head(clone, gitops.MAIN) if role is T.ARCHITECTURE else None,
             ),
         )
-        with self.lock:  # the outage so far is the authority's
-            outage_s = outage_so_far(self.outage_since, self.clock.now())
         plan = self._planner.plan(state, workdir, brief=brief, spent_usd=spent, outage_s=outage_s)
         copies = progress.restore_point(self.records, SessionFolder.PRE, lane)  # full copies, the lane's
         if held is None:
@@ -673,6 +731,7 @@ class Lanes:
                         flight, heads=record["heads"], heads_gone=tuple(record["heads_gone"])
                     )
                     self._save()
+                self._prepared(lane)
         else:
             record = {"heads": dict(held.heads), "heads_gone": list(held.heads_gone or ())}
             pre = PreSession(
@@ -683,6 +742,8 @@ class Lanes:
                 heads_of(record, copies),
             )
             settings = workdir / SETTINGS_FILE  # as the killed run wrote it for the session
+            with self.lock:
+                self._prepared(lane)
         request = SessionRequest(
             plan, workdir, settings, folder.path, outbox, lane, self.count, attempt=attempt
         )
@@ -755,6 +816,7 @@ class Lanes:
         )
         classified = judged(result, outcome)
         crashpoints.reached("verified")
+        checking = Beside(lambda: self._left_by(lane, number))  # while its results are recorded
         with self.lock:
             flight = self.flights.get(lane)
             if flight is not None:  # what a kill before this block's save is undone to (`_resume`)
@@ -819,17 +881,29 @@ class Lanes:
                 self._fresh(lane, number, role, classified)
                 self._save()
             self.lock.notify_all()
-        self._left_by(repo, lane, number)
+        checking.join()
 
-    def _left_by(self, repo: git.Repo, lane: int, number: int) -> None:
-        """The lane's clone checked as session `number` left it, outside the lock: while the queue
-        lands that session's approved work, not after (what its next session waits for). What it
-        left uncommitted is set aside and told; the clone, opened, waits in `checked`."""
+    def _left_by(self, lane: int, number: int) -> None:
+        """The lane's clone checked as session `number` left it, in a thread of its own beside the
+        lane's (`Beside`) while the session's results are recorded and its approved work lands,
+        not before the next session (which would wait for it). What it left uncommitted is set
+        aside and told; the clone, opened, waits in `checked`."""
         clone, _ = workdirs.inspect(workdirs.path_of(self.project, lane))
         if clone is None:  # `_ready` makes it again, and says why
             return
-        self._keep_leftovers(repo, clone, lane, number, by=True)
+        gitops.clear_stale_locks(clone)
+        if gitops.abort_unfinished(clone) or gitops.dirty(clone):  # (rare) kept through the
+            # project's repository, opened here: the lane's thread uses its own meanwhile
+            self._keep_leftovers(safe_git.open(self.project), clone, lane, number, by=True)
         self.checked[lane] = clone
+
+    @staticmethod
+    def _stacked_on(repo: git.Repo, work: WorkItem, merge: str) -> None:
+        """Work begins on `merge`, approved and waiting to land: recorded in the project before
+        its session starts (what the queue checks before it lands the work: `_land`)."""
+        name = f"{STACKED}/{work.branch}/{merge}"
+        if gitops.ref_sha(repo, f"refs/scheduler/{name}") != merge:
+            gitops.keep_ref(repo, name, merge)
 
     def _fresh(self, lane: int, number: int, role: SessionType, cut: Classified) -> bool:
         """A session whose sandbox or browser did not start runs again under its number, its
@@ -1059,7 +1133,7 @@ class Lanes:
         checked out for a role that starts on it."""
         main, _ = start
         if work is not None and main != gitops.head(repo, self.trunk):
-            gitops.keep_ref(repo, f"{STACKED}/{work.branch}/{main}", main)
+            self._stacked_on(repo, work, main)
         checked = self.checked.pop(lane, None)
         clone, remade = (checked, None) if checked else workdirs.ensure(repo, self.project, lane, self.trunk)
         if remade:
@@ -1210,10 +1284,12 @@ class Lanes:
             began = time.time()
             main = gitops.head(repo, self.trunk)
             assert main is not None, "the project has a main from its setup commit on"
-            bases = merge_queue.unlanded_bases(repo, landing, main)
+            stacked = merge_queue.stacked_on(repo, landing.branch)
+            bases = merge_queue.unlanded_bases(repo, landing, main, stacked)
             if bases:
                 with self.lock:
                     self._restart(repo, landing, bases)
+                merge_queue.forget_stacked(repo, landing.branch, stacked)
                 continue
             why = self._risk(repo, landing)
             if why is not None:
@@ -1221,14 +1297,14 @@ class Lanes:
                     self._hold(repo, landing, why)
                 continue
             tests = self._tests(repo, landing)
-            verdict = merge_queue.land(repo, landing, tests, guard=self.lock, onto=self.trunk)
+            verdict = merge_queue.land(repo, landing, tests, guard=self.quiet, onto=self.trunk)
             if isinstance(verdict, Landed):
                 crashpoints.reached("queue_landed")
             timing = {
                 "waited_s": round(began - landing.queued_at, 3),
                 "land_s": round(time.time() - began, 3),
             }
-            with self.lock:
+            with self.quiet:
                 work = _work_of(landing.branch)
                 if isinstance(verdict, Landed):
                     self.schedule, events = landed(self.schedule, work, self.config)
@@ -1249,7 +1325,6 @@ class Lanes:
                         **timing,
                     )
                     self._say(None, f"{landing.branch} landed on {self.trunk} ({verdict.commit[:10]})")
-                    merge_queue.forget_stacked(repo, landing.branch)
                 else:
                     review = self._scheduler_review(work, verdict)
                     self.schedule, events = sent_back(
@@ -1272,6 +1347,8 @@ class Lanes:
                 progress.correct_passes(self.records, self.schedule.backlog.passing)
                 self._save()
                 self.lock.notify_all()
+            if isinstance(verdict, Landed):  # (a kill before this leaves records that change nothing)
+                merge_queue.forget_stacked(repo, landing.branch, stacked)
 
     def _risk(self, repo: git.Repo, landing: Landing) -> str | None:
         """Why a risk rule holds this landing for the person (None: none does, or it is no feature's)."""
@@ -1300,7 +1377,6 @@ class Lanes:
         )
         for event in (Rejected(work), *events):
             self._act(repo, None, event, self.schedule.issued)
-        merge_queue.forget_stacked(repo, landing.branch)
         progress.correct_passes(self.records, self.schedule.backlog.passing)
         self._save()
         self.lock.notify_all()
