@@ -289,3 +289,30 @@ def short_tmp() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def begun_on(log: list[dict[str, Any]], start: dict[str, Any], need: str) -> bool:
+    """Whether the session `start` (its `session_started` event in the event log `log`) began on
+    a `main` that holds feature `need`: `need` landed before it, or the same lane's REVIEW had
+    approved `need` before it, and nothing sent it back or held it since (a lane goes on from
+    its own approved merge while that waits to land as it is)."""
+    before = log[: log.index(start)]
+    if any(e["kind"] == "merge_verified" and e.get("feature") == need for e in before):
+        return True
+    reviews = {
+        e["session"]: e.get("lane")
+        for e in before
+        if e["kind"] == "session_started" and e["role"] == "REVIEW" and e.get("feature") == need
+    }
+    passed = [
+        n
+        for n, e in enumerate(before)
+        if e["kind"] == "verdict"
+        and e.get("feature") == need
+        and e["verdict"] == "PASS"
+        and reviews.get(e["session"], -1) == start.get("lane")
+    ]
+    if not passed:
+        return False
+    after = before[passed[-1] :]
+    return not any(e["kind"] in ("sent_back", "held") and e.get("feature") == need for e in after)

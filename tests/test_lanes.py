@@ -8,6 +8,8 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+from helpers import begun_on
+
 from scripted_model.scenario import Scenario
 from session_scheduler.core.config import AgentConfig
 from session_scheduler.repo import workdirs
@@ -109,11 +111,10 @@ def test_a_lane_s_feature_waits_for_the_feature_it_depends_on_to_land(tmp_path: 
     ).run()
     assert report.landed == ("F001", "F002", "F003")
     log = events.read(events.log_path(project))
-    begun = {
-        e["feature"]: e["ts"] for e in log if e["kind"] == "session_started" and e["role"] == "IMPLEMENT"
-    }
+    begun = {e["feature"]: e for e in log if e["kind"] == "session_started" and e["role"] == "IMPLEMENT"}
     landed = {e["feature"]: e for e in log if e["kind"] == "merge_verified"}
-    assert landed["F001"]["ts"] < begun["F002"] and landed["F002"]["ts"] < begun["F003"]
+    assert begun_on(log, begun["F002"], "F001") and begun_on(log, begun["F003"], "F002")
+    assert not begun_on(log, begun["F002"], "F003")  # (the check has teeth)
     assert all(
         e["waited_s"] >= 0 and e["land_s"] > 0 and e["tests"] == "passed on the review's merge"
         for e in landed.values()

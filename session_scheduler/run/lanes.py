@@ -1078,20 +1078,29 @@ class Lanes:
             self.lock.notify_all()
 
     def _unready(self, repo: git.Repo, lane: int) -> bool:
-        """Whether lane `lane` gave back the feature it was to implement next (under the lock):
-        one that depends on work not passing yet, chosen to begin on the lane's approved merge of
-        it, which will not land as it is (sent back, held, `main` moved; or a killed run's lane,
-        which begins on `main`). No feature is begun without what it depends on."""
+        """Whether lane `lane` does not begin the feature it is to implement next now (under the
+        lock): one that depends on work not passing yet whose approved tip the commit it would
+        begin on does not hold (the lane's own approved merge of it did not stay the one to land
+        as it is: sent back, held, `main` moved; or a killed run's lane, which begins on `main`).
+        While that work still waits in the merge queue the lane waits for it; once it does not,
+        the lane gives the feature back and takes other work. No feature is begun without what
+        it depends on."""
         rerun = self.reruns.get(lane)
         state = rerun[1] if rerun is not None else self.schedule.view(lane)
         work = state.lane.work
         if lane in self.held or state.lane.role is not T.IMPLEMENT or work is None or work.feature_id is None:
             return False
         backlog = self.schedule.backlog
-        if backlog.passing.issuperset(backlog.needs(work.feature_id)):
+        needs = [f for f in backlog.needs(work.feature_id) if f not in backlog.passing]
+        if not needs:
             return False
-        if self._start(repo, lane)[0] != gitops.head(repo, self.trunk):  # on the merge it was chosen for
-            return False
+        start, _ = self._start(repo, lane)
+        tips = {landing.feature: landing.tip for landing in self.queue.pending()}
+        if all(f in tips and gitops.is_ancestor(repo, tips[f], start) for f in needs):
+            return False  # begun on what it depends on: its lane's approved merge, or landed already
+        if any(w.feature_id in needs for w in backlog.landing):
+            self.lock.wait(timeout=1.0)  # it lands, or goes back, soon: then this is asked again
+            return True
         self.reruns.pop(lane, None)
         self.flights.pop(lane, None)
         self.schedule, events = unready(self.schedule, lane, self.config)
