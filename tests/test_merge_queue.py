@@ -11,7 +11,7 @@ from helpers import sh
 
 from session_scheduler.core.errors import GitError, StateError
 from session_scheduler.guard import safe_git
-from session_scheduler.repo import gitops
+from session_scheduler.repo import gitops, merge_queue
 from session_scheduler.repo.merge_queue import RETRIES, Conflict, Landed, Landing, Queue, Red, land
 from session_scheduler.store.records import Records
 
@@ -240,3 +240,30 @@ def test_main_moves_only_while_the_guard_is_held(project: Path) -> None:
     verdict = land(repo, landing(project, "F001"), None, guard=guard())
     assert isinstance(verdict, Landed)
     assert seen == [("enter", before), ("exit", verdict.commit)]
+
+
+def test_work_begun_on_an_approved_merge_lands_only_once_that_merge_s_work_landed_as_approved(
+    project: Path,
+) -> None:
+    """F002 was begun on M, the REVIEW's merge of F001 waiting to land. It may land once M is on
+    `main`, or once every parent of M is (F001 landed by another merge: `main` had moved); not
+    while F001's approved tip is not on `main` (sent back, held). A base its tip does not hold
+    (the branch never took it) holds nothing back."""
+    repo = safe_git.open(project)
+    sh(project, "git checkout -q main && git merge -q --no-ff feature/F001 -m M && git branch approved HEAD")
+    merge = sh(project, "git rev-parse approved")
+    sh(project, "git reset -q --hard HEAD^ && git checkout -q -b feature/F009 approved")
+    sh(project, "echo c > c && git add c && git commit -qm F009 && git checkout -q main")
+    f009, base = landing(project, "F009"), sh(project, "git rev-parse main")
+    unlanded = merge_queue.unlanded_bases
+    assert unlanded(repo, f009, base, [merge]) == [merge]  # F001 has not landed: F009 would land it
+    assert unlanded(repo, landing(project, "F002"), base, [merge]) == []  # F002 never took it
+    sh(project, "git merge -q --no-ff feature/F002 -m other && git merge -q --no-ff feature/F001 -m again")
+    moved = sh(project, "git rev-parse main")  # F001 landed, by another merge than M
+    assert unlanded(repo, f009, moved, [merge]) == []
+    assert unlanded(repo, f009, merge, [merge]) == []  # M itself landed
+    assert merge_queue.stacked_on(repo, "feature/F009") == []
+    gitops.keep_ref(repo, f"{merge_queue.STACKED}/feature/F009/{merge}", merge)
+    assert merge_queue.stacked_on(repo, "feature/F009") == [merge]
+    merge_queue.forget_stacked(repo, "feature/F009", [merge])
+    assert merge_queue.stacked_on(repo, "feature/F009") == []
