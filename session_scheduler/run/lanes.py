@@ -454,6 +454,9 @@ class Lanes:
                     gitops.delete_branch(repo, work.branch)
                 else:
                     gitops.set_branch(repo, work.branch, flight.branch_tip)
+            self.events.emit(  # its end, if the killed run recorded one, no longer stands: it runs again
+                "undo", session=flight.number, reason="its results were half recorded when the run was killed"
+            )
             self._say(
                 lane, f"session {flight.number}'s results, half recorded when the run was killed, were undone"
             )

@@ -380,6 +380,24 @@ def check_lanes_project(project: Path) -> list[str]:
     return problems + check_lanes_log(log, entries)
 
 
+def _standing_verified(log: list[dict[str, Any]]) -> list[int]:
+    """The sessions whose verified end stands: an end the next run undid (a kill between the
+    end's event and the state's save: `undo` before the session runs again) does not."""
+    standing: list[int] = []
+    voidable: set[int] = set()  # verified ends no session start has followed yet
+    for event in log:
+        kind, number = event["kind"], event.get("session")
+        if kind == "session_ended" and event["standing"] == "verified":
+            standing.append(number)
+            voidable.add(number)
+        elif kind == "session_started":
+            voidable.discard(number)
+        elif kind == "undo" and number in voidable:
+            standing.remove(number)
+            voidable.discard(number)
+    return standing
+
+
 def check_lanes_log(log: list[dict[str, Any]], entries: list[int]) -> list[str]:
     """The lanes' event log: every session that started ended, sessions numbered once each
     (a rerun keeps its number), no feature held by two lanes at once, every session a killed
@@ -392,7 +410,7 @@ def check_lanes_log(log: list[dict[str, Any]], entries: list[int]) -> list[str]:
         for n in sorted(started)
         if started[n] != ended[n]
     ]
-    verified = sorted(e["session"] for e in ends if e["standing"] == "verified")
+    verified = sorted(_standing_verified(log))
     if len(verified) != len(set(verified)):
         problems.append(f"a session number was verified twice: {verified}")
     if sorted(entries) != [n for n in verified if n in set(entries)]:
