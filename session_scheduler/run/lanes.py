@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import git
 
@@ -107,6 +108,7 @@ from session_scheduler.store.outbox import OUTBOX, apply, open_outbox
 from session_scheduler.store.records import Records
 
 T = SessionType
+R = TypeVar("R")
 APPLYING = "applying"
 """A lane's copies of the records taken just before its session's results are applied (a restore point)."""
 
@@ -116,24 +118,27 @@ QUIET_WAIT_S = 0.25
 takes the lock to land or to record a landing."""
 
 
-class Beside:
-    """A step run in a thread beside the caller's, joined later: its failure is raised there."""
+class Beside(Generic[R]):
+    """A step run in a thread beside the caller's, joined later: its value is returned there,
+    its failure raised there."""
 
-    def __init__(self, step: Callable[[], None]) -> None:
+    def __init__(self, step: Callable[[], R]) -> None:
         self.failure: BaseException | None = None
+        self.value: R | None = None
         self.thread = threading.Thread(target=self._run, args=(step,), daemon=True)
         self.thread.start()
 
-    def _run(self, step: Callable[[], None]) -> None:
+    def _run(self, step: Callable[[], R]) -> None:
         try:
-            step()
+            self.value = step()
         except BaseException as exc:  # raised in the caller's thread, by `join`
             self.failure = exc
 
-    def join(self) -> None:
+    def join(self) -> R | None:
         self.thread.join()
         if self.failure is not None:
             raise self.failure
+        return self.value
 
 
 class Quiet:
@@ -215,10 +220,18 @@ class Lanes:
         """Per lane, the work its REVIEW approved last, that REVIEW's merge, and the `main` it was
         merged onto, while it may land as it is: the lane's next sessions start on that merge
         (`_start`) instead of waiting for it to land."""
+        self.checking: dict[int, Beside[None]] = {}
+        """Per lane, the thread checking its clone as its last session left it (`_left_by`): the
+        lane's next session joins it before it touches the clone, so the lane's records are kept
+        and its next session chosen meanwhile."""
         self.checked: dict[int, git.Repo] = {}
         """Per lane, its clone as its last session left it: opened, checked (`workdirs.inspect`) and
         cleared of leftovers right after that session, for its next session's `_ready` (nothing
         else runs in a lane's clone between its sessions)."""
+        self.carriers: dict[int, git.Repo] = {}
+        """Per lane, the project's repository opened for the threads beside the lane's that bring
+        its work into the project (`_bring_back`, `_take_merge`; one at a time per lane): opened
+        once, so what it remembers (the branches in packed-refs) is read once."""
         self.held: dict[int, InFlight] = {}
         """Per lane, a killed run's session that the engine still holds (running on a worker, or
         ended there with a result): the lane awaits it instead of running it again."""
@@ -533,6 +546,14 @@ class Lanes:
     # -- a lane -------------------------------------------------------------------------------
     def _lane(self, lane: int | None) -> None:
         assert lane is not None
+        try:
+            self._sessions(lane)
+        except BaseException:
+            self._settle(lane, raising=False)
+            raise
+        self._settle(lane)
+
+    def _sessions(self, lane: int) -> None:
         repo = safe_git.open(self.project)  # each thread its own: GitPython's helpers are not shared
         while True:
             with self.lock:
@@ -687,6 +708,7 @@ class Lanes:
         what one session may (what is left is this session's budget). `held`: a killed run's
         session the engine still holds, awaited where it runs (its clone, its start as recorded)."""
         role, work = state.lane.role, state.lane.work
+        self._settle(lane)
         if held is None:
             with self.lock:  # what reads the project's repository runs while no worktree is half made there
                 start = self._start(repo, lane)  # read with the clone made: the queue may have moved it
@@ -819,7 +841,11 @@ class Lanes:
         )
         classified = judged(result, outcome)
         crashpoints.reached("verified")
-        checking = Beside(lambda: self._left_by(lane, number))  # while its results are recorded
+        merging = (  # an approval's merge, taken while the records are applied (a scheduler's ref only)
+            Beside(lambda: self._take_merge(lane, work, clone))
+            if role is T.REVIEW and work is not None and outcome.ok and outcome.verdict == "PASS"
+            else None
+        )
         with self.lock:
             flight = self.flights.get(lane)
             if flight is not None:  # what a kill before this block's save is undone to (`_resume`)
@@ -827,6 +853,11 @@ class Lanes:
                 progress.snapshot(self.records, applying)
                 self.flights[lane] = replace(flight, copies=str(applying))
                 self._save()
+            bringing = (  # its branch, brought back while the records are applied (undone by `_resume`)
+                Beside(lambda: self._bring_back(lane, work, clone))
+                if work is not None and role is not T.REVIEW
+                else None
+            )
             applied = apply(outbox, self.records, number, extension=extends(state) and outcome.ok)
             if classified.standing.counted:  # the records' newest good copies (restore/post, its folder)
                 progress.snapshot(self.records, progress.restore_point(self.records, SessionFolder.POST))
@@ -841,8 +872,12 @@ class Lanes:
                 outcome = replace(
                     outcome, gates_review=applied.review_ids.get(outcome.gates_review, outcome.gates_review)
                 )
-            if work is not None:
+            merge = merging.join() if merging is not None else None
+            if bringing is not None:
+                bringing.join()
+            elif work is not None:  # a REVIEW's, left where it was (quick)
                 workdirs.bring_back(repo, clone, work.branch, self.trunk)
+            self.checking[lane] = Beside(lambda: self._left_by(lane, number))  # joined by `_settle`
             if role is T.INITIALIZER and outcome.ok:  # every spec so far is planned into features
                 specs.planned(self.records, number)
             if (
@@ -860,7 +895,9 @@ class Lanes:
                 )
                 self.outages, self.outage_since = 0, None
             for event in events:
-                self._act(repo, lane, event, number, outcome.review_id or 0, clone, tested=not moves)
+                self._act(
+                    repo, lane, event, number, outcome.review_id or 0, clone, tested=not moves, merge=merge
+                )
                 if isinstance(event, GaveUp) and event.role is T.INITIALIZER:  # an extension's: no halt
                     self.unplanned = event.reason
             crashpoints.reached("transitioned")
@@ -884,7 +921,16 @@ class Lanes:
                 self._fresh(lane, number, role, classified)
                 self._save()
             self.lock.notify_all()
-        checking.join()
+
+    def _settle(self, lane: int, *, raising: bool = True) -> None:
+        """The check of the lane's clone after its last session ended (`_left_by`): its failure
+        raised here (not under the lock: the check may set leftovers aside, which takes it)."""
+        checking = self.checking.pop(lane, None)
+        if checking is not None:
+            if raising:
+                checking.join()
+            else:  # the lane already fails: its clone is left alone before the run stops
+                checking.thread.join()
 
     def _left_by(self, lane: int, number: int) -> None:
         """The lane's clone checked as session `number` left it, in a thread of its own beside the
@@ -899,6 +945,21 @@ class Lanes:
             # project's repository, opened here: the lane's thread uses its own meanwhile
             self._keep_leftovers(safe_git.open(self.project), clone, lane, number, by=True)
         self.checked[lane] = clone
+
+    def _carrier(self, lane: int) -> git.Repo:
+        if lane not in self.carriers:
+            self.carriers[lane] = safe_git.open(self.project)
+        return self.carriers[lane]
+
+    def _bring_back(self, lane: int, work: WorkItem, clone: git.Repo) -> None:
+        """The lane's branch of `work` brought into the project from its `clone`, in a thread of
+        its own (`Beside`; the lane's thread leaves the clone alone meanwhile)."""
+        workdirs.bring_back(self._carrier(lane), clone, work.branch, self.trunk)
+
+    def _take_merge(self, lane: int, work: WorkItem, clone: git.Repo) -> str:
+        """The REVIEW's merge in the lane's `clone`, taken into the project as the work's reviewed
+        ref, in a thread of its own (`Beside`): what `_act` queues if the REVIEW approves."""
+        return workdirs.take_main(self._carrier(lane), clone, reviewed_ref(work.branch), self.trunk)
 
     @staticmethod
     def _stacked_on(repo: git.Repo, work: WorkItem, merge: str) -> None:
@@ -1228,15 +1289,17 @@ class Lanes:
         clone: git.Repo | None = None,
         *,
         tested: bool = True,
+        merge: str | None = None,
     ) -> None:
         """What the authority does about one event (under the lock); `review_id`: the review that
         approved work (an `Approved` event's); `clone`: the lane's, opened (else opened here);
-        `tested`: its verification ran the gates on the REVIEW's merge (else the queue runs them)."""
+        `tested`: its verification ran the gates on the REVIEW's merge (else the queue runs them);
+        `merge`: that merge, already taken into the project (else taken here)."""
         if isinstance(event, Approved):
             tip = gitops.head(repo, event.work.branch)
             assert tip is not None, f"the approved {event.work.branch} is missing"
             name = event.work.feature_id or event.work.branch
-            merge = (  # the REVIEW's verified merge in its clone: it lands as it is if main stays
+            merge = merge or (  # the REVIEW's verified merge in its clone: it lands as it is if main stays
                 workdirs.take_main(
                     repo,
                     clone or workdirs.path_of(self.project, lane),
