@@ -87,7 +87,12 @@ DEPENDS: dict[str, list[str]] = {
     "F015": ["F002"],  # tag
     "F016": ["F004"],  # export
 }
+DEPENDS.update(  # a larger spec's notes (scripted_model): each on a feature two or three steps from F001
+    {f"F{n:03d}": [f"F{2 + (n - 17) % 14 if 2 + (n - 17) % 14 != 10 else 11:03d}"] for n in range(17, 129)}
+)  # so the chain F001 -> F002 -> F009 -> F010 stays the longest (four features)
 CONFLICTS = [["F012", "F013"]]
+MORE_CONFLICTS = [["F012", "F013"], ["F040", "F041"]]
+"""The conflicting pairs of a spec larger than the catalogue (`--features 64`)."""
 
 
 def ids(count: int) -> list[str]:
@@ -103,7 +108,7 @@ def scenario_data(
     latency: float, count: int = FEATURES, conflicts: list[list[str]] = CONFLICTS
 ) -> dict[str, Any]:
     return {
-        "description": f"bench/lanes.py: {count} features, a dependency DAG, one conflicting pair",
+        "description": f"bench/lanes.py: {count} features, a dependency DAG, conflicting pairs",
         "features": count,
         "depends": depends(count),
         "conflicts": [group for group in conflicts if set(group) <= set(ids(count))],
@@ -578,12 +583,13 @@ def main() -> None:
         "--features",
         type=int,
         default=FEATURES,
-        help="the first N of the 16 features, with their dependencies (a smaller run; the goal is for 16)",
+        help="the first N features with their dependencies: past 16, notes (a file each) on F002 to F016, "
+        "and a second conflicting pair (F040, F041)",
     )
     parser.add_argument(
         "--conflict",
-        default=",".join(CONFLICTS[0]),
-        help="the conflicting pair (default F012,F013: claimed last, so their FIX ends the run)",
+        default=None,
+        help="the conflicting pair (default F012,F013, and F040,F041 past 40 features)",
     )
     parser.add_argument(
         "--save", type=Path, help="write each run's measurements to this file (pickle) as it ends"
@@ -596,7 +602,13 @@ def main() -> None:
     latency = args.latency if args.latency is not None else (3.0 if args.real_cli else 2.0)
     if counts[0] != 1:
         raise SystemExit("--lanes: the first count is the baseline and must be 1")
-    conflicts = [args.conflict.split(",")]
+    conflicts = (
+        [args.conflict.split(",")]
+        if args.conflict
+        else MORE_CONFLICTS
+        if args.features > FEATURES
+        else CONFLICTS
+    )
     print(f"machine: {machine()}")
     print(
         f"spec: {json.dumps({k: v for k, v in scenario_data(latency, args.features, conflicts).items() if k != 'description'})}; "
@@ -609,7 +621,7 @@ def main() -> None:
             row = real_cli(n, latency, args.features)
         else:
             row = one(n, latency, args.features, conflicts)
-        if conflicts != CONFLICTS:
+        if conflicts not in (CONFLICTS, MORE_CONFLICTS):
             row.note = f"conflicting pair {'/'.join(conflicts[0])}"
         rows.append(row)
         print(f"  {n} lane{'s' if n > 1 else ''}: {row.wall_s:.1f} s, {row.sessions} sessions", flush=True)

@@ -244,11 +244,19 @@ def commit(paths: str, message: str, ctx: Ctx | None = None) -> ToolCall:
     return bash(f"git add {paths} && git commit -q -m {shlex.quote(plain)}; git rev-parse HEAD")
 
 
+def _item(ctx: Ctx, feature_id: str) -> demo_app.DemoFeature:
+    """The scenario's feature of that id: a command of the catalogue, a web feature when the
+    scenario has them (after the commands), else a note (a spec larger than the catalogue)."""
+    return demo_web.any_feature(feature_id) if ctx.scenario.web_features else demo_app.feature(feature_id)
+
+
 def initializer(ctx: Ctx) -> Script:
     files, (spec,) = yield from orient([bash("cat app_spec.txt")])
     if files.facts.get("form") == "extend":
         return (yield from extend(ctx, files))
-    chosen = demo_app.FEATURES[: ctx.scenario.features] + demo_web.WEB_FEATURES[: ctx.scenario.web_features]
+    chosen = [demo_app.feature(f"F{n:03d}") for n in range(1, ctx.scenario.features + 1)] + list(
+        demo_web.WEB_FEATURES[: ctx.scenario.web_features]
+    )
     feature_list = {
         "features": [
             {
@@ -354,7 +362,7 @@ def add_readme_line(files: Files, line: str) -> Steps:
 def implement(ctx: Ctx) -> Script:
     files, _ = yield from orient()
     feature_id, branch = files.feature, files.branch
-    item = demo_web.any_feature(feature_id)
+    item = _item(ctx, feature_id)
     contents = dict(item.files)
     if feature_id in ctx.scenario.buggy and not files.facts.get("earlier_reviews") and item.buggy:
         contents.update(item.buggy)
@@ -532,7 +540,7 @@ def fix(ctx: Ctx) -> Script:
     found = [i for level in ("critical", "major", "minor") for i in open_review["issues"][level]]
     if any(marker in i for marker in MAIN_MOVED for i in found):
         yield from merge_main(files)  # the merge queue (or the REVIEW) sent it back: bring main in
-    contents = dict(demo_web.any_feature(feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
+    contents = dict(_item(ctx, feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
     if feature_id in ctx.scenario.app_broken:  # mend the web front it broke
         contents["todo/web.py"] = demo_web.WEB["todo/web.py"]
     if feature_id and ctx.scenario.red_part(feature_id) == "rewords":

@@ -36,8 +36,10 @@ WRITTEN_FAULTS = (
 """Robot faults carried out as extra tool calls after the session's real work."""
 VERDICT = {"enum": ["PASS", "REQUEST_CHANGES", "REJECT"]}
 FEATURE_ID = {"type": "string", "pattern": "^F[0-9]+$"}
-MAX_FEATURES = 16
-"""The demo app's catalogue (scripted_model/demo_app.py)."""
+CATALOGUE = 16
+"""The demo app's catalogue of commands (scripted_model/demo_app.py)."""
+MAX_FEATURES = 128
+"""Features past the catalogue's are notes, a file each (`demo_app.feature`): a large spec's shape."""
 MAX_WEB_FEATURES = 2
 """Its web features (scripted_model/demo_web.py)."""
 
@@ -180,6 +182,11 @@ class Scenario:
         if problem is not None:
             where = "/".join(str(p) for p in problem.absolute_path) or "(top level)"
             raise ValueError(f"scenario is invalid at {where}: {problem.message}")
+        if data.get("features", 6) > CATALOGUE and data.get("web_features", 0):
+            raise ValueError(
+                f"scenario is invalid: web features take the ids after the catalogue's {CATALOGUE}, "
+                f"so `features` past {CATALOGUE} go without `web_features`"
+            )
         paired = [feature for pair in data.get("red_together", ()) for feature in pair]
         if len(paired) != len(set(paired)):
             raise ValueError("scenario is invalid at red_together: a feature is in two red pairs")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import subprocess
 import threading
 from collections import Counter
 from pathlib import Path
@@ -272,6 +273,59 @@ def test_a_lane_goes_on_from_its_approved_merge_and_what_it_began_there_is_set_a
     assert any(
         "approved work that did not land as approved: it is done again from main" in line for line in lines
     )
+
+
+class Gathers(Lanes):
+    """Lanes whose merge queue, once F001 landed, waits for `count` approvals before it lands
+    any (as it would behind a slow test suite)."""
+
+    def __init__(self, *args: Any, count: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.count = count
+
+    def _land_next(self, repo: Any, waiting: list[Any]) -> None:
+        if waiting[0].feature != "F001":
+            for _ in range(600):
+                if len(waiting) >= self.count or self.failed is not None:
+                    break
+                threading.Event().wait(0.05)
+                with self.lock:
+                    waiting = self.queue.pending()
+        super()._land_next(repo, waiting)
+
+
+def test_approvals_waiting_together_are_tested_as_one_batch_and_a_red_one_alone_goes_back(
+    tmp_path: Path,
+) -> None:
+    """F002, F003 and F004 approved while the queue is busy: it merges the three onto `main` and
+    tests them once. F002 and F003 are red together (F003's test pins the words F002 changes):
+    the batch is red, its first half too, F002 alone green: F002 lands, F003 goes back alone
+    (known red without a run of its own), F004 is tested and lands; F003's FIX lands later.
+    Every feature is merged once and `main` stays green."""
+    project = new_project(tmp_path)
+    scenario = Scenario.from_json({**FOUR, "red_together": [["F002", "F003"]]})
+    lines: list[str] = []
+    report = Gathers(project, CFG, InProcessRobotRunner(scenario), 3, echo=lines.append, count=3).run()
+    assert report.run.status == "done", report.run.message
+    assert sorted(report.landed) == ["F001", "F002", "F003", "F004"]
+    log = events.read(events.log_path(project))
+    runs = [
+        e.get("batch")
+        for e in log
+        if e["kind"] == "gates_ran" and e["where"] == "main" and "session" not in e
+    ]
+    first = runs[0]
+    assert sorted(first) == ["F002", "F003", "F004"], runs  # the three, tested once together
+    culprit = max(("F002", "F003"), key=first.index)  # the pair's second in queue order
+    back = [(e["feature"], e["why"], e.get("batch")) for e in log if e["kind"] == "sent_back"]
+    assert len(back) == 1 and back[0][:2] == (culprit, "tests") and back[0][2] >= 2, back
+    landed = [(e["feature"], e.get("batch")) for e in log if e["kind"] == "merge_verified"]
+    assert landed[0] == ("F001", None) and landed[-1] == (culprit, None)  # its FIX lands last
+    assert len(runs) <= 1 + 2 + 1 + 1, runs  # the batch, two halvings, the rest; the FIX's own
+    assert sorted(m.split()[1] for m in _merges(project)) == [f"feature/F00{n}" for n in range(1, 5)]
+    assert any("tested with" in line for line in lines)
+    tests = subprocess.run(["bash", "init.sh"], cwd=project, capture_output=True, text=True, check=False)
+    assert tests.returncode == 0, tests.stdout + tests.stderr  # main is green
 
 
 def _merges(project: Path) -> list[str]:

@@ -267,3 +267,102 @@ def test_work_begun_on_an_approved_merge_lands_only_once_that_merge_s_work_lande
     assert merge_queue.stacked_on(repo, "feature/F009") == [merge]
     merge_queue.forget_stacked(repo, "feature/F009", [merge])
     assert merge_queue.stacked_on(repo, "feature/F009") == []
+
+
+def _more(project: Path, *features: str) -> None:
+    """Branches that each add a file of their own (they merge with any other cleanly)."""
+    for feature in features:
+        sh(
+            project,
+            f"git checkout -q -b feature/{feature} main && echo {feature} > {feature} && git add {feature}",
+        )
+        sh(project, f"git commit -qm {feature} && git checkout -q main")
+
+
+def test_a_batch_lands_together_after_one_test_run_each_as_its_own_merge(project: Path) -> None:
+    """Three approved branches waiting: merged one after another onto main, tested once on the
+    last merge, and main moved once, to it; each lands as its own merge commit, in queue order."""
+    _more(project, "F004")
+    repo = safe_git.open(project)
+    before = gitops.head(repo, "main")
+    calls: list[str] = []
+    told: list[tuple[str, int]] = []
+    queue = [landing(project, f) for f in ("F001", "F002", "F004")]
+    verdicts = merge_queue.land_batch(
+        repo,
+        queue,
+        lambda group: green(calls),  # type: ignore[arg-type,return-value]
+        settle=lambda entry, verdict, tested: told.append((entry.feature, tested)),
+    )
+    main = gitops.head(repo, "main")
+    assert calls == [main] and told == [("F001", 3), ("F002", 3), ("F004", 3)]
+    chain = sh(project, f"git rev-list --first-parent {before}..main").split()
+    assert [entry.feature for entry, _ in verdicts] == ["F001", "F002", "F004"]
+    assert [verdict for _, verdict in verdicts] == [Landed(commit) for commit in reversed(chain)]
+    assert [gitops.parents(repo, c)[1] for c in reversed(chain)] == [entry.tip for entry in queue]
+    assert sh(project, "git log --first-parent --format=%s -3 main").splitlines() == [
+        "Merge feature/F004 (F004)",
+        "Merge feature/F002 (F002)",
+        "Merge feature/F001 (F001)",
+    ]
+
+
+def test_a_red_batch_is_bisected_and_only_the_culprit_goes_back(project: Path) -> None:
+    """F002 breaks the tests: of F001, F002, F004, F005 the first half is red, its first half
+    (F001) green and lands, F002 is then known red without a run and goes back with the last red
+    run's output; F004 and F005 are tested together and land. Four runs, one red branch."""
+    _more(project, "F004", "F005")
+    repo = safe_git.open(project)
+    runs: list[tuple[str, ...]] = []
+
+    def tests_for(group: tuple[Landing, ...]) -> merge_queue.Tests:
+        def run(commit: str) -> tuple[bool, str]:
+            runs.append(tuple(entry.feature for entry in group))
+            red = "b2" in sh(project, f"git show {commit}:b")
+            return not red, "b2 is not allowed" if red else "ok"
+
+        return run
+
+    queue = [landing(project, f) for f in ("F001", "F002", "F004", "F005")]
+    verdicts = dict(
+        (entry.feature, verdict) for entry, verdict in merge_queue.land_batch(repo, queue, tests_for)
+    )
+    assert runs == [("F001", "F002", "F004", "F005"), ("F001", "F002"), ("F001",), ("F004", "F005")]
+    assert isinstance(verdicts["F002"], Red) and verdicts["F002"].output == "b2 is not allowed"
+    assert gitops.parents(repo, verdicts["F002"].commit)[1] == landing(project, "F002").tip  # its merge, last
+    assert all(isinstance(verdicts[f], Landed) for f in ("F001", "F004", "F005"))
+    assert sh(project, "git show main:b") == "b1" and sh(project, "git show main:F005") == "F005"
+    assert sh(project, "git for-each-ref --format='%(refname)' refs/scheduler/red/").startswith(
+        "refs/scheduler/red/F002/"
+    )
+
+
+def test_a_branch_that_conflicts_in_a_batch_goes_back_and_the_rest_are_merged_again(project: Path) -> None:
+    _more(project, "F004")
+    repo = safe_git.open(project)
+    calls: list[str] = []
+    queue = [landing(project, f) for f in ("F001", "F003", "F004")]
+    verdicts = dict(
+        (entry.feature, verdict)
+        for entry, verdict in merge_queue.land_batch(repo, queue, lambda group: green(calls))  # type: ignore[arg-type,return-value]
+    )
+    assert isinstance(verdicts["F003"], Conflict) and verdicts["F003"].files == ("a",)
+    assert isinstance(verdicts["F001"], Landed) and isinstance(verdicts["F004"], Landed)
+    assert calls == [gitops.head(repo, "main")]  # no run for the set with the conflict
+
+
+def test_a_batch_of_one_is_what_lands_one_at_a_time(project: Path) -> None:
+    """`cap=1`: each branch tested alone, in order (the same planner, not a second path); a tip
+    main holds already lands again without a merge or a run."""
+    _more(project, "F004")
+    repo = safe_git.open(project)
+    calls: list[str] = []
+    land(repo, landing(project, "F004"), None)
+    queue = [landing(project, f) for f in ("F001", "F002", "F004")]
+    verdicts = merge_queue.land_batch(repo, queue, lambda group: green(calls), cap=1)  # type: ignore[arg-type,return-value]
+    assert [(entry.feature, type(verdict)) for entry, verdict in verdicts] == [
+        ("F004", Landed),
+        ("F001", Landed),
+        ("F002", Landed),
+    ]
+    assert verdicts[0][1] == Landed(verdicts[0][1].commit, again=True) and len(calls) == 2  # type: ignore[union-attr]

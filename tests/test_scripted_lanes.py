@@ -59,7 +59,7 @@ def assert_built(project: Path, ids: list[str]) -> None:
     assert tests.returncode == 0, tests.stdout + tests.stderr
 
 
-def test_the_scenario_takes_up_to_16_features_and_names_its_clashes() -> None:
+def test_the_scenario_takes_the_catalogue_then_notes_and_names_its_clashes() -> None:
     assert len(demo_app.FEATURES) == 16 and len({f.id for f in demo_app.FEATURES}) == 16
     assert [f.id for f in demo_app.FEATURES[:6]] == ["F001", "F002", "F003", "F004", "F005", "F006"]
     modules = [p for f in demo_app.FEATURES for p in f.files if p.startswith("todo/")]
@@ -74,8 +74,11 @@ def test_the_scenario_takes_up_to_16_features_and_names_its_clashes() -> None:
         None,
     )
     assert Scenario().conflicts == () and Scenario().red_together == ()  # the default: no clashes
+    assert Scenario.from_json({"features": 64}).features == 64  # past the catalogue: notes
+    assert demo_app.feature("F017").files == {"notes/F017.md": "# F017\n\nDone by the scripted agent.\n"}
     for bad in (
-        {"features": 17},
+        {"features": 129},
+        {"features": 17, "web_features": 1},  # the web features' ids come after the catalogue
         {"conflicts": [["F002"]]},
         {"conflicts": [["F002", "F002"]]},
         {"red_together": [["F002", "F003", "F004"]]},

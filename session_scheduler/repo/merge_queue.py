@@ -28,6 +28,7 @@ from typing import Any
 
 import git
 
+from session_scheduler.core import batching
 from session_scheduler.core.errors import GitError, StateError
 from session_scheduler.core.layout import LOG_DIR
 from session_scheduler.core.risk import FileChange
@@ -100,52 +101,146 @@ def land(
 ) -> Verdict:
     """Land one approved tip on `onto` (`main`, the review branch, or the person's branch when
     they approve; see the module's text); `guard`: held while the branch moves and the work
-    tree follows (what reads the branch under it never sees it half moved)."""
+    tree follows (what reads the branch under it never sees it half moved). A batch of one."""
+    ((_, verdict),) = land_batch(repo, [landing], lambda _: tests, guard, onto, cap=1)
+    return verdict
+
+
+Settle = Callable[[Landing, Verdict, int], None]
+"""Told of each landing the batch settles, as soon as it is settled: its verdict, and how many
+branches the test run that settled it held (0: none ran)."""
+
+
+@dataclass(frozen=True)
+class _Merged:
+    """One landing's place in a batch's chain of merges onto `main`."""
+
+    landing: Landing
+    commit: str
+    reviewed: bool
+    """The REVIEW's own merge, as it is (the first of a chain onto the `main` its lane synced to)."""
+
+
+def land_batch(
+    repo: git.Repo,
+    landings: list[Landing],
+    tests_for: Callable[[tuple[Landing, ...]], Tests | None],
+    guard: contextlib.AbstractContextManager[object] | None = None,
+    onto: str = gitops.MAIN,
+    cap: int = batching.DEFAULT_CAP,
+    settle: Settle | None = None,
+) -> list[tuple[Landing, Verdict]]:
+    """Land approved tips on `onto`, in queue order, up to `cap` tested together
+    (`core/batching.py`): the set is merged one after another onto `main` (a merge commit each;
+    a REVIEW's own merge, as it is, where it was made onto this `main`), the tests run once on
+    the last merge (`tests_for` the set: None, no tests; a single REVIEW's merge tested in its
+    lane runs none), and green moves `main` to it by one compare-and-swap. Red bisects; the
+    culprit alone goes back, with the output of the last red run. A conflict goes back at once.
+    A tip `main` holds already lands again without a merge (a kill after it landed). Every
+    landing's verdict, in the order they were settled (each also told to `settle` at once)."""
     ref = f"refs/heads/{onto}"
-    for _ in range(RETRIES):
-        main = gitops.head(repo, onto)
-        if main is None:
-            raise GitError(
-                f"`{onto}` is missing; restore it (see `git reflog`) and run the same command again"
-            )
-        reviewed = landing.merge is not None and gitops.parents(repo, landing.merge) == [main, landing.tip]
-        if not reviewed and gitops.is_ancestor(repo, landing.tip, main):  # landed before a kill
-            return Landed(main, again=True)
-        if reviewed and landing.merge is not None:
-            if not landing.merge_tested and tests is not None:  # the one test run on its way
-                passed, output = tests(landing.merge)
-                if not passed:
-                    return _red(repo, landing, landing.merge, output)
-            with guard or contextlib.nullcontext():
-                try:
-                    repo.git.update_ref(ref, landing.merge, main)
-                except git.GitCommandError:
-                    continue  # `main` moved meanwhile: merge onto the new one
-                gitops.follow_main(repo, main, landing.merge, onto)
-            return Landed(landing.merge, reviewed=True)
-        merged = merged_tree(repo, main, landing.tip)
-        if isinstance(merged, Conflict):
-            return merged
-        commit = str(
-            repo.git.commit_tree(
-                merged, "-p", main, "-p", landing.tip, "-m", f"Merge {landing.branch} ({landing.feature})"
-            )
-        ).strip()
+    by_branch = {landing.branch: landing for landing in landings}
+    out: list[tuple[Landing, Verdict]] = []
+
+    def settled(landing: Landing, verdict: Verdict, tested: int) -> None:
+        out.append((landing, verdict))
+        if settle is not None:
+            settle(landing, verdict, tested)
+
+    main = _trunk(repo, onto)
+    waiting = []
+    for landing in landings:  # landed before a kill: not merged twice
+        if not _reviewed_onto(repo, landing, main) and gitops.is_ancestor(repo, landing.tip, main):
+            settled(landing, Landed(main, again=True), 0)
+        else:
+            waiting.append(landing.branch)
+    step = batching.plan(tuple(waiting), cap)
+    last_red: tuple[str, str, int] | None = None  # the last red run: its merge, its output, its size
+    moved = 0
+    while True:
+        for move in step.moves:
+            if isinstance(move, batching.SendBack) and move.cause == "red":
+                assert last_red is not None, "a branch is red only after a red run"
+                commit, output, size = last_red
+                settled(by_branch[move.branch], _red(repo, by_branch[move.branch], commit, output), size)
+        if isinstance(step.next, batching.Done):
+            done = {landing.branch for landing, _ in out}
+            left = tuple(branch for branch in waiting if branch not in done)
+            if not left:
+                return out
+            step = batching.plan(left, cap)  # the next batch
+            continue
+        branches = step.next.branches
+        group = tuple(by_branch[branch] for branch in branches)
+        main = _trunk(repo, onto)
+        chain = _chain(repo, main, group)
+        if isinstance(chain, tuple):
+            culprit, conflict = chain
+            settled(culprit, conflict, 0)
+            step = batching.conflicted(step.batch, culprit.branch)
+            continue
+        top = chain[-1]
+        tests = None if len(chain) == 1 and top.reviewed and top.landing.merge_tested else tests_for(group)
         if tests is not None:
-            passed, output = tests(commit)
+            passed, output = tests(top.commit)
             if not passed:
-                return _red(repo, landing, commit, output)
+                last_red = (top.commit, output, len(group))
+                step = batching.after_test(step.batch, False)
+                continue
         with guard or contextlib.nullcontext():
             try:
-                repo.git.update_ref(ref, commit, main)  # only from the `main` it was merged onto
-            except git.GitCommandError:
-                continue  # `main` moved meanwhile: merge onto the new one
-            gitops.follow_main(repo, main, commit, onto)
-        return Landed(commit)
-    raise GitError(
-        f"`{onto}` kept moving while {landing.branch} was landed ({RETRIES} tries); "
-        "stop what else writes to the repository and run the same command again"
-    )
+                repo.git.update_ref(ref, top.commit, main)  # only from the `main` it was merged onto
+            except git.GitCommandError:  # `main` moved meanwhile: merged onto the new one
+                moved += 1
+                if moved >= RETRIES:
+                    raise GitError(
+                        f"`{onto}` kept moving while {' and '.join(branches)} {'was' if len(branches) == 1 else 'were'} landed ({RETRIES} tries); "
+                        "stop what else writes to the repository and run the same command again"
+                    ) from None
+                step = batching.plan(step.batch.remaining, cap)
+                continue
+            gitops.follow_main(repo, main, top.commit, onto)
+        for merged in chain:
+            settled(
+                merged.landing,
+                Landed(merged.commit, reviewed=merged.reviewed),
+                len(group) if tests is not None else 0,
+            )
+        step = batching.after_test(step.batch, True)
+
+
+def _trunk(repo: git.Repo, onto: str) -> str:
+    main = gitops.head(repo, onto)
+    if main is None:
+        raise GitError(f"`{onto}` is missing; restore it (see `git reflog`) and run the same command again")
+    return main
+
+
+def _reviewed_onto(repo: git.Repo, landing: Landing, main: str) -> bool:
+    """Whether the landing's REVIEW merge was made onto this `main` (it lands as it is)."""
+    return landing.merge is not None and gitops.parents(repo, landing.merge) == [main, landing.tip]
+
+
+def _chain(repo: git.Repo, main: str, group: tuple[Landing, ...]) -> list[_Merged] | tuple[Landing, Conflict]:
+    """The group merged one after another onto `main`, or the first that conflicts."""
+    chain: list[_Merged] = []
+    at = main
+    for landing in group:
+        if not chain and _reviewed_onto(repo, landing, main):
+            assert landing.merge is not None
+            chain.append(_Merged(landing, landing.merge, True))
+            at = landing.merge
+            continue
+        merged = merged_tree(repo, at, landing.tip)
+        if isinstance(merged, Conflict):
+            return landing, merged
+        at = str(
+            repo.git.commit_tree(
+                merged, "-p", at, "-p", landing.tip, "-m", f"Merge {landing.branch} ({landing.feature})"
+            )
+        ).strip()
+        chain.append(_Merged(landing, at, False))
+    return chain
 
 
 def reviewed_ref(branch: str) -> str:

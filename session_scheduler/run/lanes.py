@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 
 import git
 
-from session_scheduler.core import risk
+from session_scheduler.core import batching, risk
 from session_scheduler.core.clock import Clock, SystemClock
 from session_scheduler.core.config import TERMINAL, AgentConfig, SessionType, risk_rules, trunk_of
 from session_scheduler.core.errors import (
@@ -75,7 +75,16 @@ from session_scheduler.guard import processes, safe_git
 from session_scheduler.guard.browser_box import APP_ORIGIN
 from session_scheduler.guard.sandbox import Host, private_tmp
 from session_scheduler.repo import gitops, merge_queue, workdirs
-from session_scheduler.repo.merge_queue import STACKED, Conflict, Landed, Landing, Queue, Red, reviewed_ref
+from session_scheduler.repo.merge_queue import (
+    STACKED,
+    Conflict,
+    Landed,
+    Landing,
+    Queue,
+    Red,
+    Verdict,
+    reviewed_ref,
+)
 from session_scheduler.run import browsing, ending, gating
 from session_scheduler.run.agent import (
     SessionRequest,
@@ -1355,75 +1364,131 @@ class Lanes:
                 if self._queue_done():
                     self.lock.notify_all()
                     return
-                landing = self.queue.pending()[0]
-            began = time.time()
-            main = gitops.head(repo, self.trunk)
-            assert main is not None, "the project has a main from its setup commit on"
-            stacked = merge_queue.stacked_on(repo, landing.branch)
-            bases = merge_queue.unlanded_bases(repo, landing, main, stacked)
+                waiting = self.queue.pending()
+            self._land_next(repo, waiting)
+
+    def _land_next(self, repo: git.Repo, waiting: list[Landing]) -> None:
+        """The next batch of what waits landed or sent back (`merge_queue.land_batch`), each
+        landing recorded as soon as it is settled."""
+        began = time.time()
+        batch, stacked = self._batch(repo, waiting)
+        if not batch:  # the first was set aside or held: the queue is read again
+            return
+        configured = self._tests(repo, batch[0]) is not None
+
+        def settle(landing: Landing, verdict: Verdict, tested: int) -> None:
+            self._landed(repo, landing, verdict, tested, configured, began, stacked[landing.branch])
+
+        merge_queue.land_batch(
+            repo,
+            batch,
+            lambda group: self._tests(repo, *group),
+            guard=self.quiet,
+            onto=self.trunk,
+            cap=batching.DEFAULT_CAP,
+            settle=settle,
+        )
+
+    def _batch(self, repo: git.Repo, waiting: list[Landing]) -> tuple[list[Landing], dict[str, list[str]]]:
+        """The landings the queue tests together next, in queue order, up to `batching.DEFAULT_CAP`,
+        and the approved merges each began on (`merge_queue.stacked_on`). One held by a risk rule
+        waits for the person instead; the first begun on approved work that did not land as
+        approved is done again (`_restart`: nothing is landed then, the queue is read again);
+        a later one begun on work not on `main` yet waits for a batch of its own."""
+        main = gitops.head(repo, self.trunk)
+        assert main is not None, "the project has a main from its setup commit on"
+        batch: list[Landing] = []
+        stacked: dict[str, list[str]] = {}
+        for landing in waiting[: batching.DEFAULT_CAP]:
+            on = merge_queue.stacked_on(repo, landing.branch)
+            bases = merge_queue.unlanded_bases(repo, landing, main, on)
+            if bases and batch:
+                break  # after what it began on has landed (or not)
             if bases:
                 with self.lock:
                     self._restart(repo, landing, bases)
-                merge_queue.forget_stacked(repo, landing.branch, stacked)
-                continue
+                merge_queue.forget_stacked(repo, landing.branch, on)
+                return [], {}
             why = self._risk(repo, landing)
             if why is not None:
                 with self.lock:
                     self._hold(repo, landing, why)
+                if not batch:
+                    return [], {}
                 continue
-            tests = self._tests(repo, landing)
-            verdict = merge_queue.land(repo, landing, tests, guard=self.quiet, onto=self.trunk)
+            batch.append(landing)
+            stacked[landing.branch] = on
+        return batch, stacked
+
+    def _landed(
+        self,
+        repo: git.Repo,
+        landing: Landing,
+        verdict: Verdict,
+        tested: int,
+        tests_configured: bool,
+        began: float,
+        stacked: list[str],
+    ) -> None:
+        """What one landing of a batch came to, recorded (the queue's thread): landed on `main`, or
+        sent back to a lane as a FIX; `tested`: the branches the test run that settled it held."""
+        if isinstance(verdict, Landed):
+            crashpoints.reached("queue_landed")
+        timing = {"waited_s": round(began - landing.queued_at, 3), "land_s": round(time.time() - began, 3)}
+        with self.quiet:
+            work = _work_of(landing.branch)
             if isinstance(verdict, Landed):
-                crashpoints.reached("queue_landed")
-            timing = {
-                "waited_s": round(began - landing.queued_at, 3),
-                "land_s": round(time.time() - began, 3),
-            }
-            with self.quiet:
-                work = _work_of(landing.branch)
-                if isinstance(verdict, Landed):
-                    self.schedule, events = landed(self.schedule, work, self.config)
-                    self.events.emit(
-                        "merge_verified",
-                        session=self.schedule.issued,
-                        feature=work.feature_id,
-                        branch=landing.branch,
-                        commit=verdict.commit,
-                        tests=(
-                            "not configured"
-                            if tests is None
-                            else "passed on the review's merge"
-                            if verdict.reviewed and landing.merge_tested
-                            else "passed"
-                        ),
-                        lane=landing.lane,
-                        **timing,
-                    )
-                    self._say(None, f"{landing.branch} landed on {self.trunk} ({verdict.commit[:10]})")
-                else:
-                    review = self._scheduler_review(work, verdict)
-                    self.schedule, events = sent_back(
-                        self.schedule, work, review, self.config, rejection=isinstance(verdict, Red)
-                    )
-                    self.returned.append(landing.feature)
-                    why = "conflict" if isinstance(verdict, Conflict) else "tests"
-                    self.events.emit(
-                        "sent_back",
-                        feature=work.feature_id,
-                        branch=landing.branch,
-                        why=why,
-                        review_id=review,
-                        **timing,
-                    )
-                    self._say(None, f"{landing.branch} sent back to a lane (review {review})")
-                for event in events:
-                    self._act(repo, None, event, self.schedule.issued)
-                self.queue.done(landing)
-                progress.correct_passes(self.records, self.schedule.backlog.passing)
-                self._save()
-                self.lock.notify_all()
-            if isinstance(verdict, Landed):  # (a kill before this leaves records that change nothing)
-                merge_queue.forget_stacked(repo, landing.branch, stacked)
+                self.schedule, events = landed(self.schedule, work, self.config)
+                self.events.emit(
+                    "merge_verified",
+                    session=self.schedule.issued,
+                    feature=work.feature_id,
+                    branch=landing.branch,
+                    commit=verdict.commit,
+                    tests=(
+                        "not configured"
+                        if not tests_configured
+                        else "passed on the review's merge"
+                        if verdict.reviewed and landing.merge_tested
+                        else "landed before"
+                        if verdict.again
+                        else "passed"
+                    ),
+                    **({"batch": tested} if tested > 1 else {}),
+                    lane=landing.lane,
+                    **timing,
+                )
+                together = (
+                    f", tested with {plural(tested - 1, 'other branch', 'other branches')}"
+                    if tested > 1
+                    else ""
+                )
+                self._say(None, f"{landing.branch} landed on {self.trunk} ({verdict.commit[:10]}{together})")
+            else:
+                review = self._scheduler_review(work, verdict)
+                self.schedule, events = sent_back(
+                    self.schedule, work, review, self.config, rejection=isinstance(verdict, Red)
+                )
+                self.returned.append(landing.feature)
+                why = "conflict" if isinstance(verdict, Conflict) else "tests"
+                self.events.emit(
+                    "sent_back",
+                    feature=work.feature_id,
+                    branch=landing.branch,
+                    why=why,
+                    review_id=review,
+                    **({"batch": tested} if tested > 1 else {}),
+                    **timing,
+                )
+                self._say(None, f"{landing.branch} sent back to a lane (review {review})")
+            for event in events:
+                self._act(repo, None, event, self.schedule.issued)
+            self.queue.done(landing)
+            progress.correct_passes(self.records, self.schedule.backlog.passing)
+            self._save()
+            self.lock.notify_all()
+        if isinstance(verdict, Landed):  # (a kill before this leaves records that change nothing)
+            merge_queue.forget_stacked(repo, landing.branch, stacked)
 
     def _risk(self, repo: git.Repo, landing: Landing) -> str | None:
         """Why a risk rule holds this landing for the person (None: none does, or it is no feature's)."""
@@ -1476,9 +1541,11 @@ class Lanes:
             return True
         return not self.queue.pending() and (self.schedule.settled or self.working == 0)
 
-    def _tests(self, repo: git.Repo, landing: Landing) -> merge_queue.Tests | None:
-        """The project's gates on the merge (None: none to run); their results are an event."""
+    def _tests(self, repo: git.Repo, *landings: Landing) -> merge_queue.Tests | None:
+        """The project's gates on the merge of `landings` (one after another; None: no gate to
+        run); their results are an event, named for the last (with the set when there are more)."""
         keeper = Gatekeeper.of(self.config, guard=self.lock)  # the lanes fetch into the project under it
+        last = landings[-1]
 
         def record(results: tuple[GateResult, ...]) -> None:
             with self.lock:
@@ -1486,8 +1553,9 @@ class Lanes:
                     self.events,
                     results,
                     self.trunk,
-                    feature=_work_of(landing.branch).feature_id,
-                    lane=landing.lane,
+                    feature=_work_of(last.branch).feature_id,
+                    lane=last.lane,
+                    batch=[landing.feature for landing in landings] if len(landings) > 1 else None,
                 )
 
         return gating.landing_tests(
