@@ -386,7 +386,7 @@ def _standing_verified(log: list[dict[str, Any]]) -> list[int]:
     standing: list[int] = []
     voidable: set[int] = set()  # verified ends no session start has followed yet
     for event in log:
-        kind, number = event["kind"], event.get("session")
+        kind, number = event["kind"], int(event.get("session") or 0)
         if kind == "session_ended" and event["standing"] == "verified":
             standing.append(number)
             voidable.add(number)
