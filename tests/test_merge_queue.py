@@ -366,3 +366,28 @@ def test_a_batch_of_one_is_what_lands_one_at_a_time(project: Path) -> None:
         ("F002", Landed),
     ]
     assert verdicts[0][1] == Landed(verdicts[0][1].commit, again=True) and len(calls) == 2  # type: ignore[union-attr]
+
+
+def test_a_tip_that_lands_another_way_while_the_batch_is_tested_is_not_merged_twice(project: Path) -> None:
+    """While F001 and F002 are tested together, F001 lands another way (`main` moves to it): the
+    compare-and-swap fails, F001 lands again with no merge of its own, F002 is merged and tested anew."""
+    repo = safe_git.open(project)
+    runs: list[str] = []
+
+    def tests(commit: str) -> tuple[bool, str]:
+        if not runs:
+            sh(project, "git merge -q --no-ff --no-edit feature/F001")
+        runs.append(commit)
+        return True, "ok"
+
+    queue = [landing(project, f) for f in ("F001", "F002")]
+    verdicts = merge_queue.land_batch(repo, queue, lambda group: tests)
+    assert [(entry.feature, verdict.again) for entry, verdict in verdicts] == [
+        ("F001", True),
+        ("F002", False),
+    ]  # type: ignore[union-attr]
+    assert len(runs) == 2
+    assert sh(project, "git log --first-parent --format=%s -2 main").splitlines() == [
+        "Merge feature/F002 (F002)",
+        "Merge branch 'feature/F001'",
+    ]

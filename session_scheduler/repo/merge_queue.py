@@ -147,14 +147,21 @@ def land_batch(
         if settle is not None:
             settle(landing, verdict, tested)
 
-    main = _trunk(repo, onto)
-    waiting = []
-    for landing in landings:  # landed before a kill: not merged twice
-        if not _reviewed_onto(repo, landing, main) and gitops.is_ancestor(repo, landing.tip, main):
-            settled(landing, Landed(main, again=True), 0)
-        else:
-            waiting.append(landing.branch)
-    step = batching.plan(tuple(waiting), cap)
+    def unlanded(branches: tuple[str, ...]) -> tuple[str, ...]:
+        """Of these, those `main` does not hold yet; the others land again, not merged twice
+        (they landed before a kill, or while the queue tested)."""
+        main = _trunk(repo, onto)
+        left = []
+        for branch in branches:
+            landing = by_branch[branch]
+            if not _reviewed_onto(repo, landing, main) and gitops.is_ancestor(repo, landing.tip, main):
+                settled(landing, Landed(main, again=True), 0)
+            else:
+                left.append(branch)
+        return tuple(left)
+
+    waiting = unlanded(tuple(by_branch))
+    step = batching.plan(waiting, cap)
     last_red: tuple[str, str, int] | None = None  # the last red run: its merge, its output, its size
     moved = 0
     while True:
@@ -197,7 +204,7 @@ def land_batch(
                         f"`{onto}` kept moving while {' and '.join(branches)} {'was' if len(branches) == 1 else 'were'} landed ({RETRIES} tries); "
                         "stop what else writes to the repository and run the same command again"
                     ) from None
-                step = batching.plan(step.batch.remaining, cap)
+                step = batching.plan(unlanded(step.batch.remaining), cap)
                 continue
             gitops.follow_main(repo, main, top.commit, onto)
         for merged in chain:
