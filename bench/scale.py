@@ -48,7 +48,7 @@ from session_scheduler.core import machine
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.layout import LOG_DIR
 from session_scheduler.guard.sandbox import lane_project
-from session_scheduler.repo import gitops
+from session_scheduler.repo import gitops, workdirs
 from session_scheduler.run.agent import SessionRequest, SessionResult, tools_of
 from session_scheduler.run.lanes import Lanes
 from session_scheduler.store import statefile
@@ -476,7 +476,10 @@ def config() -> AgentConfig:
 
 
 def fresh_copy(pristine: Path, work: Path) -> Path:
+    """A copy of the built project, with no lane clone (a clone the last measurement left would
+    hold its branches: a state no project's own run leaves)."""
     shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(workdirs.root_of(work), ignore_errors=True)
     shutil.copytree(pristine, work, symlinks=True)
     return work
 
