@@ -79,19 +79,32 @@ def outcome(schedule: Schedule, lane: int, verdict: str | None = None, ok: bool 
 
 def test_a_lane_is_never_handed_a_feature_another_lane_holds() -> None:
     """The case the one-lane machine got wrong: lane 0's REVIEW PASS on F001 handed it F002,
-    which lane 1 was implementing. Now it waits for F001 to land, then takes F003."""
+    which lane 1 was implementing. Now it takes F003, and F001 waits in the merge queue (a lane
+    does not wait for its approved work to land: `went_on`)."""
     schedule = listed(2)
     assert held(schedule) == ["F001", "F002"]
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)  # IMPLEMENT -> REVIEW
     schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
     assert events == (Approved(feature("F001")),) and schedule.backlog.landing == (feature("F001"),)
-    assert held(schedule) == ["WAIT", "F002"] and schedule.holder("F002") == 1
-    assert schedule.lanes[0].role is T.WAIT and landing_of(schedule, 0) == feature("F001")
+    assert held(schedule) == ["F003", "F002"] and schedule.holder("F002") == 1
+    assert landing_of(schedule, 0) is None and schedule.holder("F001") is None
     assert schedule.backlog.passing == set()  # approved is not merged: the queue lands it
     schedule, events = landed(schedule, feature("F001"), CFG)
     assert events == (Merged(feature("F001")),) and schedule.backlog.passing == {"F001"}
-    assert schedule.backlog.landing == () and landing_of(schedule, 0) is None
-    assert held(schedule) == ["F003", "F002"]  # its next work starts on a main that holds F001
+    assert schedule.backlog.landing == () and held(schedule) == ["F003", "F002"]
+
+
+def test_a_lane_that_goes_on_takes_nothing_that_needs_its_approved_work_before_it_lands() -> None:
+    """Not stacked (its merge may not land as it is), a lane takes from `main` only what does not
+    need its approved work; with nothing else open it waits for the landing, and the dependent
+    then starts on a `main` that holds it."""
+    schedule = listed(2, {"F002": ("F001",), "F003": ("F001",), "F004": ("F001",)})
+    assert held(schedule) == ["F001", "WAIT"]
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
+    schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
+    assert held(schedule) == ["WAIT", "WAIT"] and landing_of(schedule, 0) == feature("F001")
+    schedule, _ = landed(schedule, feature("F001"), CFG)
+    assert held(schedule) == ["F002", "F003"]
 
 
 def test_a_lane_whose_merge_lands_as_it_is_goes_on_from_it_a_dependent_included() -> None:
@@ -208,9 +221,10 @@ def test_a_rejection_releases_the_claim_and_a_blocked_feature_blocks_what_depend
 
 def test_an_architecture_review_waits_for_a_quiet_main() -> None:
     """Due once a merge landed, it waits while another lane holds work or the queue holds
-    approved work; then the first lane to look runs it, and the others go on after it."""
+    approved work; then the first lane to look runs it, and the others go on after it. (F003 and
+    F004 need both: a lane whose REVIEW passed has nothing else to go on to.)"""
     cfg = replace(CFG, architecture_interval=1)
-    schedule = listed(2, cfg=cfg)
+    schedule = listed(2, {"F003": ("F001", "F002"), "F004": ("F001", "F002")}, cfg=cfg)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), cfg)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), cfg)
     schedule, events = landed(schedule, feature("F001"), cfg)  # due now; lane 1 holds F002
@@ -227,7 +241,7 @@ def test_an_architecture_review_waits_for_a_quiet_main() -> None:
 
 def test_an_architecture_review_runs_alone_and_the_lanes_go_on_after_it() -> None:
     cfg = replace(CFG, architecture_interval=1)
-    schedule = listed(2, cfg=cfg)
+    schedule = listed(2, {"F003": ("F001",), "F004": ("F001",)}, cfg=cfg)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), cfg)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), cfg)
     schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), cfg)  # F002 to its REVIEW
@@ -270,10 +284,9 @@ def test_work_the_queue_sends_back_is_fixed_by_the_next_free_lane() -> None:
         landed(schedule, feature("F001"), CFG)
 
 
-def test_work_sent_back_while_no_lane_is_free_waits_for_one_even_past_an_approval() -> None:
-    """A lane whose REVIEW passes waits for its work to land: the transition's choice of its next
-    work is not kept, and neither is its taking of work sent back meanwhile, which stays for the
-    lane free next (it used to be dropped there, and the feature built again from scratch)."""
+def test_work_sent_back_while_no_lane_is_free_is_what_a_lane_whose_review_passed_takes() -> None:
+    """A lane whose REVIEW passes goes on while its work waits to land: work sent back meanwhile
+    is its next (it used to be dropped there, and the feature built again from scratch)."""
     schedule = listed(2)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)  # F001 to its REVIEW
     schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1), CFG)  # F002 to its REVIEW
@@ -282,16 +295,13 @@ def test_work_sent_back_while_no_lane_is_free_waits_for_one_even_past_an_approva
     schedule = replace(schedule, lanes=(Lane(T.IMPLEMENT, feature("F003")), schedule.lanes[1]))
     sent = replace(schedule.backlog, returned=((feature("F004"), 12),))  # the person sent it back
     schedule = replace(schedule, backlog=sent)
-    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), CFG)  # lane 1 waits for F002
-    assert schedule.lanes[1] == Lane(T.WAIT, feature("F002"))
-    assert schedule.backlog.returned == ((feature("F004"), 12),)
-    schedule, _ = landed(schedule, feature("F002"), CFG)  # F002 landed: lane 1 is free, and fixes F004
+    schedule, _ = transition_lane(schedule, 1, outcome(schedule, 1, "PASS"), CFG)  # F002 waits to land
     assert schedule.lanes[1] == Lane(T.FIX, feature("F004"), fix_rounds=1, open_review=12)
-    assert schedule.backlog.returned == ()
+    assert schedule.backlog.returned == () and schedule.backlog.landing == (feature("F002"),)
 
 
 def test_a_conflict_sends_work_back_without_counting_a_rejection() -> None:
-    schedule = listed(2, {})
+    schedule = listed(2, {"F003": ("F001",), "F004": ("F001",)})  # lane 0 has nothing else to go on to
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0), CFG)
     schedule, _ = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
     for review in (9, 10, 11):  # more returns than --max-rejections: never blocked by conflicts
@@ -326,10 +336,9 @@ def test_an_architecture_review_s_fixes_land_through_the_queue_too() -> None:
     schedule = Schedule(Backlog(FEATURES), (Lane(T.REVIEW, arch, fix_rounds=1, open_review=4), Lane(T.WAIT)))
     schedule, events = transition_lane(schedule, 0, outcome(schedule, 0, "PASS"), CFG)
     assert events[0] == Approved(arch) and schedule.backlog.landing == (arch,)
+    assert held(schedule) == ["F001", "F002"]  # the lanes go on while it waits to land
     schedule, events = sent_back(schedule, arch, 5, CFG)
-    assert schedule.backlog.rejections == () and schedule.lanes[0] == Lane(
-        T.FIX, arch, fix_rounds=1, open_review=5
-    )
+    assert schedule.backlog.rejections == () and schedule.backlog.returned == ((arch, 5),)
     schedule, events = landed(
         replace(schedule, backlog=replace(schedule.backlog, returned=(), landing=(arch,))), arch, CFG
     )

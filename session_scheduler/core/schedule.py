@@ -152,9 +152,7 @@ def transition_lane(
         if _approves(view.lane.role, outcome) and work is not None:  # its next work starts on it
             # (and what the transition chose for it next stays for whoever takes it: sent-back work, a plan)
             backlog = replace(state.backlog, returned=view.backlog.returned, to_plan=view.backlog.to_plan)
-            state = replace(state, lane=Lane(T.WAIT, work), backlog=backlog)
-            if stack:
-                state = stacked(state, work, config)
+            state = went_on(replace(state, lane=Lane(T.WAIT, work), backlog=backlog), work, config, stack)
     after = _apply(schedule, lane, state)
     if state.lane.role is T.HALTED:
         return replace(after, lanes=tuple(Lane(T.HALTED) for _ in after.lanes)), events
@@ -162,20 +160,32 @@ def transition_lane(
     return woken, (*events, *more)
 
 
+def went_on(state: SessionState, approved: WorkItem, config: AgentConfig, stack: bool) -> SessionState:
+    """A lane whose REVIEW just approved `approved` does not wait for it to land: it takes the
+    next feature, or work the queue sent back, from `main`. With `stack` (its merge is expected
+    to land as it is) it goes on from that merge (`stacked`): a feature that depends on the
+    approved one may start. Anything else (a plan, an architecture review the approval makes
+    due, the end of the project) waits for the landing, as it did (`landing_of`)."""
+    return stacked(state, approved, config) if stack else _next_work(state, state.backlog.passing, config)
+
+
 def stacked(state: SessionState, approved: WorkItem, config: AgentConfig) -> SessionState:
     """A lane whose REVIEW just approved `approved` goes on from that merge while it waits to
     land: it takes the next feature as if the approved one passed (a feature that depends on it
-    may start), or work the queue sent back. Anything else (a plan, an architecture review the
-    approval makes due, the end of the project) waits for the landing, as it did (`landing_of`).
-    What it built on a merge that did not land as approved is redone (`restarted`)."""
+    may start), or work the queue sent back; else it waits for the landing (`went_on`). What it
+    built on a merge that did not land as approved is redone (`restarted`)."""
     passing = state.backlog.passing
-    ahead = replace(
-        state.backlog, passing=passing | {approved.feature_id} if approved.feature_id else passing
-    )
+    return _next_work(state, passing | {approved.feature_id} if approved.feature_id else passing, config)
+
+
+def _next_work(state: SessionState, passing: frozenset[str], config: AgentConfig) -> SessionState:
+    """The feature or sent-back work a free lane takes, as if `passing` passed; else `state`."""
+    ahead = replace(state.backlog, passing=passing)
+    real = state.backlog.passing
     choice = choose_work(replace(state, backlog=ahead, lane=Lane(T.WAIT)), config).state
     if choice.lane.role not in (T.IMPLEMENT, T.FIX):
         return state
-    return replace(choice, backlog=replace(choice.backlog, passing=passing))
+    return replace(choice, backlog=replace(choice.backlog, passing=real))
 
 
 def restarted(schedule: Schedule, work: WorkItem, config: AgentConfig) -> tuple[Schedule, tuple[Event, ...]]:
