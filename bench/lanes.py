@@ -478,8 +478,8 @@ def real_cli(lanes: int, latency: float, count: int = FEATURES) -> Row:
             str(count),
             "--test-command",
             "bash init.sh",
-            "--no-sandbox",
-            "--quiet",
+            "--quiet",  # with the OS sandbox, as a person runs it: without it the CLI's own caution refuses
+            # commands a REVIEW's acceptance steps run (a path in $TMPDIR), in headless mode
         )
         started, epoch = time.monotonic(), time.time()
         proc = subprocess.run(command, cwd=tmp, capture_output=True, text=True, check=False)
@@ -612,7 +612,7 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(
         f"spec: {json.dumps({k: v for k, v in scenario_data(latency, args.features, conflicts).items() if k != 'description'})}; "
-        f"{'the real CLI' if args.real_cli else 'the in-process robot'}; test command on every landing, no sandbox",
+        f"{'the real CLI, sandboxed' if args.real_cli else 'the in-process robot, no sandbox'}; test command on every landing",
         flush=True,
     )
     rows: list[Row] = pickle.loads(args.load.read_bytes()) if args.load else []
