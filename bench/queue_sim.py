@@ -3,10 +3,10 @@
 A discrete-event simulation with modelled times (no CLI, no git, no clock: seconds to run). The
 lanes are the real pure schedule (core/schedule.py over core/machine.py's `Backlog`): N
 independent features, every session verified and every REVIEW a PASS, fed to `transition_lane`
-as synthetic `Outcome`s; the queue lands with `landed` and sends back with `sent_back`, so a lane
-waits for its approved work to land before it takes more (`landing_of`). (run/lanes.py lets a lane
-go on from its approved merge when that merge is expected to land as it is, `stacked`; with
-several lanes reviewing side by side it rarely is, and the simulation does not model it.)
+as synthetic `Outcome`s; the queue lands with `landed` and sends back with `sent_back`. A lane
+whose REVIEW passed takes its next feature while its approved work waits to land (`went_on`, as
+run/lanes.py does; going on from the approved merge itself, `stacked`, is not modelled: the
+features are independent).
 
 Each feature costs an IMPLEMENT and a REVIEW (10 and 5 minutes on average, each session's time its
 mean times a uniform spread of +-30%, from the seeded `random.Random`). An approved branch is red
