@@ -182,7 +182,7 @@ def _next_work(state: SessionState, passing: frozenset[str], config: AgentConfig
     """The feature or sent-back work a free lane takes, as if `passing` passed; else `state`."""
     ahead = replace(state.backlog, passing=passing)
     real = state.backlog.passing
-    choice = choose_work(replace(state, backlog=ahead, lane=Lane(T.WAIT)), config).state
+    choice = choose_work(replace(state, backlog=ahead), config).state  # (its lane waits: free)
     if choice.lane.role not in (T.IMPLEMENT, T.FIX):
         return state
     return replace(choice, backlog=replace(choice.backlog, passing=real))
