@@ -90,6 +90,9 @@ class Result:
     unfinished: int
     """Features begun and not landed when the window closed (in a lane, the queue, or sent back)."""
     untouched: int
+    queued: int = 0
+    """Of `unfinished`, the work in the merge queue's hands: approved, or sent back and not taken
+    again yet (a lane goes on while its approval waits)."""
 
     @property
     def per_hour(self) -> float:
@@ -251,6 +254,7 @@ def simulate(model: Model, rng: random.Random) -> Result:
         night.waited_s,
         len(begun),
         len(ids) - len(backlog.passing) - len(begun),
+        len(backlog.landing) + len(backlog.returned),
     )
 
 

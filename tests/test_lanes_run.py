@@ -323,7 +323,8 @@ def test_approvals_waiting_together_are_tested_as_one_batch_and_a_red_one_alone_
     assert landed[0] == ("F001", None) and landed[-1] == (culprit, None)  # its FIX lands last
     assert len(runs) <= 1 + 2 + 1 + 1, runs  # the batch, two halvings, the rest; the FIX's own
     assert sorted(m.split()[1] for m in _merges(project)) == [f"feature/F00{n}" for n in range(1, 5)]
-    assert any("tested with" in line for line in lines)
+    if any(batch for _, batch in landed):  # a green set of two or more landed (the order decides)
+        assert any("tested with" in line for line in lines)
     tests = subprocess.run(["bash", "init.sh"], cwd=project, capture_output=True, text=True, check=False)
     assert tests.returncode == 0, tests.stdout + tests.stderr  # main is green
 
