@@ -14,8 +14,10 @@ on `main` with probability 5% (drawn once per approval, so a FIX's branch may be
 whenever it is in a tested set; it goes back as a FIX (5 minutes) and a REVIEW. The queue is one
 server: while `main` has not moved since the head's REVIEW started, the REVIEW's own merge lands
 as it is, with no run (as merge_queue.land does); otherwise it plans a batch of what waits
-(core/batching.py, the planner the queue would use: cap 1 is one branch at a time, cap 8 batched)
-and each test run takes the suite's time. Not modelled: conflicts, dependencies, ARCHITECTURE
+(core/batching.py, the planner the queue uses) and each round of test runs takes the suite's time.
+Three policies (`POLICIES`): one branch at a time; batches of 8 with one run at a time; and what
+the lanes loop's queue does, `runners_for(lanes)` runs side by side (prefixes of the batch's chain
+of merges, at once) on batches of `cap_for` them. Not modelled: conflicts, dependencies, ARCHITECTURE
 reviews, failed sessions, the INITIALIZER (its list is there at time 0), the scheduler's own time.
 
 The backlog is large enough that no lane runs out within the hours (unless --features says
@@ -39,7 +41,9 @@ from session_scheduler.core.schedule import Schedule, landed, sent_back, transit
 
 T = SessionType
 SESSIONS = (T.IMPLEMENT, T.REVIEW, T.FIX)
-ONE_AT_A_TIME, BATCHED = 1, batching.DEFAULT_CAP
+POLICIES = ("one at a time", "batched", "side by side")
+"""One branch per test run; batches of 8 with one run at a time; the lanes loop's queue:
+`batching.runners_for(lanes)` runs side by side, batches of `cap_for` them."""
 SUITES = {1.0: "1 s", 300.0: "5 min"}
 
 
@@ -52,6 +56,8 @@ class Model:
     """The project's test suite: one run of the queue."""
     cap: int = batching.DEFAULT_CAP
     """The most branches one test run holds (1: one at a time)."""
+    runners: int = 1
+    """The queue's test runs side by side (core/batching.py: prefixes of a batch at once)."""
     hours: float = 8.0
     features: int | None = None
     """None: enough that no lane runs out within `hours`."""
@@ -79,7 +85,7 @@ class Result:
     elapsed_s: float
     """The window: `hours`, or up to the last landing when the backlog ran out first."""
     runs: int
-    """Test runs of the queue."""
+    """Test runs of the queue (those side by side each counted)."""
     busy_s: float
     """The queue's time spent testing."""
     as_reviewed: int
@@ -175,10 +181,14 @@ class _Night:
         while self.step is None and self.queue:
             head = self.queue[0]
             if head.synced == self.main:  # its REVIEW's own merge, tested in its lane
+                if head.red:  # red there: its verification sent it back (no run of the queue)
+                    self.send_back(head.work.branch)
+                    continue
                 self.as_reviewed += 1
                 self.land((head.work.branch,))
                 continue
-            self.act(batching.plan(tuple(w.work.branch for w in self.queue), self.model.cap))
+            waiting = tuple(w.work.branch for w in self.queue)
+            self.act(batching.plan(waiting, self.model.cap, self.model.runners))
 
     def act(self, step: batching.Step) -> None:
         for move in step.moves:
@@ -188,7 +198,7 @@ class _Night:
                 self.send_back(move.branch)
         if isinstance(step.next, batching.RunTests):
             self.step = step
-            self.runs += 1
+            self.runs += len(step.next.sizes)
             self.busy_s += self.model.test_s
             self.at(self.model.test_s, -1)
         else:
@@ -196,24 +206,27 @@ class _Night:
 
     def tested(self) -> None:
         assert self.step is not None and isinstance(self.step.next, batching.RunTests)
-        tested = set(self.step.next.branches)
-        passed = not any(w.red for w in self.queue if w.work.branch in tested)
+        red = {w.work.branch for w in self.queue if w.red}
+        passed = tuple(not red.intersection(tested) for tested in self.step.next.sets)
         self.act(batching.after_test(self.step.batch, passed))
 
-    def take(self, branch: str) -> WorkItem:
+    def take(self, branch: str) -> Waiting:
         (item,) = (w for w in self.queue if w.work.branch == branch)
         self.queue.remove(item)
-        return item.work
+        return item
 
     def land(self, branches: tuple[str, ...]) -> None:
         self.main += 1
         for branch in branches:
-            self.schedule = landed(self.schedule, self.take(branch), self.config)[0]
+            item = self.take(branch)
+            if item.red:
+                raise AssertionError(f"{branch}, red on main, landed")
+            self.schedule = landed(self.schedule, item.work, self.config)[0]
             self.landed += 1
             self.last_landing = self.now
 
     def send_back(self, branch: str) -> None:
-        self.schedule = sent_back(self.schedule, self.take(branch), 1, self.config)[0]
+        self.schedule = sent_back(self.schedule, self.take(branch).work, 1, self.config)[0]
         self.sent_back += 1
 
 
@@ -258,20 +271,22 @@ def simulate(model: Model, rng: random.Random) -> Result:
     )
 
 
-def table(results: list[tuple[Result, Result]]) -> str:
-    """One row per lane count and suite: one at a time, then batched."""
+def table(results: list[tuple[Result, ...]]) -> str:
+    """One row per lane count and suite: each policy's features per hour and the queue's busy
+    share; then the runners and the test runs per landing of the last (side by side)."""
     lines = [
-        "| lanes | suite | one at a time: features/h | queue busy | lanes idle | "
-        "batched (cap 8): features/h | queue busy | lanes idle | runs per landing |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| lanes | suite | one at a time: features/h | queue busy | batched (cap 8): features/h | "
+        "queue busy | side by side: runners, cap | features/h | queue busy | runs per landing | lanes idle |",
+        "|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
-    for one, batched in results:
-        m = one.model
+    for one, batched, side in results:
+        m = side.model
         suite = SUITES.get(m.test_s, f"{m.test_s:g} s")
         lines.append(
-            f"| {m.lanes} | {suite} | {one.per_hour:.1f} | {one.utilisation:.0%} | {waiting(one):.0%} | "
-            f"{batched.per_hour:.1f} | {batched.utilisation:.0%} | {waiting(batched):.0%} | "
-            f"{batched.runs / max(1, batched.landed):.2f} |"
+            f"| {m.lanes} | {suite} | {one.per_hour:.1f} | {one.utilisation:.0%} | "
+            f"{batched.per_hour:.1f} | {batched.utilisation:.0%} | {m.runners}, {m.cap} | "
+            f"{side.per_hour:.1f} | {side.utilisation:.0%} | {side.runs / max(1, side.landed):.2f} | "
+            f"{waiting(side):.0%} |"
         )
     return "\n".join(lines)
 
@@ -285,27 +300,41 @@ def verdict(fast: Result, slow: Result, within: float = 0.10) -> str:
     """Whether the queue is the limit: features/hour with the slow suite below `within` of the fast one's."""
     m = slow.model
     limit = slow.per_hour < (1 - within) * fast.per_hour
+    runs = "one run at a time" if m.runners == 1 else f"{m.runners} runs side by side"
     return (
-        f"At {m.lanes} lanes with a {SUITES.get(m.test_s, f'{m.test_s:g} s')} suite, batched: "
+        f"At {m.lanes} lanes with a {SUITES.get(m.test_s, f'{m.test_s:g} s')} suite, batches of {m.cap}, {runs}: "
         f"{slow.per_hour:.1f} features/h against {fast.per_hour:.1f} with a 1 s suite "
         f"({slow.per_hour / fast.per_hour - 1:+.0%}): the queue "
         f"{'IS the limit (more than' if limit else 'is NOT the limit (within'} {within:.0%})."
     )
 
 
+def policy(name: str, lanes: int) -> tuple[int, int]:
+    """(cap, runners) of one of `POLICIES` at `lanes` lanes."""
+    runners = batching.runners_for(lanes)
+    return {
+        "one at a time": (1, 1),
+        "batched": (batching.DEFAULT_CAP, 1),
+        "side by side": (batching.cap_for(runners), runners),
+    }[name]
+
+
 def run(
     lanes: tuple[int, ...], suites: tuple[float, ...], seed: int, night: Model
-) -> list[tuple[Result, Result]]:
-    """Both policies for every lane count and suite, each night from its own `Random(seed)`
-    (`night`: the rest of the model)."""
+) -> list[tuple[Result, ...]]:
+    """Every policy (`POLICIES`, in order) for every lane count and suite, each night from its own
+    `Random(seed)` (`night`: the rest of the model)."""
     out = []
     for n in lanes:
         for test_s in suites:
-            one, batched = (
-                simulate(replace(night, lanes=n, test_s=test_s, cap=cap), random.Random(seed))
-                for cap in (ONE_AT_A_TIME, BATCHED)
+            out.append(
+                tuple(
+                    simulate(
+                        replace(night, lanes=n, test_s=test_s, cap=cap, runners=runners), random.Random(seed)
+                    )
+                    for cap, runners in (policy(name, n) for name in POLICIES)
+                )
             )
-            out.append((one, batched))
     return out
 
 
@@ -326,11 +355,11 @@ def main() -> None:
     results = run(lanes, suites, args.seed, night)
     print(table(results))
     print()
-    batched = {(r.model.lanes, r.model.test_s): r for _, r in results}
-    fast, slow = batched.get((16, 1.0)), batched.get((16, 300.0))
-    if fast is None or slow is None:  # the line is about 16 lanes, 1 s and 5 min, asked for or not
-        fast, slow = (batched for _, batched in run((16,), (1.0, 300.0), args.seed, night))
-    print(verdict(fast, slow))
+    if not {(16, 1.0), (16, 300.0)} <= {(r[0].model.lanes, r[0].model.test_s) for r in results}:
+        results = run((16,), (1.0, 300.0), args.seed, night)  # the lines are about 16 lanes, 1 s and 5 min
+    at16 = {r[0].model.test_s: r for r in results if r[0].model.lanes == 16}
+    for n in (1, 2):  # batched with one runner, then side by side
+        print(verdict(at16[1.0][n], at16[300.0][n]))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ whenever it is merged."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import pytest
@@ -31,6 +30,8 @@ class Trace:
 
     tests: list[tuple[tuple[str, ...], bool]] = field(default_factory=list)
     """Each test run: the set, and whether it passed."""
+    rounds: list[list[tuple[tuple[str, ...], bool]]] = field(default_factory=list)
+    """The runs side by side, round by round."""
     landed: list[str] = field(default_factory=list)
     lands: list[tuple[str, ...]] = field(default_factory=list)
     """Each landing's set: `main` moved to that run's merge."""
@@ -51,21 +52,23 @@ def drive(
     culprits: frozenset[str] = frozenset(),
     conflicts: frozenset[str] = frozenset(),
     cap: int = DEFAULT_CAP,
+    runners: int = 1,
 ) -> Trace:
     """Run one batch to its end: merge (a conflicting branch stops the merge), test, act."""
     trace = Trace()
-    step = plan(waiting, cap)
+    step = plan(waiting, cap, runners)
     for _ in range(10 * len(waiting) + 2):  # a batch that never ends fails here
         for action in step.actions:
             if isinstance(action, Land):
-                assert trace.tests and trace.tests[-1] == (action.branches, True), "landed untested"
+                assert trace.rounds and (action.branches, True) in trace.rounds[-1], "landed untested"
                 trace.landed.extend(action.branches)
                 trace.lands.append(action.branches)
             elif isinstance(action, SendBack):
                 assert action.branch not in trace.sent
                 trace.sent[action.branch] = action.cause
                 if action.cause == "red":
-                    trace.evidence[action.branch] = next(s for s, ok in reversed(trace.tests) if not ok)
+                    last = next(r for r in reversed(trace.rounds) if not all(ok for _, ok in r))
+                    trace.evidence[action.branch] = next(s for s, ok in last if not ok)  # its first red
                     trace.landed_at_send[action.branch] = list(trace.landed)
         nxt = step.next
         if isinstance(nxt, Done):
@@ -75,9 +78,12 @@ def drive(
         if clash is not None:
             step = conflicted(step.batch, clash)
             continue
-        passed = not culprits.intersection(nxt.branches)
-        trace.tests.append((nxt.branches, passed))
-        step = after_test(step.batch, passed)
+        assert len(nxt.sets) <= runners and nxt.sets[-1] == nxt.branches
+        assert list(nxt.sizes) == sorted(set(nxt.sizes)) and nxt.sizes[0] >= 1
+        answers = tuple(not culprits.intersection(tested) for tested in nxt.sets)
+        trace.rounds.append(list(zip(nxt.sets, answers, strict=True)))
+        trace.tests.extend(trace.rounds[-1])
+        step = after_test(step.batch, answers if runners > 1 else answers[0])
     raise AssertionError("the batch did not end")
 
 
@@ -90,17 +96,17 @@ def worlds(draw: st.DrawFn) -> tuple[tuple[str, ...], frozenset[str], frozenset[
     queue = names(draw(st.integers(0, 20)))
     culprits = frozenset(draw(st.sets(st.sampled_from(queue)))) if queue else frozenset()
     conflicts = frozenset(draw(st.sets(st.sampled_from(queue)))) if queue else frozenset()
-    return queue, culprits, conflicts - culprits, draw(st.integers(1, 12))
+    return queue, culprits, conflicts - culprits, draw(st.integers(1, 12)), draw(st.integers(1, 5))
 
 
 @settings(max_examples=400, deadline=None)
 @given(worlds())
 def test_every_branch_ends_once_and_exactly_the_culprits_are_sent_back_red(
-    world: tuple[tuple[str, ...], frozenset[str], frozenset[str], int],
+    world: tuple[tuple[str, ...], frozenset[str], frozenset[str], int, int],
 ) -> None:
-    queue, culprits, conflicts, cap = world
+    queue, culprits, conflicts, cap, runners = world
     batch = queue[:cap]
-    trace = drive(queue, culprits, conflicts, cap)
+    trace = drive(queue, culprits, conflicts, cap, runners)
     assert sorted([*trace.landed, *trace.sent]) == sorted(batch)  # each exactly once
     assert {b for b, cause in trace.sent.items() if cause == "red"} == culprits.intersection(batch)
     assert {b for b, cause in trace.sent.items() if cause == "conflict"} == conflicts.intersection(batch)
@@ -111,10 +117,10 @@ def test_every_branch_ends_once_and_exactly_the_culprits_are_sent_back_red(
 @settings(max_examples=400, deadline=None)
 @given(worlds())
 def test_nothing_lands_from_a_red_run_and_a_red_branch_s_evidence_is_its_own_merge(
-    world: tuple[tuple[str, ...], frozenset[str], frozenset[str], int],
+    world: tuple[tuple[str, ...], frozenset[str], frozenset[str], int, int],
 ) -> None:
-    queue, culprits, conflicts, cap = world
-    trace = drive(queue, culprits, conflicts, cap)
+    queue, culprits, conflicts, cap, runners = world
+    trace = drive(queue, culprits, conflicts, cap, runners)
     red_runs = {tested for tested, ok in trace.tests if not ok}
     green_runs = {tested for tested, ok in trace.tests if ok}
     for landing in trace.lands:  # `main` only ever moves to a merge whose run was green
@@ -127,25 +133,27 @@ def test_nothing_lands_from_a_red_run_and_a_red_branch_s_evidence_is_its_own_mer
 @settings(max_examples=400, deadline=None)
 @given(worlds())
 def test_test_runs_grow_with_the_log_of_the_batch_per_culprit(
-    world: tuple[tuple[str, ...], frozenset[str], frozenset[str], int],
+    world: tuple[tuple[str, ...], frozenset[str], frozenset[str], int, int],
 ) -> None:
-    queue, culprits, conflicts, cap = world
+    queue, culprits, conflicts, cap, runners = world
     batch = queue[:cap]
-    trace = drive(queue, culprits, conflicts, cap)
+    trace = drive(queue, culprits, conflicts, cap, runners)
     found = len(culprits.intersection(batch))
-    depth = math.ceil(math.log2(len(batch))) if batch else 0
-    assert trace.runs <= 1 + found * (depth + 1)
-    if not found:  # no culprit: one run, whatever conflicted (each conflict is found by the merge)
-        assert trace.runs == (1 if set(batch) - conflicts else 0)
+    depth = next(d for d in range(len(batch) + 1) if (runners + 1) ** d >= len(batch))  # log(runners + 1)
+    assert len(trace.rounds) <= 1 + found * (depth + 1)
+    if not found:  # no culprit: one round, whatever conflicted (each conflict is found by the merge)
+        assert len(trace.rounds) == (1 if set(batch) - conflicts else 0)
+    if runners == 1:
+        assert trace.runs == len(trace.rounds)
 
 
 @settings(max_examples=200, deadline=None)
 @given(worlds())
 def test_a_cap_of_one_is_one_branch_at_a_time(
-    world: tuple[tuple[str, ...], frozenset[str], frozenset[str], int],
+    world: tuple[tuple[str, ...], frozenset[str], frozenset[str], int, int],
 ) -> None:
-    queue, culprits, conflicts, _ = world
-    trace = drive(queue, culprits, conflicts, cap=1)
+    queue, culprits, conflicts, _, runners = world
+    trace = drive(queue, culprits, conflicts, cap=1, runners=runners)
     if queue and queue[0] not in conflicts:
         assert trace.tests == [((queue[0],), queue[0] not in culprits)]
     else:
@@ -216,3 +224,31 @@ def test_the_answers_must_fit_the_batch() -> None:
         after_test(Batch(), True)
     with pytest.raises(ValueError, match="not in the set"):
         conflicted(plan(("a", "b")).batch, "c")
+
+
+def test_three_runners_find_one_culprit_in_8_in_one_more_round() -> None:
+    """A fresh 8 with three runners: the merges after 3, 6 and 8 side by side; the first three
+    land, the first red bounds the culprit to the next three, and one round of the merges after
+    the first and the second of them (onto the `main` that holds the first three) finds it."""
+    queue = names(8)
+    trace = drive(queue, frozenset({queue[4]}), runners=3)
+    assert trace.rounds == [
+        [(queue[:3], True), (queue[:6], False), (queue[:8], False)],
+        [(queue[3:4], True), (queue[3:5], False)],
+        [(queue[5:6], True), (queue[5:7], True), (queue[5:8], True)],
+    ]
+    assert trace.sent == {queue[4]: "red"} and trace.evidence[queue[4]] == queue[3:5]
+    assert trace.lands == [queue[:3], queue[3:4], queue[5:8]]
+
+
+def test_more_runners_than_branches_test_each_prefix_once() -> None:
+    step = plan(names(2), runners=5)
+    assert step.next == RunTests(names(2), (1, 2)) and step.next.sets == (names(1), names(2))
+
+
+def test_the_answers_must_be_one_per_run() -> None:
+    step = plan(names(4), runners=2)
+    with pytest.raises(ValueError, match="2 runs were being tested, 1 answers came back"):
+        after_test(step.batch, (True,))
+    with pytest.raises(ValueError, match="at least one test run"):
+        plan(names(4), runners=0)

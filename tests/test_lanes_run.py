@@ -279,14 +279,15 @@ class Gathers(Lanes):
     """Lanes whose merge queue, once F001 landed, waits for `count` approvals before it lands
     any (as it would behind a slow test suite)."""
 
-    def __init__(self, *args: Any, count: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, gather: int, runners: int = 1, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.count = count
+        self.gather = gather
+        self.runners = runners
 
     def _land_next(self, repo: Any, waiting: list[Any]) -> None:
         if waiting[0].feature != "F001":
             for _ in range(600):
-                if len(waiting) >= self.count or self.failed is not None:
+                if len(waiting) >= self.gather or self.failed is not None:
                     break
                 threading.Event().wait(0.05)
                 with self.lock:
@@ -294,18 +295,23 @@ class Gathers(Lanes):
         super()._land_next(repo, waiting)
 
 
+@pytest.mark.parametrize("runners", [1, 2])
 def test_approvals_waiting_together_are_tested_as_one_batch_and_a_red_one_alone_goes_back(
-    tmp_path: Path,
+    tmp_path: Path, runners: int
 ) -> None:
     """F002, F003 and F004 approved while the queue is busy: it merges the three onto `main` and
-    tests them once. F002 and F003 are red together (F003's test pins the words F002 changes):
-    the batch is red, its first half too, F002 alone green: F002 lands, F003 goes back alone
-    (known red without a run of its own), F004 is tested and lands; F003's FIX lands later.
-    Every feature is merged once and `main` stays green."""
+    tests them once (with two runners, the merge after the first two as well, side by side).
+    F002 and F003 are red together (F003's test pins the words F002 changes): the batch is red,
+    its first half too, F002 alone green: F002 lands, F003 goes back alone (known red without a
+    run of its own), F004 is tested and lands; F003's FIX lands later. Every feature is merged
+    once and `main` stays green."""
     project = new_project(tmp_path)
     scenario = Scenario.from_json({**FOUR, "red_together": [["F002", "F003"]]})
     lines: list[str] = []
-    report = Gathers(project, CFG, InProcessRobotRunner(scenario), 3, echo=lines.append, count=3).run()
+    lanes = Gathers(
+        project, CFG, InProcessRobotRunner(scenario), 3, echo=lines.append, gather=3, runners=runners
+    )
+    report = lanes.run()
     assert report.run.status == "done", report.run.message
     assert sorted(report.landed) == ["F001", "F002", "F003", "F004"]
     log = events.read(events.log_path(project))
@@ -314,8 +320,10 @@ def test_approvals_waiting_together_are_tested_as_one_batch_and_a_red_one_alone_
         for e in log
         if e["kind"] == "gates_ran" and e["where"] == "main" and "session" not in e
     ]
-    first = runs[0]
+    first = max((r for r in runs[:runners] if r), key=len)
     assert sorted(first) == ["F002", "F003", "F004"], runs  # the three, tested once together
+    if runners == 2:
+        assert sorted(map(len, (r for r in runs[:2] if r))) == [2, 3], runs  # side by side
     culprit = max(("F002", "F003"), key=first.index)  # the pair's second in queue order
     back = [(e["feature"], e["why"], e.get("batch")) for e in log if e["kind"] == "sent_back"]
     assert len(back) == 1 and back[0][:2] == (culprit, "tests") and back[0][2] >= 2, back

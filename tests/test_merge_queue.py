@@ -4,6 +4,7 @@ from the `main` it was merged onto; conflicts and red tests come back; nothing l
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
 
 import pytest
@@ -335,6 +336,46 @@ def test_a_red_batch_is_bisected_and_only_the_culprit_goes_back(project: Path) -
     assert sh(project, "git for-each-ref --format='%(refname)' refs/scheduler/red/").startswith(
         "refs/scheduler/red/F002/"
     )
+
+
+def test_with_three_runners_one_round_tests_three_merges_of_the_chain_side_by_side(project: Path) -> None:
+    """`runners=3`: the first round tests the chain after F002, after F004 and after F005 at
+    once: all red, so F001 and F002 hold the culprit; the next round tests F001 alone, green: it
+    lands, and F002 goes back red without another run, with the output of the run that bounded
+    it (after F002). F004 and F005 are tested again (their runs had F002 in them). Three rounds
+    and no more, where one runner takes four."""
+    _more(project, "F004", "F005")
+    repo = safe_git.open(project)
+    runs: list[tuple[str, ...]] = []
+    started = threading.Barrier(3, timeout=10)  # the first three runs wait for each other: side by side
+
+    def tests_for(group: tuple[Landing, ...]) -> merge_queue.Tests:
+        def run(commit: str) -> tuple[bool, str]:
+            runs.append(tuple(entry.feature for entry in group))
+            if len(runs) <= 3:
+                started.wait()
+            red = "b2" in sh(project, f"git show {commit}:b")
+            return not red, f"red with {len(group)}" if red else "ok"
+
+        return run
+
+    queue = [landing(project, f) for f in ("F001", "F002", "F004", "F005")]
+    verdicts = dict(
+        (entry.feature, verdict)
+        for entry, verdict in merge_queue.land_batch(repo, queue, tests_for, runners=3)
+    )
+    assert set(runs[:3]) == {("F001", "F002"), ("F001", "F002", "F004"), ("F001", "F002", "F004", "F005")}
+    assert runs[3:] == [("F001",), ("F004",), ("F004", "F005")] or runs[3:] == [
+        ("F001",),
+        ("F004", "F005"),
+        ("F004",),
+    ]
+    assert (
+        isinstance(verdicts["F002"], Red) and verdicts["F002"].output == "red with 2"
+    )  # the run that bounded it
+    assert gitops.parents(repo, verdicts["F002"].commit)[1] == landing(project, "F002").tip
+    assert all(isinstance(verdicts[f], Landed) for f in ("F001", "F004", "F005"))
+    assert sh(project, "git show main:b") == "b1" and sh(project, "git show main:F005") == "F005"
 
 
 def test_a_branch_that_conflicts_in_a_batch_goes_back_and_the_rest_are_merged_again(project: Path) -> None:

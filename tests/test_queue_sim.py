@@ -31,6 +31,24 @@ def night(lanes: int, test_s: float, cap: int, seed: int = 1, **more: object) ->
     return SIM.simulate(SIM.Model(lanes, test_s, cap, hours=3.0, **more), random.Random(seed))
 
 
+def test_the_lanes_loop_s_queue_is_not_the_limit_at_16_lanes_with_a_5_minute_suite() -> None:
+    """Issue 33's goal, at 5% red: batches of 8 one run at a time fall far behind; 4 runs side by
+    side on batches of 32 (what `batching.runners_for(16)` gives the lanes loop) keep up."""
+    results = SIM.run((16,), (1.0, 300.0), 1, SIM.Model(hours=3.0))
+    (_, fast1, fast4), (_, slow1, slow4) = results
+    assert (slow4.model.runners, slow4.model.cap) == (4, 32)
+    assert slow4.per_hour >= 0.9 * fast4.per_hour
+    assert slow1.per_hour < 0.75 * fast1.per_hour
+    assert "is NOT the limit" in SIM.verdict(fast4, slow4) and "IS the limit" in SIM.verdict(fast1, slow1)
+
+
+@pytest.mark.parametrize("runners", [2, 4])
+def test_a_red_branch_never_lands_side_by_side(runners: int) -> None:
+    result = night(16, 300.0, 8 * runners, runners=runners, red_rate=0.3)
+    assert result.sent_back > 0
+    assert result.landed + result.unfinished + result.untouched == result.model.backlog
+
+
 @pytest.mark.parametrize(
     ("lanes", "test_s", "cap"), [(1, 300.0, 1), (4, 1.0, 8), (8, 300.0, 8), (8, 300.0, 1)]
 )
@@ -38,9 +56,8 @@ def test_every_feature_is_counted_once(lanes: int, test_s: float, cap: int) -> N
     result = night(lanes, test_s, cap, red_rate=0.2)
     assert result.landed > 0
     if lanes == 1:  # `main` moved only by the lane's own work: each REVIEW's merge lands as it is
-        assert (result.runs, result.sent_back, result.as_reviewed) == (0, 0, result.landed)
-    else:
-        assert result.sent_back > 0
+        assert (result.runs, result.as_reviewed) == (0, result.landed)  # (red: its lane's run found it)
+    assert result.sent_back > 0
     assert result.landed + result.unfinished + result.untouched == result.model.backlog
     assert result.unfinished <= lanes + result.queued  # a lane holds one; the queue the rest
 
@@ -82,5 +99,5 @@ def test_the_table_has_a_row_per_lane_count_and_suite_and_says_whether_the_queue
     text = SIM.table(results)
     assert len(text.splitlines()) == 2 + 4
     assert "| 4 | 5 min |" in text
-    line = SIM.verdict(results[0][1], results[1][1])
+    line = SIM.verdict(results[0][2], results[1][2])
     assert "the queue IS the limit" in line or "the queue is NOT the limit" in line

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -129,15 +130,18 @@ def land_batch(
     onto: str = gitops.MAIN,
     cap: int = batching.DEFAULT_CAP,
     settle: Settle | None = None,
+    runners: int = 1,
 ) -> list[tuple[Landing, Verdict]]:
     """Land approved tips on `onto`, in queue order, up to `cap` tested together
     (`core/batching.py`): the set is merged one after another onto `main` (a merge commit each;
-    a REVIEW's own merge, as it is, where it was made onto this `main`), the tests run once on
-    the last merge (`tests_for` the set: None, no tests; a single REVIEW's merge tested in its
-    lane runs none), and green moves `main` to it by one compare-and-swap. Red bisects; the
-    culprit alone goes back, with the output of the last red run. A conflict goes back at once.
-    A tip `main` holds already lands again without a merge (a kill after it landed). Every
-    landing's verdict, in the order they were settled (each also told to `settle` at once)."""
+    a REVIEW's own merge, as it is, where it was made onto this `main`), the tests run on the
+    last merge (`tests_for` the set: None, no tests; a single REVIEW's merge tested in its lane
+    runs none), and with `runners` above one on earlier merges of the chain too, side by side;
+    green moves `main` to the longest green merge by one compare-and-swap. Red narrows down;
+    the culprit alone goes back, with the output of the red run that bounded it. A conflict
+    goes back at once. A tip `main` holds already lands again without a merge (a kill after it
+    landed). Every landing's verdict, in the order they were settled (each also told to
+    `settle` at once)."""
     ref = f"refs/heads/{onto}"
     by_branch = {landing.branch: landing for landing in landings}
     out: list[tuple[Landing, Verdict]] = []
@@ -161,59 +165,81 @@ def land_batch(
         return tuple(left)
 
     waiting = unlanded(tuple(by_branch))
-    step = batching.plan(waiting, cap)
-    last_red: tuple[str, str, int] | None = None  # the last red run: its merge, its output, its size
+    step = batching.plan(waiting, cap, runners)
+    last_red: tuple[str, str, int] | None = None  # the red run that bounded a culprit: merge, output, size
+    chain: list[_Merged] = []  # the merges the last runs tested, onto `main` (`main` then)
+    main = ""
+    tested = False  # whether tests ran on them
     moved = 0
     while True:
-        for move in step.moves:
-            if isinstance(move, batching.SendBack) and move.cause == "red":
+        for n, move in enumerate(step.moves):
+            if isinstance(move, batching.Land):
+                top = chain[len(move.branches) - 1]
+                with guard or contextlib.nullcontext():
+                    try:
+                        repo.git.update_ref(ref, top.commit, main)  # only from the `main` it was merged onto
+                    except git.GitCommandError:  # `main` moved meanwhile: merged onto the new one
+                        moved += 1
+                        if moved >= RETRIES:
+                            raise GitError(
+                                f"`{onto}` kept moving while {' and '.join(move.branches)} "
+                                f"{'was' if len(move.branches) == 1 else 'were'} landed ({RETRIES} tries); "
+                                "stop what else writes to the repository and run the same command again"
+                            ) from None
+                        later = (b.branch for b in step.moves[n + 1 :] if isinstance(b, batching.SendBack))
+                        step = batching.plan(
+                            unlanded((*move.branches, *later, *step.batch.remaining)), cap, runners
+                        )
+                        break
+                    gitops.follow_main(repo, main, top.commit, onto)
+                main = top.commit
+                for merged in chain[: len(move.branches)]:
+                    settled(
+                        merged.landing,
+                        Landed(merged.commit, reviewed=merged.reviewed),
+                        len(move.branches) if tested else 0,
+                    )
+                chain = chain[len(move.branches) :]
+            elif move.cause == "red":
                 assert last_red is not None, "a branch is red only after a red run"
                 commit, output, size = last_red
                 settled(by_branch[move.branch], _red(repo, by_branch[move.branch], commit, output), size)
-        if isinstance(step.next, batching.Done):
-            done = {landing.branch for landing, _ in out}
-            left = tuple(branch for branch in waiting if branch not in done)
-            if not left:
-                return out
-            step = batching.plan(left, cap)  # the next batch
-            continue
-        branches = step.next.branches
-        group = tuple(by_branch[branch] for branch in branches)
-        main = _trunk(repo, onto)
-        chain = _chain(repo, main, group)
-        if isinstance(chain, tuple):
-            culprit, conflict = chain
-            settled(culprit, conflict, 0)
-            step = batching.conflicted(step.batch, culprit.branch)
-            continue
-        top = chain[-1]
-        tests = None if len(chain) == 1 and top.reviewed and top.landing.merge_tested else tests_for(group)
-        if tests is not None:
-            passed, output = tests(top.commit)
-            if not passed:
-                last_red = (top.commit, output, len(group))
-                step = batching.after_test(step.batch, False)
+        else:
+            if isinstance(step.next, batching.Done):
+                done = {landing.branch for landing, _ in out}
+                left = tuple(branch for branch in waiting if branch not in done)
+                if not left:
+                    return out
+                step = batching.plan(left, cap, runners)  # the next batch
                 continue
-        with guard or contextlib.nullcontext():
-            try:
-                repo.git.update_ref(ref, top.commit, main)  # only from the `main` it was merged onto
-            except git.GitCommandError:  # `main` moved meanwhile: merged onto the new one
-                moved += 1
-                if moved >= RETRIES:
-                    raise GitError(
-                        f"`{onto}` kept moving while {' and '.join(branches)} {'was' if len(branches) == 1 else 'were'} landed ({RETRIES} tries); "
-                        "stop what else writes to the repository and run the same command again"
-                    ) from None
-                step = batching.plan(unlanded(step.batch.remaining), cap)
+            sizes = step.next.sizes
+            group = tuple(by_branch[branch] for branch in step.next.branches)
+            main = _trunk(repo, onto)
+            chained = _chain(repo, main, group)
+            if isinstance(chained, tuple):
+                culprit, conflict = chained
+                settled(culprit, conflict, 0)
+                step = batching.conflicted(step.batch, culprit.branch)
                 continue
-            gitops.follow_main(repo, main, top.commit, onto)
-        for merged in chain:
-            settled(
-                merged.landing,
-                Landed(merged.commit, reviewed=merged.reviewed),
-                len(group) if tests is not None else 0,
-            )
-        step = batching.after_test(step.batch, True)
+            chain = chained
+            top = chain[-1]
+            single = len(chain) == 1 and top.reviewed and top.landing.merge_tested
+            runs = [] if single else [(n, tests_for(group[:n])) for n in sizes]
+            tested = any(tests is not None for _, tests in runs)
+            answers = _run_side_by_side([(tests, chain[n - 1].commit) for n, tests in runs])
+            red = next((i for i, (ok, _) in enumerate(answers) if not ok), None)
+            if red is not None:
+                size = runs[red][0]
+                last_red = (chain[size - 1].commit, answers[red][1], size)
+            step = batching.after_test(step.batch, tuple(ok for ok, _ in answers) or (True,) * len(sizes))
+
+
+def _run_side_by_side(runs: list[tuple[Tests | None, str]]) -> list[tuple[bool, str]]:
+    """Each test run on its commit (None: no tests, green), side by side when there are more."""
+    if len(runs) <= 1:
+        return [(True, "") if tests is None else tests(commit) for tests, commit in runs]
+    with ThreadPoolExecutor(max_workers=len(runs), thread_name_prefix="queue-tests") as pool:
+        return list(pool.map(lambda run: (True, "") if run[0] is None else run[0](run[1]), runs))
 
 
 def _trunk(repo: git.Repo, onto: str) -> str:

@@ -201,6 +201,8 @@ class Lanes:
         if lanes < 1:
             raise ValueError("lanes run one lane or more")
         self.project, self.config, self.runner, self.count = project, config, runner, lanes
+        self.runners = batching.runners_for(lanes)
+        """The merge queue's test runs side by side (prefixes of a batch's chain of merges)."""
         self.trunk = trunk_of(config)
         """Where verified work lands in the project's repository (`main`, or the review branch):
         what every lane's clone calls `main`."""
@@ -1385,12 +1387,13 @@ class Lanes:
             lambda group: self._tests(repo, *group),
             guard=self.quiet,
             onto=self.trunk,
-            cap=batching.DEFAULT_CAP,
+            cap=batching.cap_for(self.runners),
             settle=settle,
+            runners=self.runners,
         )
 
     def _batch(self, repo: git.Repo, waiting: list[Landing]) -> tuple[list[Landing], dict[str, list[str]]]:
-        """The landings the queue tests together next, in queue order, up to `batching.DEFAULT_CAP`,
+        """The landings the queue tests together next, in queue order, up to `batching.cap_for` its runners,
         and the approved merges each began on (`merge_queue.stacked_on`). One held by a risk rule
         waits for the person instead; the first begun on approved work that did not land as
         approved is done again (`_restart`: nothing is landed then, the queue is read again);
@@ -1399,7 +1402,7 @@ class Lanes:
         assert main is not None, "the project has a main from its setup commit on"
         batch: list[Landing] = []
         stacked: dict[str, list[str]] = {}
-        for landing in waiting[: batching.DEFAULT_CAP]:
+        for landing in waiting[: batching.cap_for(self.runners)]:
             on = merge_queue.stacked_on(repo, landing.branch)
             bases = merge_queue.unlanded_bases(repo, landing, main, on)
             if bases and batch:
