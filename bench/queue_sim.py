@@ -12,8 +12,9 @@ Each feature costs an IMPLEMENT and a REVIEW (10 and 5 minutes on average, each 
 mean times a uniform spread of +-30%, from the seeded `random.Random`). An approved branch is red
 on `main` with probability 5% (drawn once per approval, so a FIX's branch may be red again): red
 whenever it is in a tested set; it goes back as a FIX (5 minutes) and a REVIEW. The queue is one
-server: while `main` has not moved since the head's REVIEW started, the REVIEW's own merge lands
-as it is, with no run (as merge_queue.land does); otherwise it plans a batch of what waits
+server (one round of runs at a time): while `main` has not moved since the head's REVIEW started, the REVIEW's own merge lands
+as it is, with no run of the queue (as merge_queue.land does; a red one goes back: its lane's run
+found it); otherwise it plans a batch of what waits
 (core/batching.py, the planner the queue uses) and each round of test runs takes the suite's time.
 Three policies (`POLICIES`): one branch at a time; batches of 8 with one run at a time; and what
 the lanes loop's queue does, `runners_for(lanes)` runs side by side (prefixes of the batch's chain
