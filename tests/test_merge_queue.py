@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import sh
 
-from session_scheduler.core.errors import GitError, StateError
+from session_scheduler.core import batching
+from session_scheduler.core.errors import GitError, SchedulerError, StateError
 from session_scheduler.guard import safe_git
 from session_scheduler.repo import gitops, merge_queue
 from session_scheduler.repo.merge_queue import RETRIES, Conflict, Landed, Landing, Queue, Red, land
@@ -432,3 +433,30 @@ def test_a_tip_that_lands_another_way_while_the_batch_is_tested_is_not_merged_tw
         "Merge feature/F002 (F002)",
         "Merge branch 'feature/F001'",
     ]
+
+
+def test_a_planner_that_makes_no_progress_is_an_error_not_a_loop(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should `core/batching.py` ever answer a red run with the same run again, the queue stops
+    with an error that says what to do, after a bounded number of passes."""
+    _more(project, "F004")
+    repo = safe_git.open(project)
+    runs: list[str] = []
+    monkeypatch.setattr(
+        merge_queue.batching, "after_test", lambda batch, passed: batching.plan(batch.testing)
+    )
+
+    def tests_for(group: tuple[Landing, ...]) -> merge_queue.Tests:
+        def run(commit: str) -> tuple[bool, str]:
+            runs.append(commit)
+            return False, "red"
+
+        return run
+
+    before = gitops.head(repo, "main")
+    queue = [landing(project, f) for f in ("F001", "F004")]
+    with pytest.raises(SchedulerError, match="made no progress landing feature/F001, feature/F004"):
+        merge_queue.land_batch(repo, queue, tests_for)
+    assert 1 < len(runs) <= 3 * (4 + 3) + merge_queue.RETRIES
+    assert gitops.head(repo, "main") == before  # nothing landed

@@ -30,7 +30,7 @@ from typing import Any
 import git
 
 from session_scheduler.core import batching
-from session_scheduler.core.errors import GitError, StateError
+from session_scheduler.core.errors import GitError, SchedulerError, StateError
 from session_scheduler.core.layout import LOG_DIR
 from session_scheduler.core.risk import FileChange
 from session_scheduler.repo import gitops
@@ -171,7 +171,9 @@ def land_batch(
     main = ""
     tested = False  # whether tests ran on them
     moved = 0
-    while True:
+    # Each pass settles a landing, narrows a red set (at most `cap.bit_length()` times in a row),
+    # plans the next batch or merges again onto a `main` that moved: more is a planner's bug.
+    for _ in range((len(landings) + 1) * (cap.bit_length() + 3) + RETRIES):
         for n, move in enumerate(step.moves):
             if isinstance(move, batching.Land):
                 top = chain[len(move.branches) - 1]
@@ -232,6 +234,10 @@ def land_batch(
                 size = runs[red][0]
                 last_red = (chain[size - 1].commit, answers[red][1], size)
             step = batching.after_test(step.batch, tuple(ok for ok, _ in answers) or (True,) * len(sizes))
+    raise SchedulerError(
+        f"the merge queue made no progress landing {', '.join(by_branch)} (a bug; nothing moved after "
+        "the last landing it recorded): run the same command again, and with `--lanes 1` if it recurs"
+    )
 
 
 def _run_side_by_side(runs: list[tuple[Tests | None, str]]) -> list[tuple[bool, str]]:

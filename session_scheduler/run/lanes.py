@@ -1381,10 +1381,15 @@ class Lanes:
         def settle(landing: Landing, verdict: Verdict, tested: int) -> None:
             self._landed(repo, landing, verdict, tested, configured, began, stacked[landing.branch])
 
+        def tests_for(group: tuple[Landing, ...]) -> merge_queue.Tests | None:
+            """Runs side by side each get their own handle on the project's repository (a
+            handle's memo is not shared between threads)."""
+            return self._tests(repo if self.runners == 1 else safe_git.open(self.project), *group)
+
         merge_queue.land_batch(
             repo,
             batch,
-            lambda group: self._tests(repo, *group),
+            tests_for,
             guard=self.quiet,
             onto=self.trunk,
             cap=batching.cap_for(self.runners),
