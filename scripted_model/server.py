@@ -8,6 +8,7 @@ import json
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 import uuid
@@ -27,6 +28,13 @@ class _HTTPServer(ThreadingHTTPServer):
 
     daemon_threads = True
     owner: ScriptedModelServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-answer (a CLI stopped with its run: Ctrl-C) is no error
+        of the model's; anything else is printed as the standard library does."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class ScriptedModelServer:

@@ -229,10 +229,10 @@ def test_a_session_cut_by_a_kill_is_told_counted_and_drawn_honestly(tmp_path: Pa
     print_summary(console, report)
     summary = console.export_text()
     assert (
-        f"cut: session 2 IMPLEMENT was killed with its run (of the earlier run {killed_run}, not counted in this one); run again"
+        f"cut: session 2 IMPLEMENT was killed with its run (of the earlier run {killed_run}, not counted in this one); not counted: the session is done again from its start"
         in summary
     )
-    row = next(r for r in summary.splitlines() if "run again, not counted" in r)
+    row = next(r for r in summary.splitlines() if "cut short, done again" in r)
     assert row.split("│")[2].strip() == "none", row
 
     # status after the resume, and the report: the bar ends at its last activity, not at the resume
@@ -241,7 +241,7 @@ def test_a_session_cut_by_a_kill_is_told_counted_and_drawn_honestly(tmp_path: Pa
         (2, "kill", killed_run, True)
     ]
     assert f"killed with its run (run {killed_run})" in "\n".join(render(after))
-    assert "; run again in a later run" in "\n".join(render(after)), "resumed: not 'run again'"
+    assert "; not counted, done again from its start afterwards" in "\n".join(render(after))
     data = gather(project)
     row2 = next(r for r in data.session_rows if r.number == 2 and r.standing == "interrupted")
     assert row2.end == pytest.approx(last, abs=0.01) and row2.duration_s == pytest.approx(7, abs=0.01)

@@ -11,6 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -557,3 +558,23 @@ def test_the_robot_server_answers_concurrent_sessions_at_once() -> None:
         calls = [b["input"]["command"] for b in answers[session]["content"] if b["type"] == "tool_use"]
         assert calls == [f"git checkout -q feature/{feature}", "bash init.sh 2>&1"]
     assert sorted(r["role"] for r in server.requests) == ["REVIEW"] * 3
+
+
+def test_a_client_gone_mid_answer_prints_no_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C stops the CLIs with the run: their connections reset while answers are written.
+    That is not the model's error (no traceback); any other error still prints one."""
+    from scripted_model.server import _HTTPServer
+
+    server = _HTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler, bind_and_activate=False)
+    for error in (ConnectionResetError(104, "Connection reset by peer"), BrokenPipeError(32, "Broken pipe")):
+        try:
+            raise error
+        except ConnectionError:
+            server.handle_error(None, ("127.0.0.1", 1))
+    assert capsys.readouterr().err == ""
+    try:
+        raise ValueError("a bug of the model's")
+    except ValueError:
+        server.handle_error(None, ("127.0.0.1", 1))
+    assert "ValueError: a bug of the model's" in capsys.readouterr().err
+    server.server_close()

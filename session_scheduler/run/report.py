@@ -57,7 +57,7 @@ def print_summary(console: Console, report: RunReport) -> None:
     table.add_row("  of them failed", number(this.failed), number(totals.failed))
     not_counted = ", ".join(f"{why} {n}" for why, n in sorted(totals.not_counted.items())) or "none"
     this_not = ", ".join(f"{why} {n}" for why, n in sorted(this.not_counted.items())) or "none"
-    table.add_row("run again, not counted", this_not, not_counted)
+    table.add_row("cut short, done again", this_not, not_counted)
     denials = ", ".join(f"{role} {n}" for role, n in sorted(totals.denials_by_role.items())) or "none"
     this_denials = ", ".join(f"{role} {n}" for role, n in sorted(this.denials_by_role.items())) or "none"
     table.add_row("tool calls denied", this_denials, denials)
@@ -72,7 +72,11 @@ def print_summary(console: Console, report: RunReport) -> None:
             if cut.get("run") == this.run
             else f"of the earlier run {cut.get('run')}, not counted in this one"
         )
-        then = f"counted as {event['standing']}" if event["standing"] in COUNTED else "run again"
+        then = (
+            f"counted as {event['standing']}"
+            if event["standing"] in COUNTED
+            else "not counted: the session is done again from its start"
+        )
         console.print(
             f"cut: session {event['session']} {event['role']} was {CUT_BY.get(str(cut.get('by')), cut.get('by'))} "
             f"({of}); {then}",

@@ -189,7 +189,9 @@ def status_of(project: Path, now: float | None = None) -> dict[str, Any]:
         "cost_basis": (started or {}).get("cost_basis", "api"),
         "tokens": {**totals.spend.tokens, "total": totals.spend.total_tokens},
         "denials_by_role": dict(sorted(totals.denials_by_role.items())),
-        "recent": [_receipt_line(e) for e in totals.recent(RECENT)],
+        "recent": [  # the last to end, in session order (lanes end out of it)
+            _receipt_line(e) for e in sorted(totals.recent(RECENT), key=lambda e: int(e.get("session") or 0))
+        ],
         "last_activity": _iso(last_activity),
         "waiting": None
         if waiting is None or float(waiting["until"]) <= now
@@ -315,7 +317,7 @@ def render(status: dict[str, Any]) -> list[str]:
     for c in status.get("cut", []):
         where = f" · {c['feature']}" if c["feature"] else ""
         after = (
-            "; run again in a later run"
+            "; not counted, done again from its start afterwards"
             if c["resumed"] and c["standing"] not in events.COUNTED
             else f"; counted as {c['standing']}"
             if c["standing"] in events.COUNTED
