@@ -538,6 +538,8 @@ def fix(ctx: Ctx) -> Script:
     (result,) = yield [bash(f"git checkout -q {branch} && git rev-parse HEAD")]
     start = last_line(result)
     found = [i for level in ("critical", "major", "minor") for i in open_review["issues"][level]]
+    if open_review.get("conflicts"):  # only a conflict with main: the brief asks only to merge it
+        return (yield from merge_only(ctx, files, start, found))
     if any(marker in i for marker in MAIN_MOVED for i in found):
         yield from merge_main(files)  # the merge queue (or the REVIEW) sent it back: bring main in
     contents = dict(_item(ctx, feature_id).files) if feature_id else dict(demo_app.ARCH_FIX)
@@ -570,6 +572,19 @@ def fix(ctx: Ctx) -> Script:
     yield from faults(ctx, files)
     yield from end_session(ctx, "FIXED", [feature_id] if feature_id else [], start, end)
     return f"Fixed review {open_review['review_id']} on {branch}."
+
+
+def merge_only(ctx: Ctx, files: Files, start: str, found: list[str]) -> Script:
+    """A FIX whose review is only a merge conflict with `main` (run/brief.py's `_conflicts`): as
+    its brief says, merge main, resolve, run the tests, commit the merge, record the fix;
+    nothing else changes."""
+    yield from merge_main(files)
+    _, head = yield [bash(RUN_TESTS), bash("git rev-parse HEAD")]
+    end = last_line(head)
+    yield [handoff("record_fix", issues_fixed=found)]
+    yield from faults(ctx, files)
+    yield from end_session(ctx, "FIXED", [files.feature] if files.feature else [], start, end)
+    return f"Merged main into {files.branch} for review {files.facts['open_review']['review_id']}."
 
 
 def architecture(ctx: Ctx) -> Script:
