@@ -23,8 +23,9 @@ IMPLEMENT and a REVIEW; model time plus the scheduler's own time), L lanes canno
 max(critical path, alone + rest / L), the critical path being the INITIALIZER plus the longest
 dependency chain of IMPLEMENT + REVIEW, and `alone` the INITIALIZER plus the features every other
 feature depends on (F001: 9% of the work here, so 3.5x at 4 lanes is out of reach by construction). `ideal` is what a scheduler with no overhead, no
-merge queue and no conflicts reaches claiming features as the lanes loop does (first open feature
-in list order whose dependencies are merged), with the same session times.
+merge queue and no conflicts reaches claiming features in list order (the first open feature whose
+dependencies are merged; the lanes loop claims by the critical path now), with the same session
+times.
 
     .venv/bin/python bench/lanes.py [--lanes 1,2,4,8] [--latency 2] [--save runs.pkl]
     .venv/bin/python bench/lanes.py --load runs.pkl [--lanes 1,4 --conflict F014,F015]  # more runs, same baseline

@@ -20,6 +20,7 @@ from session_scheduler.core.batching import (
     Step,
     after_test,
     conflicted,
+    deferred,
     plan,
 )
 
@@ -252,3 +253,13 @@ def test_the_answers_must_be_one_per_run() -> None:
         after_test(step.batch, (True,))
     with pytest.raises(ValueError, match="at least one test run"):
         plan(names(4), runners=0)
+
+
+def test_a_deferred_branch_leaves_the_batch_with_no_move_and_the_rest_is_merged_again() -> None:
+    queue = names(4)
+    step = deferred(plan(queue).batch, queue[2])
+    assert step.actions == (RunTests((*queue[:2], queue[3])),)
+    step = after_test(step.batch, True)
+    assert step.actions == (Land((*queue[:2], queue[3])), Done())
+    with pytest.raises(ValueError, match="not in the set"):
+        deferred(plan(queue).batch, "other")

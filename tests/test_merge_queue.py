@@ -393,6 +393,38 @@ def test_a_branch_that_conflicts_in_a_batch_goes_back_and_the_rest_are_merged_ag
     assert calls == [gitops.head(repo, "main")]  # no run for the set with the conflict
 
 
+def test_a_branch_that_conflicts_only_with_one_before_it_waits_for_that_one_to_land(project: Path) -> None:
+    """F003 merges onto `main` alone, but not after F001 (both change a's first line): it leaves
+    the batch, F001 is tested and lands, and then F003 goes back, conflicting with the `main`
+    its FIX will start from (the one that holds F001), not with work still in the queue."""
+    repo = safe_git.open(project)
+    calls: list[str] = []
+    queue = [landing(project, f) for f in ("F001", "F003")]
+    settled = merge_queue.land_batch(repo, queue, lambda group: green(calls))  # type: ignore[arg-type,return-value]
+    assert [(entry.feature, type(verdict).__name__) for entry, verdict in settled] == [
+        ("F001", "Landed"),
+        ("F003", "Conflict"),
+    ]
+    assert sh(project, "git show main:a").startswith("A1")  # F001's line: what F003's FIX merges
+    assert len(calls) == 1
+
+
+def test_a_branch_deferred_for_one_before_it_lands_when_that_one_goes_back(project: Path) -> None:
+    """F003 conflicts only with F001, which is red: F001 goes back, and F003, merged onto a
+    `main` without it, is tested and lands."""
+    repo = safe_git.open(project)
+
+    def tests_for(group: tuple[Landing, ...]) -> merge_queue.Tests:
+        return lambda commit: (group[-1].feature != "F001", "F001 breaks the tests")
+
+    queue = [landing(project, f) for f in ("F001", "F003")]
+    settled = dict(
+        (entry.feature, verdict) for entry, verdict in merge_queue.land_batch(repo, queue, tests_for)
+    )
+    assert isinstance(settled["F001"], Red) and isinstance(settled["F003"], Landed)
+    assert sh(project, "git show main:a").startswith("X1")
+
+
 def test_a_batch_of_one_is_what_lands_one_at_a_time(project: Path) -> None:
     """`cap=1`: each branch tested alone, in order (the same planner, not a second path); a tip
     main holds already lands again without a merge or a run."""
@@ -458,5 +490,5 @@ def test_a_planner_that_makes_no_progress_is_an_error_not_a_loop(
     queue = [landing(project, f) for f in ("F001", "F004")]
     with pytest.raises(SchedulerError, match="made no progress landing feature/F001, feature/F004"):
         merge_queue.land_batch(repo, queue, tests_for)
-    assert 1 < len(runs) <= 3 * (4 + 3) + merge_queue.RETRIES
+    assert 1 < len(runs) <= 3 * (2 + 4 + 3) + merge_queue.RETRIES
     assert gitops.head(repo, "main") == before  # nothing landed

@@ -13,7 +13,7 @@ prefix bounds the culprit; every green prefix before it lands. One round finds a
 `runners + 1` branches, where one run at a time halves.
 
 The caller drives it (the merging and the test runs are its own): `plan` starts a batch, and
-`after_test` / `conflicted` answer the batch's `RunTests`. Each returns a `Step`: the batch, the
+`after_test` / `conflicted` / `deferred` answer the batch's `RunTests`. Each returns a `Step`: the batch, the
 landings and sends-back to act on in order, and what comes next: a `RunTests` or `Done`.
 
 Red is inferred, not always seen: when a set is red and its prefixes green, the part after the
@@ -184,6 +184,16 @@ def conflicted(batch: Batch, branch: str) -> Step:
         raise ValueError(f"{branch} is not in the set being merged ({', '.join(batch.testing)})")
     left = tuple(b for b in batch.remaining if b != branch)
     return _fresh(left, (SendBack(branch, "conflict"),), batch.runners)
+
+
+def deferred(batch: Batch, branch: str) -> Step:
+    """`branch` conflicted while `batch.testing` was merged, but only with branches before it in
+    the set (it merges onto `main` alone): it leaves this batch without a move and waits for the
+    next, merged onto a `main` that holds what it conflicted with (then its FIX starts from it)
+    or not (then it merges). What is left is merged and tested again, as after a conflict."""
+    if branch not in batch.testing:
+        raise ValueError(f"{branch} is not in the set being merged ({', '.join(batch.testing)})")
+    return _fresh(tuple(b for b in batch.remaining if b != branch), (), batch.runners)
 
 
 def _isolate(red: tuple[str, ...], rest: tuple[str, ...], before: tuple[Move, ...], runners: int) -> Step:

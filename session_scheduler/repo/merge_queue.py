@@ -139,7 +139,8 @@ def land_batch(
     runs none), and with `runners` above one on earlier merges of the chain too, side by side;
     green moves `main` to the longest green merge by one compare-and-swap. Red narrows down;
     the culprit alone goes back, with the output of the red run that bounded it. A conflict
-    goes back at once. A tip `main` holds already lands again without a merge (a kill after it
+    with `main` goes back at once; one only with branches before it in the set waits for the
+    next batch (then `main` holds them, and its FIX starts from that `main`). A tip `main` holds already lands again without a merge (a kill after it
     landed). Every landing's verdict, in the order they were settled (each also told to
     `settle` at once)."""
     ref = f"refs/heads/{onto}"
@@ -172,8 +173,9 @@ def land_batch(
     tested = False  # whether tests ran on them
     moved = 0
     # Each pass settles a landing, narrows a red set (at most `cap.bit_length()` times in a row),
-    # plans the next batch or merges again onto a `main` that moved: more is a planner's bug.
-    for _ in range((len(landings) + 1) * (cap.bit_length() + 3) + RETRIES):
+    # defers a branch to the next batch (at most once a batch each), plans the next batch or
+    # merges again onto a `main` that moved: more is a planner's bug.
+    for _ in range((len(landings) + 1) * (len(landings) + cap.bit_length() + 3) + RETRIES):
         for n, move in enumerate(step.moves):
             if isinstance(move, batching.Land):
                 top = chain[len(move.branches) - 1]
@@ -220,6 +222,11 @@ def land_batch(
             chained = _chain(repo, main, group)
             if isinstance(chained, tuple):
                 culprit, conflict = chained
+                if culprit is not group[0] and not isinstance(merged_tree(repo, main, culprit.tip), Conflict):
+                    # only with work before it in the set: it waits for the next batch, merged onto
+                    # the `main` that holds that work (its FIX, if any, then starts from it)
+                    step = batching.deferred(step.batch, culprit.branch)
+                    continue
                 settled(culprit, conflict, 0)
                 step = batching.conflicted(step.batch, culprit.branch)
                 continue
