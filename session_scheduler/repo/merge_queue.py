@@ -1,4 +1,4 @@
-"""The merge queue: approved work lands on the authoritative `main`, one branch at a time.
+"""The merge queue: approved work lands on the authoritative `main`, tested on the merge.
 
 A lane's REVIEW approves a feature (and merges it into its lane's own view of `main`); landing
 it on the project's `main` is the scheduler's. `land` merges the approved tip onto the current
@@ -10,7 +10,10 @@ the ref: a `main` that moved meanwhile is merged onto again). A textual conflict
 its files, a red test with its output, for the feature to go back to its lane as FIX work; a tip
 that is on `main` already is not merged again. While `main` has not moved since the lane synced
 (always, with one lane), the REVIEW's own merge, verified and tested in its lane, lands as it is:
-`main` fast-forwards to it, with no second test run.
+`main` fast-forwards to it, with no second test run. `land_batch` lands several approved tips
+together, as `core/batching.py` plans: merged one after another, tested on the last merge (and,
+with several runners, on earlier merges of the chain side by side), narrowed down on red; `land`
+is its batch of one.
 
 `Queue` is the order of the approved work waiting to land, kept in the records
 (`.agent_logs/merge_queue.json`, written atomically), so that a killed scheduler's next run lands
@@ -140,9 +143,9 @@ def land_batch(
     green moves `main` to the longest green merge by one compare-and-swap. Red narrows down;
     the culprit alone goes back, with the output of the red run that bounded it. A conflict
     with `main` goes back at once; one only with branches before it in the set waits for the
-    next batch (then `main` holds them, and its FIX starts from that `main`). A tip `main` holds already lands again without a merge (a kill after it
-    landed). Every landing's verdict, in the order they were settled (each also told to
-    `settle` at once)."""
+    next batch (then `main` holds them, and its FIX starts from that `main`). A tip `main`
+    holds already lands again without a merge (a kill after it landed). Every landing's
+    verdict, in the order they were settled (each also told to `settle` at once)."""
     ref = f"refs/heads/{onto}"
     by_branch = {landing.branch: landing for landing in landings}
     out: list[tuple[Landing, Verdict]] = []
