@@ -19,9 +19,11 @@ from session_scheduler.core.batching import (
     SendBack,
     Step,
     after_test,
+    cap_for,
     conflicted,
     deferred,
     plan,
+    runners_for,
 )
 
 
@@ -221,10 +223,12 @@ def test_a_batch_holds_at_least_one_branch(cap: int) -> None:
 def test_the_answers_must_fit_the_batch() -> None:
     with pytest.raises(ValueError, match="waits twice"):
         plan(("a", "a"))
-    with pytest.raises(ValueError, match="nothing was being tested"):
+    with pytest.raises(ValueError, match="^the batch is done: nothing was being tested$"):
         after_test(Batch(), True)
-    with pytest.raises(ValueError, match="not in the set"):
+    with pytest.raises(ValueError, match=r"^c is not in the set being merged \(a, b\)$"):
         conflicted(plan(("a", "b")).batch, "c")
+    with pytest.raises(ValueError, match=r"^c is not in the set being merged \(a, b\)$"):
+        deferred(plan(("a", "b")).batch, "c")
 
 
 def test_three_runners_find_one_culprit_in_8_in_one_more_round() -> None:
@@ -263,3 +267,11 @@ def test_a_deferred_branch_leaves_the_batch_with_no_move_and_the_rest_is_merged_
     assert step.actions == (Land((*queue[:2], queue[3])), Done())
     with pytest.raises(ValueError, match="not in the set"):
         deferred(plan(queue).batch, "other")
+
+
+@pytest.mark.parametrize(
+    ("lanes", "runners", "cap"), [(1, 1, 8), (3, 1, 8), (4, 1, 8), (7, 1, 8), (8, 2, 16), (16, 4, 32)]
+)
+def test_one_runner_per_four_lanes_and_8_branches_per_runner(lanes: int, runners: int, cap: int) -> None:
+    assert runners_for(lanes) == runners and cap_for(runners) == cap
+    assert isinstance(cap_for(runners), int)

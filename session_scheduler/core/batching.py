@@ -166,8 +166,8 @@ def after_test(batch: Batch, passed: bool | tuple[bool, ...]) -> Step:
     first_red = next((i for i, ok in enumerate(answers) if not ok), None)
     if first_red is None:  # the longest run, all of `testing`, green too
         whole: tuple[Move, ...] = (Land(batch.testing),)
-        if not batch.red:  # a set of which nothing was known: every branch of it is in
-            return _fresh(batch.rest, whole, batch.runners)
+        if not batch.red:  # a set of which nothing was known (nothing after it): every branch of it is in
+            return Step(Batch(), whole, Done())
         return _isolate(batch.red[len(batch.testing) :], batch.rest, whole, batch.runners)
     green = sizes[first_red - 1] if first_red else 0
     landed = (Land(batch.testing[:green]),) if green else ()
