@@ -223,7 +223,7 @@ def test_a_batch_holds_at_least_one_branch(cap: int) -> None:
 def test_the_answers_must_fit_the_batch() -> None:
     with pytest.raises(ValueError, match="waits twice"):
         plan(("a", "a"))
-    with pytest.raises(ValueError, match="^the batch is done: nothing was being tested$"):
+    with pytest.raises(ValueError, match=r"^the batch is done: nothing was being tested$"):
         after_test(Batch(), True)
     with pytest.raises(ValueError, match=r"^c is not in the set being merged \(a, b\)$"):
         conflicted(plan(("a", "b")).batch, "c")
