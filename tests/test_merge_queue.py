@@ -379,6 +379,32 @@ def test_with_three_runners_one_round_tests_three_merges_of_the_chain_side_by_si
     assert sh(project, "git show main:b") == "b1" and sh(project, "git show main:F005") == "F005"
 
 
+def test_two_runners_land_the_green_first_half_of_the_chain_and_keep_the_red_one_off(project: Path) -> None:
+    """`runners=2`, F002 last and red: the merges after F004 and after F002 run side by side;
+    `main` moves to the first (F001 and F004 land), never to the red one; F005 is then tested
+    alone and lands, and F002 goes back with the run that had it."""
+    _more(project, "F004", "F005")
+    repo = safe_git.open(project)
+
+    def tests_for(group: tuple[Landing, ...]) -> merge_queue.Tests:
+        def run(commit: str) -> tuple[bool, str]:
+            red = "b2" in sh(project, f"git show {commit}:b")
+            return not red, f"red with {len(group)}" if red else "ok"
+
+        return run
+
+    queue = [landing(project, f) for f in ("F001", "F004", "F005", "F002")]
+    settled = merge_queue.land_batch(repo, queue, tests_for, runners=2)
+    assert [(entry.feature, type(verdict).__name__) for entry, verdict in settled] == [
+        ("F001", "Landed"),
+        ("F004", "Landed"),
+        ("F005", "Landed"),
+        ("F002", "Red"),
+    ]
+    assert sh(project, "git show main:b") == "b1" and sh(project, "git show main:F005") == "F005"
+    assert settled[-1][1].output == "red with 4"  # type: ignore[union-attr]
+
+
 def test_a_branch_that_conflicts_in_a_batch_goes_back_and_the_rest_are_merged_again(project: Path) -> None:
     _more(project, "F004")
     repo = safe_git.open(project)
