@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -15,6 +17,7 @@ from helpers import cli_seams, request_for, state_for
 from scripted_model.hermetic import sdk_env
 from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.guard import processes, toolset
+from session_scheduler.run import agent as agent_module
 from session_scheduler.run.agent import (
     ClaudeSessionRunner,
     SessionRequest,
@@ -206,3 +209,56 @@ def test_the_clis_own_retries_stop_when_the_outage_allowance_is_spent(tmp_path: 
         took = time.monotonic() - started
     assert took < 25, f"the session took {took:.0f} s"
     assert result.api_error_status == 529 and result.terminal_reason == "api_error" and result.retrying_s >= 6
+
+
+def _silent_cli(tmp_path: Path) -> Path:
+    """A 'CLI' that starts and never answers (a CLI stopped, or hung, while it starts)."""
+    cli = tmp_path / "silent-claude"
+    cli.write_text("#!/bin/sh\nexec sleep 300\n", encoding="utf-8")
+    cli.chmod(0o755)
+    return cli
+
+
+def test_a_stop_from_another_thread_ends_a_session_whose_cli_never_answered_within_seconds(
+    tmp_path: Path,
+) -> None:
+    """The SDK waits at least 60 s for a CLI's first answer: a Ctrl-C of the run (`stop`) must
+    not wait that long."""
+    runner = ClaudeSessionRunner(echo=lambda _: None, cli_path=_silent_cli(tmp_path))
+    timer = threading.Timer(1.0, runner.stop)
+    timer.start()
+    started = time.monotonic()
+    result = anyio.run(runner.run, request(tmp_path))
+    timer.join()
+    assert time.monotonic() - started < 15
+    assert result.error == "stopped with its run" and result.is_error
+
+
+def test_a_cli_that_never_answers_its_start_is_a_failed_session_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the SDK raises after its 60 s (a plain Exception) ends the session with the reason;
+    any other exception still propagates."""
+
+    def never_started(**_: object) -> object:
+        async def stream() -> Any:
+            raise Exception("Control request timeout: initialize")
+            yield
+
+        return stream()
+
+    monkeypatch.setattr(agent_module, "query", never_started)
+    result = anyio.run(ClaudeSessionRunner(echo=lambda _: None).run, request(tmp_path))
+    assert result.is_error and result.error is not None
+    assert result.error.startswith("Claude Code did not answer its start-up request (Control request timeout")
+
+    def broken(**_: object) -> object:
+        async def stream() -> Any:
+            raise RuntimeError("a bug")
+            yield
+
+        return stream()
+
+    monkeypatch.setattr(agent_module, "query", broken)
+    with pytest.raises(BaseException, match=r"a bug|unhandled errors"):
+        anyio.run(ClaudeSessionRunner(echo=lambda _: None).run, request(tmp_path))

@@ -23,7 +23,7 @@ from session_scheduler.core.config import AgentConfig, SessionType
 from session_scheduler.core.schedule import MEMORY_PER_LANE
 from session_scheduler.guard import safe_git
 from session_scheduler.run.agent import SessionRequest, SessionResult
-from session_scheduler.run.lanes import Lanes
+from session_scheduler.run.lanes import STOPPING, Lanes
 from session_scheduler.store import events, statefile
 from session_scheduler.testing.inprocess import InProcessRobotRunner
 from session_scheduler.view.cli import available_memory, main, resolve_project
@@ -429,9 +429,11 @@ def test_ctrl_c_stops_every_lane_and_their_sessions_run_again_uncounted(tmp_path
     project = new_project(tmp_path)
     scenario = Scenario.from_json(FOUR)
     runner = Interrupted(scenario, 4)
-    runner.lanes = Lanes(project, CFG, runner, 3, echo=lambda _: None)
+    lines: list[str] = []
+    runner.lanes = Lanes(project, CFG, runner, 3, echo=lines.append)
     with pytest.raises(KeyboardInterrupt):
         runner.lanes.run()
+    assert STOPPING in lines  # said at once, before the sessions have stopped
     log = events.read(events.log_path(project))
     cut = [e for e in log if e["kind"] == "session_ended" and e["standing"] == "interrupted"]
     assert 4 in [e["session"] for e in cut] and all(e["cut"]["by"] == "interrupt" for e in cut)

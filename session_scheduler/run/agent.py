@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -53,6 +54,11 @@ logging.getLogger("claude_agent_sdk").addHandler(logging.NullHandler())
 stderr by default; the runner reports how each session ended itself, in the session's result."""
 
 SANDBOX_FAILED = "Sandbox is required but failed to initialize"
+SDK_START_TIMEOUT = "Control request timeout: initialize"
+"""What the SDK raises (a plain Exception) when the CLI never answers its start-up request: it
+waits at least 60 s, even when the CLI exited at once."""
+STOP_POLL_S = 0.5
+"""How often a session checks whether its run is stopping."""
 """What the CLI answers a Bash call with when bubblewrap or its socat bridges did not start."""
 UNRETRYABLE_STATUSES = frozenset({401, 402, 403, 404})
 """API answers that retrying cannot fix (credentials, billing, an unknown model): a session stops at the
@@ -147,9 +153,10 @@ class SessionRunner(Protocol):
 
 @runtime_checkable
 class Stoppable(Protocol):
-    """A runner whose sessions run elsewhere (an engine's workers): `stop()` stops every session it
-    is running, from another thread, and their `run` returns (a Ctrl-C of the run). A runner in this
-    process needs none: its CLIs are stopped by their TMPDIR."""
+    """A runner whose sessions can be stopped from another thread (a Ctrl-C of the run): `stop()`
+    stops every session it is running, and their `run` returns. An engine's workers run them
+    elsewhere; in this process the CLIs are stopped by their TMPDIR too, but a CLI stopped while it
+    starts leaves the SDK waiting 60 s for its first answer."""
 
     def stop(self) -> None: ...
 
@@ -383,6 +390,12 @@ class ClaudeSessionRunner:
         self._echo = echo
         self._env = dict(env or {})
         self._cli_path = cli_path
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        """Stop every session this runner runs, within a second (`Stoppable`); sessions started
+        afterwards stop at once."""
+        self._stopping.set()
 
     def _say(self, request: SessionRequest, line: str) -> None:
         """One console line of the session (prefixed with its lane when it runs in one of several)."""
@@ -398,12 +411,14 @@ class ClaudeSessionRunner:
         counter = [0]
         started, since = time.monotonic(), time.time()
         last = [started]
-        idle = anyio.CancelScope()
+        idle, stopped = anyio.CancelScope(), anyio.CancelScope()
         with (SessionFolder(request.log_dir).transcript).open("w", encoding="utf-8") as transcript:
             with anyio.move_on_after(request.plan.timeout_s) as deadline:
                 async with anyio.create_task_group() as watch:
-                    watch.start_soon(_watchdog, idle, last, request.plan.idle_timeout_s)
-                    with idle:
+                    watch.start_soon(
+                        _watchdog, idle, last, request.plan.idle_timeout_s, stopped, self._stopping
+                    )
+                    with idle, stopped:
                         try:
                             options = build_options(
                                 request, stderr_lines.append, self._env, values["policy_refusals"]
@@ -446,9 +461,19 @@ class ClaudeSessionRunner:
                             values.setdefault("error", f"Claude Code exited with {exc.exit_code}: {tail}")
                         except ClaudeSDKError as exc:
                             values.setdefault("error", f"{type(exc).__name__}: {exc}")
+                        except Exception as exc:  # the SDK's own: a CLI that never answered its start
+                            if not str(exc).startswith(SDK_START_TIMEOUT):
+                                raise
+                            values.setdefault(
+                                "error",
+                                f"Claude Code did not answer its start-up request ({exc}): it exited or hung "
+                                f"while starting; {_tail(stderr_lines) or 'it wrote nothing on stderr'}",
+                            )
                     watch.cancel_scope.cancel()
             plan = request.plan
-            for stopped, reason, why, line in (
+            if stopped.cancelled_caught:
+                values.update(error="stopped with its run", is_error=True)
+            for cut, reason, why, line in (
                 (
                     idle.cancelled_caught,
                     "idle_timeout",
@@ -462,7 +487,7 @@ class ClaudeSessionRunner:
                     "session timeout",
                 ),
             ):
-                if stopped:
+                if cut:
                     values.update(error=why, terminal_reason=reason, is_error=True)
                     self._say(request, f"  [{plan.role.value}] stopped: {line}")
         (SessionFolder(request.log_dir).cli_stderr).write_text("\n".join(stderr_lines), encoding="utf-8")
@@ -560,13 +585,23 @@ async def _close(stream: Any, folder: Path, since: float) -> list[int]:
     return stopped
 
 
-async def _watchdog(idle: anyio.CancelScope, last: list[float], limit_s: float) -> None:
-    """Cancel `idle` once nothing has arrived for `limit_s` (`last[0]`: when something last did)."""
+async def _watchdog(
+    idle: anyio.CancelScope,
+    last: list[float],
+    limit_s: float,
+    stopped: anyio.CancelScope,
+    stopping: threading.Event,
+) -> None:
+    """Cancel `idle` once nothing has arrived for `limit_s` (`last[0]`: when something last did),
+    `stopped` once the run stops (`stopping`, checked every `STOP_POLL_S`)."""
     while True:
-        await anyio.sleep(min(limit_s / 4, 5.0))
+        if stopping.is_set():
+            stopped.cancel()
+            return
         if time.monotonic() - last[0] >= limit_s:
             idle.cancel()
             return
+        await anyio.sleep(min(limit_s / 4, STOP_POLL_S))
 
 
 def _from_result(message: ResultMessage) -> dict[str, Any]:

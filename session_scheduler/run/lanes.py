@@ -182,6 +182,12 @@ class LanesReport:
     run: RunReport
 
 
+STOPPING = (
+    "stopping: the running sessions are stopped and saved as interrupted (a few seconds); "
+    "the same command resumes them"
+)
+
+
 class Lanes:
     """Runs `lanes` lanes over the project until every feature passes or is blocked, or a limit."""
 
@@ -365,6 +371,7 @@ class Lanes:
             with self.lock:
                 self.failed = self.failed or stop
                 self.lock.notify_all()
+            self.echo(STOPPING)
             with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: they are being stopped
                 for n in range(self.count):
                     processes.stop_with_tmpdir(private_tmp(workdirs.path_of(self.project, n)))
