@@ -120,7 +120,7 @@ def test_a_main_project_has_no_waiting_line(tmp_path: Path) -> None:
     landed(started(project, "run-1"), "F001")
     said = digest.lines(digest.digest_of(project))
     assert said[0] == "Morning digest (the last run):"
-    assert "  landed on main: F001" in said and "  cost: $0.0000" in said
+    assert "  landed on main: F001" in said and "  the last run cost: $0.0000" in said
     assert not any("waiting for you" in line for line in said)
 
 

@@ -1495,7 +1495,12 @@ class Lanes:
                     **({"batch": tested} if tested > 1 else {}),
                     **timing,
                 )
-                self._say(None, f"{landing.branch} sent back to a lane (review {review})")
+                cause = (
+                    f"it conflicts with {self.trunk} in {', '.join(verdict.files) or 'the merge'}"
+                    if isinstance(verdict, Conflict)
+                    else f"the tests fail on {self.trunk} with it merged"
+                )
+                self._say(None, f"{landing.branch} sent back to a lane as a FIX: {cause} (review {review})")
             for event in events:
                 self._act(repo, None, event, self.schedule.issued)
             self.queue.done(landing)

@@ -119,5 +119,5 @@ def lines(digest: dict[str, Any] | None) -> list[str]:
         out.append(f"  sent back by you: {', '.join(back)} (the next run's FIX answers your words)")
     if digest["blocked"]:
         out.append("  blocked: " + "; ".join(f"{b['feature']} ({b['why']})" for b in digest["blocked"]))
-    out.append(f"  cost: {money(digest['cost_usd'])}")
+    out.append(f"  the last run cost: {money(digest['cost_usd'])}")
     return out
