@@ -508,8 +508,8 @@ UNMERGED = "git diff --name-only --diff-filter=U"
 
 
 def merge_main(files: Files) -> Steps:
-    """Merge main into the branch; resolve its conflicts: the changelog keeps main's lines, any
-    other file keeps both sides' lines (two features that added theirs at the same place)."""
+    """Merge main into the branch; resolve its conflicts: each file keeps both sides' lines (two
+    features that added theirs at the same place, the changelog's lines of both)."""
     (merged,) = yield [bash("git merge main --no-edit -q")]
     if not merged.lstrip().startswith("Exit code"):
         return
@@ -518,15 +518,11 @@ def merge_main(files: Files) -> Steps:
     if not conflicted:  # failed for another reason: leave the branch as it was
         yield [bash("git merge --abort")]
         return
-    others = [f for f in conflicted if f != "CHANGELOG.md"]
-    if "CHANGELOG.md" in conflicted:
-        yield [bash("git checkout --theirs CHANGELOG.md")]
-    if others:
-        texts = yield [read(files.path(f)) for f in others]
-        yield [
-            write(files.path(f), demo_app.resolve_union(file_text(text)))
-            for f, text in zip(others, texts, strict=True)
-        ]
+    texts = yield [read(files.path(f)) for f in conflicted]
+    yield [
+        write(files.path(f), demo_app.resolve_union(file_text(text)))
+        for f, text in zip(conflicted, texts, strict=True)
+    ]
     paths = " ".join(shlex.quote(f) for f in conflicted)
     yield [bash(f"git add {paths} && git commit -q --no-edit --no-verify")]
 
