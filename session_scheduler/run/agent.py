@@ -54,12 +54,12 @@ logging.getLogger("claude_agent_sdk").addHandler(logging.NullHandler())
 stderr by default; the runner reports how each session ended itself, in the session's result."""
 
 SANDBOX_FAILED = "Sandbox is required but failed to initialize"
+"""What the CLI answers a Bash call with when bubblewrap or its socat bridges did not start."""
 SDK_START_TIMEOUT = "Control request timeout: initialize"
 """What the SDK raises (a plain Exception) when the CLI never answers its start-up request: it
 waits at least 60 s, even when the CLI exited at once."""
 STOP_POLL_S = 0.5
 """How often a session checks whether its run is stopping."""
-"""What the CLI answers a Bash call with when bubblewrap or its socat bridges did not start."""
 UNRETRYABLE_STATUSES = frozenset({401, 402, 403, 404})
 """API answers that retrying cannot fix (credentials, billing, an unknown model): a session stops at the
 first instead of waiting out the CLI's retries (classify.cut_short says what the person must do)."""
